@@ -1,0 +1,164 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Adapter performs operations on one target system and looks earlier attempts
+// up by the operation key. Implementations pass the key to the target (the
+// provider's idempotency header, or an external-ID field whose uniqueness the
+// target or the adapter enforces) so that the target itself recognises a repeat.
+type Adapter interface {
+	// Name is the adapter instance name used in configuration, e.g. "yookassa".
+	Name() string
+	// TargetSystem is the class of target: "1c", "crm" or "payments".
+	TargetSystem() string
+	// Capabilities declares what the target guarantees for our key.
+	Capabilities() Capabilities
+	// Execute performs the operation once. Every failure is an *Error.
+	Execute(ctx context.Context, op operation.Operation) (Outcome, error)
+	// Lookup finds an earlier attempt by the operation key. A failure to ask is
+	// an *Error; "not found" and "cannot tell" are results, not errors.
+	Lookup(ctx context.Context, op operation.Operation) (LookupResult, error)
+}
+
+// Capabilities is an adapter's profile.
+type Capabilities struct {
+	// NativeKey: the target deduplicates by our key itself (idempotency header
+	// or a unique external ID).
+	NativeKey bool
+	// Lookup: the target can be searched by our key.
+	Lookup bool
+	// SingleFlight: the target does not enforce uniqueness, so creation is
+	// serialised per key and preceded by a search.
+	SingleFlight bool
+	// MappingTable: the key is kept in a field or table of ours because the
+	// target has no external ID.
+	MappingTable bool
+	// SettleTime is how long after an attempt a "not found" lookup must wait
+	// before it counts (search index lag).
+	SettleTime time.Duration
+	// MaxKeyLen is the longest key the target accepts; longer operation keys are
+	// mapped to a stable digest by the adapter.
+	MaxKeyLen int
+}
+
+// Outcome is the normalised result of a successful operation: nothing secret,
+// never the target's full response.
+type Outcome struct {
+	// ObjectID is the target's ID of the created object (invoice, task, payment).
+	ObjectID string
+	// BusinessStatus is the target's business status, e.g. "succeeded", "posted".
+	BusinessStatus string
+	// RequestID is the target's request id, for tracing, when it gives one.
+	RequestID string
+	// Details are further safe, normalised fields for the result envelope.
+	Details map[string]any
+}
+
+// LookupStatus is what a lookup by key found.
+type LookupStatus string
+
+// Lookup statuses.
+const (
+	Found         LookupStatus = "found"
+	NotFound      LookupStatus = "not_found"
+	Indeterminate LookupStatus = "indeterminate"
+)
+
+// LookupResult is the answer of Lookup. Outcome is set when Status is Found.
+type LookupResult struct {
+	Status  LookupStatus
+	Outcome Outcome
+	// Final is set when the target reports the earlier attempt as a final
+	// failure (e.g. a declined payment): Outcome then describes it and Code
+	// carries the safe error code.
+	Final bool
+	Code  string
+}
+
+// Class says what may be done after an error.
+type Class string
+
+// Error classes, from the article's retry rules.
+const (
+	// Retry: the request failed before it could have had an effect (not sent,
+	// 429, 502, 503): it may be sent again with the same key.
+	Retry Class = "retry"
+	// ReconcileBeforeRetry: the request may have had an effect (timeout after
+	// sending, connection lost while waiting): look it up before anything else.
+	ReconcileBeforeRetry Class = "reconcile_before_retry"
+	// NeverRetry: a final business answer (validation, access denied,
+	// insufficient funds, key/payload mismatch).
+	NeverRetry Class = "never_retry"
+)
+
+// Valid reports whether c is one of the three classes.
+func (c Class) Valid() bool {
+	return c == Retry || c == ReconcileBeforeRetry || c == NeverRetry
+}
+
+// Safe error codes shared by adapters. Adapters may add their own; the
+// configured rules map codes to classes.
+const (
+	CodeConnectionResetBeforeResponse = "connection_reset_before_response"
+	CodeConnectionRefused             = "connection_refused"
+	CodeHTTP429                       = "http_429"
+	CodeHTTP500                       = "http_500"
+	CodeHTTP502                       = "http_502"
+	CodeHTTP503                       = "http_503"
+	CodeHTTP504                       = "http_504"
+	CodeTimeoutAfterRequestSent       = "timeout_after_request_sent"
+	CodeConnectionLostWhileWaiting    = "connection_lost_while_waiting_response"
+	CodeValidation                    = "validation_error"
+	CodeAuthorizationDenied           = "authorization_denied"
+	CodeInsufficientFunds             = "insufficient_funds"
+	CodeKeyPayloadMismatch            = "idempotency_key_payload_mismatch"
+	CodeNotFound                      = "not_found"
+	CodeUnexpectedResponse            = "unexpected_response"
+	CodeDeclined                      = "declined"
+)
+
+// Error is an adapter failure: a safe code, its default class and an optional
+// Retry-After. It never holds a credential, a card number or a response body.
+type Error struct {
+	Code       string
+	Class      Class
+	RetryAfter time.Duration
+	// RequestID is the target's request id when it gave one.
+	RequestID string
+	// Err is the underlying error, for logs; it must already be safe.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s (%s): %v", e.Code, e.Class, e.Err)
+	}
+	return fmt.Sprintf("%s (%s)", e.Code, e.Class)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewError returns an *Error with the given code and class.
+func NewError(code string, class Class, err error) *Error {
+	return &Error{Code: code, Class: class, Err: err}
+}
+
+// AsError extracts an *Error from err. An error that is not one is treated as
+// an unexplained failure after the request may have been sent: reconcile.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &Error{Code: CodeUnexpectedResponse, Class: ReconcileBeforeRetry, Err: err}
+}

@@ -1,0 +1,632 @@
+// Package journaltest is the conformance suite every journal.Store must pass:
+// every claim decision, fencing, leases on the database clock, batches, the
+// attempts trail, take-over for reconciliation, operator resolution and
+// retention. Each engine's tests call Exercise with a constructor.
+package journaltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// Features declares what an engine does differently. A difference is
+// declared here, never left to diverge silently.
+type Features struct {
+	// ConcurrentTakeOver: several TakeOverStale callers run at once and split
+	// the work (PostgreSQL SKIP LOCKED). Engines with one writer serialise them.
+	ConcurrentTakeOver bool
+}
+
+// NewStore returns a fresh, empty store; the suite closes nothing itself.
+type NewStore func(t *testing.T) journal.Store
+
+const (
+	owner = "worker-a"
+	other = "worker-b"
+	hashA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	hashB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+var keySeq atomic.Int64
+
+// key returns a key unique within the process.
+func key(t *testing.T) string {
+	return fmt.Sprintf("test:payment.charge:%s-%d:v1", t.Name()[len(t.Name())-min(len(t.Name()), 40):], keySeq.Add(1))
+}
+
+func req(k, hash, who string, ttl time.Duration) journal.ClaimRequest {
+	return journal.ClaimRequest{
+		Key: k, OperationType: "payment.charge", RequestHash: hash, TargetSystem: "payments",
+		EventID: "evt-" + k, ApprovalID: "appr-1", Owner: who, LeaseTTL: ttl,
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func claim(t *testing.T, s journal.Store, r journal.ClaimRequest) journal.Claim {
+	t.Helper()
+	c, err := journal.ClaimOne(ctx(t), s, r)
+	require.NoError(t, err)
+	return c
+}
+
+// waitExpired waits until the database clock passes the lease of key.
+func waitExpired(t *testing.T, s journal.Store, key string) {
+	t.Helper()
+	rec, err := s.Get(ctx(t), key)
+	require.NoError(t, err)
+	require.False(t, rec.LeaseUntil.IsZero(), "no lease on %s", key)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		if now.After(rec.LeaseUntil) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "lease of %s never expired", key)
+		time.Sleep(rec.LeaseUntil.Sub(now) + time.Millisecond)
+	}
+}
+
+// Exercise runs the whole suite against stores made by newStore.
+func Exercise(t *testing.T, newStore NewStore, f Features) {
+	t.Run("NewKeyExecutes", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		before, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.Equal(t, journal.Execute, c.Decision)
+		require.Positive(t, c.Token)
+		require.Equal(t, 1, c.Attempt)
+		require.Equal(t, journal.StatusStarted, c.Record.Status)
+		require.Equal(t, owner, c.Record.LeaseOwner)
+		require.Equal(t, "evt-"+k, c.Record.EventID)
+		require.Equal(t, "appr-1", c.Record.ApprovalID)
+		// The lease is measured on the database clock.
+		require.WithinDuration(t, before.Add(30*time.Second), c.Record.LeaseUntil, 5*time.Second)
+	})
+
+	t.Run("LiveLeaseIsInProgress", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		require.Equal(t, journal.Execute, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
+		c := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.InProgress, c.Decision)
+		require.Zero(t, c.Token)
+		require.Equal(t, owner, c.Record.LeaseOwner)
+	})
+
+	t.Run("OtherHashConflictsInEveryState", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		for _, end := range []journal.Status{journal.StatusStarted, journal.StatusSucceeded, journal.StatusFailedFinal, journal.StatusFailedRetryable, journal.StatusUnknown} {
+			k := key(t)
+			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+			if end != journal.StatusStarted {
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, end)))
+			}
+			got := claim(t, s, req(k, hashB, other, 30*time.Second))
+			require.Equal(t, journal.Conflict, got.Decision, "state %s", end)
+			require.Zero(t, got.Token)
+			rec, err := s.Get(ctx(t), k)
+			require.NoError(t, err)
+			require.Equal(t, end, rec.Status, "a conflict changes nothing")
+			require.Equal(t, hashA, rec.RequestHash)
+		}
+	})
+
+	t.Run("SucceededReplays", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		res := json.RawMessage(`{"business_status":"succeeded"}`)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{
+			Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "pay_1", Result: res, TargetRequestID: "req-1",
+		}))
+		for range 3 {
+			got := claim(t, s, req(k, hashA, other, 30*time.Second))
+			require.Equal(t, journal.ReplaySucceeded, got.Decision)
+			require.Equal(t, "pay_1", got.Record.TargetObjectID)
+			require.JSONEq(t, string(res), string(got.Record.Result))
+			require.Equal(t, 1, got.Record.AttemptCount)
+			require.False(t, got.Record.CompletedAt.IsZero())
+			require.True(t, got.Record.LeaseUntil.IsZero(), "a finished operation holds no lease")
+		}
+	})
+
+	t.Run("FailedFinalReplays", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{
+			Key: k, Token: c.Token, Status: journal.StatusFailedFinal, ErrorCode: "insufficient_funds",
+		}))
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.ReplayFailed, got.Decision)
+		require.Equal(t, "insufficient_funds", got.Record.ErrorCode)
+	})
+
+	t.Run("RetryableFailureReclaimedOnce", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503"}))
+		var wg sync.WaitGroup
+		results := make([]journal.Claim, 10)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
+				require.NoError(t, err)
+				results[i] = got
+			}()
+		}
+		wg.Wait()
+		executes := 0
+		for _, r := range results {
+			if r.Decision == journal.Execute {
+				executes++
+				require.Equal(t, 2, r.Attempt)
+				require.Greater(t, r.Token, c.Token)
+			} else {
+				require.Equal(t, journal.InProgress, r.Decision)
+			}
+		}
+		require.Equal(t, 1, executes)
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, 2, rec.AttemptCount)
+		require.Equal(t, journal.StatusStarted, rec.Status)
+	})
+
+	t.Run("FiftyClaimersOneExecute", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		var wg sync.WaitGroup
+		var executes, inProgress atomic.Int64
+		tokens := make(chan int64, 50)
+		start := make(chan struct{})
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
+				if !assertNoError(t, err) {
+					return
+				}
+				switch got.Decision {
+				case journal.Execute:
+					executes.Add(1)
+					tokens <- got.Token
+				case journal.InProgress:
+					inProgress.Add(1)
+				default:
+					t.Errorf("unexpected decision %s", got.Decision)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.EqualValues(t, 1, executes.Load())
+		require.EqualValues(t, 49, inProgress.Load())
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, <-tokens, rec.LeaseToken)
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 1)
+	})
+
+	t.Run("UnknownIsReconciledWithNewToken", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent"}))
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, got.Decision)
+		require.Greater(t, got.Token, c.Token)
+		require.Equal(t, 1, got.Attempt, "reconciling is not a new attempt at the target")
+		require.Equal(t, journal.StatusUnknown, got.Record.Status)
+		require.Equal(t, other, got.Record.LeaseOwner)
+		// While the reconciler holds it, others wait.
+		require.Equal(t, journal.InProgress, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
+		// Found by lookup: resolved as succeeded by the new owner only.
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "x"}), journal.ErrStaleToken)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-1", Reconciled: true, Note: "reconciled: found"}))
+		require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
+	})
+
+	t.Run("ExpiredLeaseTakenOverAndOldTokenFenced", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, k)
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, got.Decision)
+		require.Greater(t, got.Token, c.Token)
+		require.Equal(t, journal.StatusStarted, got.Record.Status)
+		// The old owner wakes up: it can neither heartbeat nor complete.
+		require.ErrorIs(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token}, time.Minute), journal.ErrStaleToken)
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)), journal.ErrStaleToken)
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)), journal.ErrStaleToken)
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusStarted, rec.Status)
+		require.Equal(t, got.Token, rec.LeaseToken)
+		// The new owner can.
+		require.NoError(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: got.Token}, time.Minute))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, got.Token, journal.StatusSucceeded)))
+	})
+
+	t.Run("HeartbeatExtendsOnDatabaseClock", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 5*time.Second))
+		require.NoError(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token}, time.Hour))
+		now, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.WithinDuration(t, now.Add(time.Hour), rec.LeaseUntil, 5*time.Second)
+		require.ErrorIs(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token + 1}, time.Hour), journal.ErrStaleToken)
+		// A finished operation has no lease to extend.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+		require.ErrorIs(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token}, time.Hour), journal.ErrStaleToken)
+	})
+
+	t.Run("CompletionTransitions", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+		// The same completion again (a retry after a commit that seemed to fail) is applied once.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+		// Terminal states do not move.
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedFinal)), journal.ErrIllegalTransition)
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)), journal.ErrIllegalTransition)
+		// A failed_retryable operation cannot be completed without a new claim.
+		k2 := key(t)
+		c2 := claim(t, s, req(k2, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k2, c2.Token, journal.StatusFailedRetryable)))
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k2, c2.Token, journal.StatusSucceeded)), journal.ErrIllegalTransition)
+		// Unknown keys and invalid requests.
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion("test:x:nope:v1", 1, journal.StatusSucceeded)), journal.ErrNotFound)
+		_, err := s.Complete(ctx(t), []journal.Completion{{Key: k, Token: c.Token, Status: journal.StatusStarted}})
+		require.ErrorIs(t, err, journal.ErrInvalid)
+		_, err = s.Complete(ctx(t), []journal.Completion{{Key: k, Token: c.Token, Status: journal.StatusSucceeded, Result: json.RawMessage(`{bad`)}})
+		require.ErrorIs(t, err, journal.ErrInvalid)
+		_, err = s.Claim(ctx(t), []journal.ClaimRequest{{Key: k}})
+		require.ErrorIs(t, err, journal.ErrInvalid)
+	})
+
+	t.Run("BatchDecidesEachKey", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		kNew, kDone, kFailed, kRetry, kLive, kConflict, kUnknown := key(t), key(t), key(t), key(t), key(t), key(t), key(t)
+		for _, k := range []string{kDone, kFailed, kRetry, kLive, kConflict, kUnknown} {
+			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+			switch k {
+			case kDone:
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+			case kFailed:
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedFinal)))
+			case kRetry:
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedRetryable)))
+			case kUnknown:
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+			}
+		}
+		batch := []journal.ClaimRequest{
+			req(kUnknown, hashA, other, 30*time.Second),
+			req(kNew, hashA, other, 30*time.Second),
+			req(kDone, hashA, other, 30*time.Second),
+			req(kFailed, hashA, other, 30*time.Second),
+			req(kRetry, hashA, other, 30*time.Second),
+			req(kLive, hashA, other, 30*time.Second),
+			req(kConflict, hashB, other, 30*time.Second),
+			req(kNew, hashA, other, 30*time.Second), // a duplicate within the batch
+		}
+		got, err := s.Claim(ctx(t), batch)
+		require.NoError(t, err)
+		require.Len(t, got, len(batch))
+		want := []journal.Decision{journal.Reconcile, journal.Execute, journal.ReplaySucceeded, journal.ReplayFailed,
+			journal.Execute, journal.InProgress, journal.Conflict, journal.InProgress}
+		for i, w := range want {
+			require.Equal(t, w, got[i].Decision, "item %d (%s)", i, batch[i].Key)
+			require.Equal(t, batch[i].Key, got[i].Record.Key, "results align with requests")
+		}
+		require.Equal(t, 2, got[4].Attempt)
+
+		// Completions in one batch, with per-item errors.
+		errs, err := s.Complete(ctx(t), []journal.Completion{
+			completion(kNew, got[1].Token, journal.StatusSucceeded),
+			completion(kRetry, got[4].Token+100, journal.StatusSucceeded),
+			completion(kUnknown, got[0].Token, journal.StatusSucceeded),
+			completion(kDone, 1, journal.StatusFailedFinal),
+		})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], journal.ErrStaleToken)
+		require.NoError(t, errs[2])
+		require.ErrorIs(t, errs[3], journal.ErrIllegalTransition)
+	})
+
+	t.Run("AttemptsTrailIsComplete", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c1 := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c1.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503", TargetRequestID: "rq-1"}))
+		c2 := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Execute, c2.Decision)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c2.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent", TargetRequestID: "rq-2"}))
+		c3 := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.Equal(t, journal.Reconcile, c3.Decision)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c3.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-9", Reconciled: true, Note: "found by key"}))
+		// A replay adds nothing to the trail.
+		require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
+
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 3)
+		want := []struct {
+			attempt int
+			token   int64
+			worker  string
+			kind    string
+			outcome journal.Status
+			code    string
+			reqID   string
+		}{
+			{1, c1.Token, owner, "execute", journal.StatusFailedRetryable, "http_503", "rq-1"},
+			{2, c2.Token, other, "execute", journal.StatusUnknown, "timeout_after_request_sent", "rq-2"},
+			{2, c3.Token, owner, "reconcile", journal.StatusSucceeded, "", ""},
+		}
+		for i, w := range want {
+			a := att[i]
+			require.Equal(t, k, a.Key)
+			require.Equal(t, w.attempt, a.Attempt, "attempt %d", i)
+			require.Equal(t, w.token, a.Token, "attempt %d", i)
+			require.Equal(t, w.worker, a.Worker, "attempt %d", i)
+			require.Equal(t, w.kind, a.Kind, "attempt %d", i)
+			require.Equal(t, w.outcome, a.Outcome, "attempt %d", i)
+			require.Equal(t, w.code, a.ErrorCode, "attempt %d", i)
+			require.Equal(t, w.reqID, a.TargetRequestID, "attempt %d", i)
+			require.False(t, a.StartedAt.IsZero())
+			require.False(t, a.FinishedAt.IsZero())
+			require.False(t, a.FinishedAt.Before(a.StartedAt))
+		}
+		require.Equal(t, "found by key", att[2].Note)
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, "inv-9", rec.TargetObjectID)
+		require.Equal(t, 2, rec.AttemptCount)
+	})
+
+	t.Run("TakeOverStale", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		kUnknown, kExpired, kLive, kDone := key(t), key(t), key(t), key(t)
+		cu := claim(t, s, req(kUnknown, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kUnknown, cu.Token, journal.StatusUnknown)))
+		ce := claim(t, s, req(kExpired, hashA, owner, 50*time.Millisecond))
+		claim(t, s, req(kLive, hashA, owner, time.Hour))
+		cd := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, cd.Token, journal.StatusSucceeded)))
+		waitExpired(t, s, kExpired)
+
+		got, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 100)
+		require.NoError(t, err)
+		taken := map[string]journal.Claim{}
+		for _, c := range got {
+			taken[c.Record.Key] = c
+		}
+		require.Contains(t, taken, kUnknown)
+		require.Contains(t, taken, kExpired)
+		require.NotContains(t, taken, kLive)
+		require.NotContains(t, taken, kDone)
+		require.Greater(t, taken[kExpired].Token, ce.Token)
+		require.Equal(t, journal.Reconcile, taken[kExpired].Decision)
+		require.Equal(t, "reconciler-1", taken[kExpired].Record.LeaseOwner)
+		// Now leased: not taken again.
+		again, err := s.TakeOverStale(ctx(t), "reconciler-2", 30*time.Second, 100)
+		require.NoError(t, err)
+		for _, c := range again {
+			require.NotEqual(t, kUnknown, c.Record.Key)
+			require.NotEqual(t, kExpired, c.Record.Key)
+		}
+		// An indeterminate lookup keeps it unknown and counts a round.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kUnknown, Token: taken[kUnknown].Token, Status: journal.StatusUnknown, Reconciled: true}))
+		rec, err := s.Get(ctx(t), kUnknown)
+		require.NoError(t, err)
+		require.Equal(t, 1, rec.ReconcileRounds)
+		list, err := s.ListUnresolved(ctx(t), 1, 10)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, kUnknown, list[0].Key)
+		list, err = s.ListUnresolved(ctx(t), 2, 10)
+		require.NoError(t, err)
+		require.Empty(t, list)
+	})
+
+	t.Run("ConcurrentTakeOverSplitsWork", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const n = 20
+		keys := make(map[string]bool, n)
+		for range n {
+			k := key(t)
+			keys[k] = true
+			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+			require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					got, err := s.TakeOverStale(context.Background(), fmt.Sprintf("rec-%d", i), 30*time.Second, 3)
+					if !assertNoError(t, err) || len(got) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, c := range got {
+						seen[c.Record.Key]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, seen, n)
+		for k, times := range seen {
+			require.True(t, keys[k])
+			require.Equal(t, 1, times, "%s taken over %d times", k, times)
+		}
+		_ = f.ConcurrentTakeOver // engines without it still never hand a key out twice
+	})
+
+	t.Run("OperatorResolve", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		res := journal.Resolution{Key: k, Status: journal.StatusSucceeded, TargetObjectID: "inv-7", Evidence: "found in 1C by accountant", Operator: "alice"}
+		// Refused while started (and leased).
+		_, err := s.Resolve(ctx(t), res)
+		require.ErrorIs(t, err, journal.ErrIllegalTransition)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		_, err = s.Resolve(ctx(t), journal.Resolution{Key: k, Status: journal.StatusSucceeded, Evidence: "x", Operator: "alice"})
+		require.ErrorIs(t, err, journal.ErrInvalid, "succeeded needs an object id")
+		rec, err := s.Resolve(ctx(t), res)
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusSucceeded, rec.Status)
+		require.Equal(t, "inv-7", rec.TargetObjectID)
+		require.Greater(t, rec.LeaseToken, c.Token, "a late reconciler is fenced off")
+		// Refused once terminal.
+		_, err = s.Resolve(ctx(t), res)
+		require.ErrorIs(t, err, journal.ErrIllegalTransition)
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		last := att[len(att)-1]
+		require.Equal(t, "operator", last.Kind)
+		require.Equal(t, "alice", last.Worker)
+		require.Equal(t, "found in 1C by accountant", last.Note)
+		require.Equal(t, journal.StatusSucceeded, last.Outcome)
+		_, err = s.Resolve(ctx(t), journal.Resolution{Key: "test:x:missing:v1", Status: journal.StatusFailedFinal, Evidence: "e", Operator: "o"})
+		require.ErrorIs(t, err, journal.ErrNotFound)
+	})
+
+	t.Run("PurgeRemovesTerminalRowsOnly", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		byStatus := map[journal.Status]string{}
+		for _, st := range []journal.Status{journal.StatusStarted, journal.StatusSucceeded, journal.StatusFailedFinal, journal.StatusFailedRetryable, journal.StatusUnknown} {
+			k := key(t)
+			byStatus[st] = k
+			c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+			if st != journal.StatusStarted {
+				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, st)))
+			}
+		}
+		// An expired started lease is still not purged: its outcome is unknown.
+		waitExpired(t, s, byStatus[journal.StatusStarted])
+		// Another operation type is kept by a typed purge.
+		otherType := key(t)
+		r := req(otherType, hashA, owner, time.Minute)
+		r.OperationType = "invoice.create"
+		c := claim(t, s, r)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(otherType, c.Token, journal.StatusSucceeded)))
+
+		now, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		n, err := s.Purge(ctx(t), "payment.charge", now.Add(-time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing completed an hour ago")
+		n, err = s.Purge(ctx(t), "payment.charge", now.Add(time.Second))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+		for st, k := range byStatus {
+			_, err := s.Get(ctx(t), k)
+			if st.Terminal() {
+				require.ErrorIs(t, err, journal.ErrNotFound, st)
+				att, err := s.Attempts(ctx(t), k)
+				require.NoError(t, err)
+				require.Empty(t, att, "attempts leave with their operation")
+			} else {
+				require.NoError(t, err, "%s must survive purge", st)
+			}
+		}
+		_, err = s.Get(ctx(t), otherType)
+		require.NoError(t, err)
+		n, err = s.Purge(ctx(t), "", now.Add(time.Second))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		// A purged key is a new operation again (the article's retention warning).
+		require.Equal(t, journal.Execute, claim(t, s, req(byStatus[journal.StatusSucceeded], hashA, owner, time.Minute)).Decision)
+	})
+
+	t.Run("GetUnknownKey", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		_, err := s.Get(ctx(t), "test:payment.charge:none:v1")
+		require.ErrorIs(t, err, journal.ErrNotFound)
+		att, err := s.Attempts(ctx(t), "test:payment.charge:none:v1")
+		require.NoError(t, err)
+		require.Empty(t, att)
+	})
+}
+
+func completion(k string, token int64, st journal.Status) journal.Completion {
+	c := journal.Completion{Key: k, Token: token, Status: st}
+	switch st {
+	case journal.StatusSucceeded:
+		c.TargetObjectID = "obj-" + k
+		c.Result = json.RawMessage(`{"business_status":"succeeded"}`)
+	case journal.StatusFailedFinal:
+		c.ErrorCode = "validation_error"
+	case journal.StatusFailedRetryable:
+		c.ErrorCode = "http_503"
+	case journal.StatusUnknown:
+		c.ErrorCode = "timeout_after_request_sent"
+	}
+	return c
+}
+
+// assertNoError reports an error from a goroutine without FailNow.
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}

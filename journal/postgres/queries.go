@@ -1,0 +1,198 @@
+package postgres
+
+// The journal's SQL, as static named queries. Batches travel as parallel
+// arrays unnested on the server, so a batch of any size is one statement.
+
+// claimInsert is the article's atomic claim (step 5) for a batch: a new key is
+// inserted as started with a lease; an existing key is left alone (ON CONFLICT
+// DO NOTHING) and decided by the statements that follow. Keys arrive sorted so
+// that concurrent batches lock in one order.
+const claimInsert = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+        WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, ord)
+), ins AS (
+    INSERT INTO agent_operation_log AS l
+        (operation_key, operation_type, request_hash, status, target_system,
+         event_id, approval_id, lease_owner, lease_token, lease_until)
+    SELECT operation_key, operation_type, request_hash, 'started', target_system,
+           event_id, approval_id, owner, 1, now() + ttl_ms * interval '1 millisecond'
+    FROM input ORDER BY ord
+    ON CONFLICT (operation_key) DO NOTHING
+    RETURNING l.operation_key, l.lease_token, l.attempt_count, l.lease_owner
+), att AS (
+    INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind)
+    SELECT operation_key, attempt_count, lease_token, lease_owner, 'execute' FROM ins
+)
+SELECT operation_key FROM ins`
+
+// claimTakeOver takes existing rows over by conditional update, locking only
+// rows whose state may change: a retryable failure is re-claimed (a new
+// attempt), and an unknown outcome or an expired lease is taken over for
+// reconciliation. The request hash must match; a mismatch is decided later as
+// a conflict. FOR UPDATE re-checks the condition after waiting for a
+// concurrent claimer, so only one of them wins.
+const claimTakeOver = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+        AS t(operation_key, request_hash, owner, ttl_ms)
+), cand AS (
+    SELECT l.operation_key, l.status AS old_status
+    FROM agent_operation_log l JOIN input i USING (operation_key)
+    WHERE l.request_hash = i.request_hash
+      AND (l.status = 'failed_retryable'
+           OR (l.status IN ('started', 'unknown')
+               AND (l.lease_until IS NULL OR l.lease_until < now())))
+    ORDER BY l.operation_key
+    FOR UPDATE OF l
+), upd AS (
+    UPDATE agent_operation_log l SET
+        status        = CASE WHEN c.old_status = 'failed_retryable' THEN 'started' ELSE l.status END,
+        attempt_count = CASE WHEN c.old_status = 'failed_retryable' THEN l.attempt_count + 1 ELSE l.attempt_count END,
+        lease_owner   = i.owner,
+        lease_token   = l.lease_token + 1,
+        lease_until   = now() + i.ttl_ms * interval '1 millisecond',
+        updated_at    = now()
+    FROM cand c JOIN input i USING (operation_key)
+    WHERE l.operation_key = c.operation_key
+    RETURNING l.operation_key, c.old_status, l.lease_token, l.attempt_count, l.lease_owner
+), att AS (
+    INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind)
+    SELECT operation_key, attempt_count, lease_token, lease_owner,
+           CASE WHEN old_status = 'failed_retryable' THEN 'execute' ELSE 'reconcile' END
+    FROM upd
+)
+SELECT operation_key, old_status FROM upd`
+
+// recordColumns is the column list every read scans with scanRecord.
+const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
+    coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
+    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
+    reconcile_rounds, created_at, updated_at, completed_at,
+    (lease_until IS NOT NULL AND lease_until >= now()) AS lease_live`
+
+// selectRecords reads rows with a plain SELECT: replaying a terminal row takes
+// no lock and writes nothing.
+const selectRecords = `SELECT ` + recordColumns + ` FROM agent_operation_log WHERE operation_key = ANY($1::text[])`
+
+const selectRecord = `SELECT ` + recordColumns + ` FROM agent_operation_log WHERE operation_key = $1`
+
+// complete applies outcomes under their fencing tokens, from legal states only,
+// and closes each attempt's row in the trail.
+const complete = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[])
+        AS t(operation_key, token, status, object_id, result, error_code, request_id, note, reconciled)
+), upd AS (
+    UPDATE agent_operation_log l SET
+        status           = i.status,
+        target_object_id = coalesce(nullif(i.object_id, ''), l.target_object_id),
+        response_json    = coalesce(i.result::jsonb, l.response_json),
+        error_code       = nullif(i.error_code, ''),
+        lease_until      = NULL,
+        updated_at       = now(),
+        completed_at     = CASE WHEN i.status IN ('succeeded', 'failed_final') THEN now() END,
+        reconcile_rounds = CASE WHEN i.status = 'unknown' AND i.reconciled THEN l.reconcile_rounds + 1
+                                WHEN i.status = 'unknown' THEN l.reconcile_rounds ELSE 0 END
+    FROM input i
+    WHERE l.operation_key = i.operation_key
+      AND l.lease_token = i.token
+      AND l.status IN ('started', 'unknown')
+    RETURNING l.operation_key, l.lease_token
+), att AS (
+    UPDATE agent_operation_attempts a SET
+        finished_at       = now(),
+        outcome           = i.status,
+        error_code        = nullif(i.error_code, ''),
+        target_request_id = nullif(i.request_id, ''),
+        note              = nullif(i.note, '')
+    FROM upd u JOIN input i USING (operation_key)
+    WHERE a.operation_key = u.operation_key AND a.lease_token = u.lease_token AND a.finished_at IS NULL
+)
+SELECT operation_key FROM upd`
+
+// completeCheck reads what a completion that did not apply found, to tell a
+// stale token from an illegal state from one already applied.
+const completeCheck = `SELECT operation_key, status, lease_token FROM agent_operation_log WHERE operation_key = ANY($1::text[])`
+
+const heartbeat = `
+UPDATE agent_operation_log l SET
+    lease_until = now() + $3::bigint * interval '1 millisecond',
+    updated_at  = now()
+FROM unnest($1::text[], $2::bigint[]) AS i(operation_key, token)
+WHERE l.operation_key = i.operation_key
+  AND l.lease_token = i.token
+  AND l.status IN ('started', 'unknown')
+RETURNING l.operation_key`
+
+// takeOverStale is the reconciler's scan: unknown outcomes and expired leases,
+// SKIP LOCKED so that replicas share the work, oldest first.
+const takeOverStale = `
+WITH cand AS (
+    SELECT operation_key, status AS old_status FROM agent_operation_log
+    WHERE (status = 'unknown' AND (lease_until IS NULL OR lease_until < now()))
+       OR (status = 'started' AND lease_until < now())
+    ORDER BY updated_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE agent_operation_log l SET
+        lease_owner = $1,
+        lease_token = l.lease_token + 1,
+        lease_until = now() + $2::bigint * interval '1 millisecond',
+        updated_at  = now()
+    FROM cand c
+    WHERE l.operation_key = c.operation_key
+    RETURNING l.operation_key, l.lease_token, l.attempt_count
+), att AS (
+    INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind)
+    SELECT operation_key, attempt_count, lease_token, $1, 'reconcile' FROM upd
+)
+SELECT operation_key FROM upd`
+
+// resolve records an operator's decision on an unknown operation that nobody
+// holds, with a new fencing token so that a late reconciler cannot overwrite it.
+const resolve = `
+WITH upd AS (
+    UPDATE agent_operation_log l SET
+        status           = $2,
+        target_object_id = coalesce(nullif($3, ''), l.target_object_id),
+        error_code       = nullif($4, ''),
+        lease_owner      = $5,
+        lease_token      = l.lease_token + 1,
+        lease_until      = NULL,
+        updated_at       = now(),
+        completed_at     = now()
+    WHERE l.operation_key = $1
+      AND l.status = 'unknown'
+      AND (l.lease_until IS NULL OR l.lease_until < now())
+    RETURNING l.operation_key, l.lease_token, l.attempt_count
+), att AS (
+    INSERT INTO agent_operation_attempts
+        (operation_key, attempt, lease_token, worker, kind, finished_at, outcome, error_code, note)
+    SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''), $6 FROM upd
+)
+SELECT operation_key FROM upd`
+
+const selectAttempts = `
+SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
+       coalesce(outcome, ''), coalesce(error_code, ''), coalesce(target_request_id, ''), coalesce(note, '')
+FROM agent_operation_attempts WHERE operation_key = $1
+ORDER BY started_at, lease_token`
+
+const listUnresolved = `SELECT ` + recordColumns + ` FROM agent_operation_log
+WHERE status = 'unknown' AND reconcile_rounds >= $1
+ORDER BY created_at LIMIT $2`
+
+// purge deletes terminal rows in bounded chunks; never started,
+// failed_retryable or unknown rows. Attempts go with them (ON DELETE CASCADE).
+const purge = `
+DELETE FROM agent_operation_log WHERE operation_key IN (
+    SELECT operation_key FROM agent_operation_log
+    WHERE status IN ('succeeded', 'failed_final')
+      AND completed_at < $1
+      AND ($2 = '' OR operation_type = $2)
+    LIMIT $3
+)`
+
+const selectNow = `SELECT now()`

@@ -1,0 +1,21 @@
+// Package migrations holds the journal's SQL migrations, embedded in the
+// binary, one folder per database engine. Files are goose migrations named
+// NNNN_name.sql, zero-padded and without gaps.
+package migrations
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed postgres/*.sql
+var postgresFS embed.FS
+
+// Postgres returns the PostgreSQL migrations, rooted at their folder.
+func Postgres() fs.FS {
+	sub, err := fs.Sub(postgresFS, "postgres")
+	if err != nil {
+		panic(err) // the folder is embedded at build time
+	}
+	return sub
+}

@@ -1,0 +1,401 @@
+package operation
+
+import (
+	"strings"
+)
+
+// Key is a parsed operation key: <env>:<operation>:<intent_id>:<key_version>.
+type Key struct {
+	Env       string
+	Operation string
+	IntentID  string
+	Version   string
+}
+
+// String returns the key in its wire form.
+func (k Key) String() string {
+	return k.Env + ":" + k.Operation + ":" + k.IntentID + ":" + k.Version
+}
+
+// Limits of the key grammar.
+const (
+	// MaxKeyLen is the longest operation key, in bytes.
+	MaxKeyLen = 255
+	// MaxEnvLen is the longest environment name.
+	MaxEnvLen = 32
+	// MaxOperationNameLen is the longest operation type name.
+	MaxOperationNameLen = 64
+	// DefaultKeyVersion is the key version used when a command names none.
+	DefaultKeyVersion = "v1"
+)
+
+// KeyError reports why an operation key, or one part of it, was refused. It
+// never quotes the key: a refused key may be exactly the secret it was
+// refused for. It matches ErrBadKey with errors.Is.
+type KeyError struct {
+	// Part is the part at fault: "env", "operation", "intent_id",
+	// "key_version", or "" for the key as a whole.
+	Part string
+	// Reason says what is wrong, without quoting the input.
+	Reason string
+}
+
+func (e *KeyError) Error() string {
+	if e.Part == "" {
+		return "bad operation key: " + e.Reason
+	}
+	return "bad operation key: " + e.Part + ": " + e.Reason
+}
+
+// Is reports whether target is ErrBadKey.
+func (e *KeyError) Is(target error) bool { return target == ErrBadKey }
+
+// ParseKey parses and validates an operation key.
+//
+// Grammar: at most 255 bytes of ASCII [A-Za-z0-9._~:-], split on ':' into
+// env, operation, intent_id and key_version. env is the first part
+// (ValidateEnv), operation the second (ValidateOperationName), key_version the
+// last (ValidateVersion), and intent_id everything in between, so an intent
+// may itself contain ':' (as in the article's "prod:crm.callback:create:event-90173:v1")
+// but no empty segment. The key must not look like it holds a card number or
+// a secret (see ValidateKey).
+//
+// ParseKey checks the operation name's grammar only; whether the operation is
+// registered is for the Registry (DeriveKey and Decoder check it).
+func ParseKey(s string) (Key, error) {
+	if err := checkKeyString(s); err != nil {
+		return Key{}, err
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 4 {
+		return Key{}, &KeyError{Reason: "want <env>:<operation>:<intent_id>:<key_version>"}
+	}
+	k := Key{
+		Env:       parts[0],
+		Operation: parts[1],
+		IntentID:  strings.Join(parts[2:len(parts)-1], ":"),
+		Version:   parts[len(parts)-1],
+	}
+	if err := ValidateEnv(k.Env); err != nil {
+		return Key{}, err
+	}
+	if err := ValidateOperationName(k.Operation); err != nil {
+		return Key{}, err
+	}
+	if err := validateIntent(k.IntentID); err != nil {
+		return Key{}, err
+	}
+	if err := ValidateVersion(k.Version); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// ValidateKey reports whether s is an acceptable operation key (see ParseKey).
+// Beyond the grammar it refuses keys that may carry a secret:
+//   - a card-like number: 13–19 digits passing the Luhn check, either as one
+//     run of digits or split into card-style groups (4-4-4-4[-3], 4-6-5,
+//     4-6-4) by '-', '.', '_' or '~';
+//   - a secret-looking word, case-insensitively: sk_live_, sk_test_,
+//     rk_live_, rk_test_, whsec_, bearer, password, passwd, secret, token,
+//     apikey, api_key, api-key, private_key, private-key;
+//   - a high-entropy run of letters and digits: 32 or more mixing upper case,
+//     lower case and digits (base64-like), 40 or more hex digits, or 48 or
+//     more of any.
+//
+// A UUID (with or without dashes) passes. Because of the Luhn rule, an intent
+// made of a long bare number (13–19 digits) is refused about one time in ten:
+// producers should not use bare numeric IDs of that length as intents.
+func ValidateKey(s string) error {
+	_, err := ParseKey(s)
+	return err
+}
+
+// checkKeyString applies the whole-key rules: length, alphabet, secrets.
+func checkKeyString(s string) error {
+	if s == "" {
+		return &KeyError{Reason: "empty"}
+	}
+	if len(s) > MaxKeyLen {
+		return &KeyError{Reason: "longer than 255 bytes"}
+	}
+	for i := 0; i < len(s); i++ {
+		if !isKeyByte(s[i]) {
+			return &KeyError{Reason: "contains a character outside [A-Za-z0-9._~:-]"}
+		}
+	}
+	if reason := secretReason(s); reason != "" {
+		return &KeyError{Reason: reason}
+	}
+	return nil
+}
+
+func isKeyByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	case c == '.', c == '_', c == '~', c == ':', c == '-':
+		return true
+	}
+	return false
+}
+
+// ValidateEnv checks an environment name: 1–32 of [a-z0-9-], starting with a
+// letter or digit ("prod", "test", "stage-2").
+func ValidateEnv(env string) error {
+	if env == "" {
+		return &KeyError{Part: "env", Reason: "empty"}
+	}
+	if len(env) > MaxEnvLen {
+		return &KeyError{Part: "env", Reason: "longer than 32 bytes"}
+	}
+	for i := 0; i < len(env); i++ {
+		c := env[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
+			return &KeyError{Part: "env", Reason: "want [a-z0-9-], starting with a letter or digit"}
+		}
+	}
+	return nil
+}
+
+// ValidateVersion checks a key version: 'v' followed by 1–9 digits without a
+// leading zero ("v1", "v2", "v10"; "v0" is allowed).
+func ValidateVersion(v string) error {
+	if len(v) < 2 || len(v) > 10 || v[0] != 'v' {
+		return &KeyError{Part: "key_version", Reason: "want 'v' followed by 1-9 digits, e.g. v1"}
+	}
+	for i := 1; i < len(v); i++ {
+		if !isDigit(v[i]) {
+			return &KeyError{Part: "key_version", Reason: "want 'v' followed by 1-9 digits, e.g. v1"}
+		}
+	}
+	if v[1] == '0' && len(v) > 2 {
+		return &KeyError{Part: "key_version", Reason: "leading zero in version number"}
+	}
+	return nil
+}
+
+// ValidateOperationName checks an operation type name: at most 64 bytes of
+// dot-separated segments of [a-z0-9_], each starting with a letter or digit
+// ("payment.charge", "crm.task.create").
+func ValidateOperationName(name string) error {
+	const want = "want dot-separated segments of [a-z0-9_], e.g. payment.charge"
+	if name == "" {
+		return &KeyError{Part: "operation", Reason: "empty"}
+	}
+	if len(name) > MaxOperationNameLen {
+		return &KeyError{Part: "operation", Reason: "longer than 64 bytes"}
+	}
+	segStart := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			segStart = false
+		case c == '_' && !segStart:
+		case c == '.' && !segStart:
+			segStart = true
+		default:
+			return &KeyError{Part: "operation", Reason: want}
+		}
+	}
+	if segStart {
+		return &KeyError{Part: "operation", Reason: want}
+	}
+	return nil
+}
+
+// validateIntent checks the intent part's own grammar: non-empty, key
+// alphabet, and no empty ':'-separated segment.
+func validateIntent(intent string) error {
+	if intent == "" {
+		return &KeyError{Part: "intent_id", Reason: "empty"}
+	}
+	for i := 0; i < len(intent); i++ {
+		if !isKeyByte(intent[i]) {
+			return &KeyError{Part: "intent_id", Reason: "contains a character outside [A-Za-z0-9._~:-]"}
+		}
+	}
+	if intent[0] == ':' || intent[len(intent)-1] == ':' || strings.Contains(intent, "::") {
+		return &KeyError{Part: "intent_id", Reason: "empty ':'-separated segment"}
+	}
+	return nil
+}
+
+// ValidateID checks an identifier that is stored and logged next to keys
+// (event_id, intent_id, approval_id): 1–255 bytes of the key alphabet, with
+// the same card-number and secret rules as ValidateKey. part names the field
+// in the error.
+func ValidateID(part, id string) error {
+	if id == "" {
+		return &KeyError{Part: part, Reason: "empty"}
+	}
+	if len(id) > MaxKeyLen {
+		return &KeyError{Part: part, Reason: "longer than 255 bytes"}
+	}
+	for i := 0; i < len(id); i++ {
+		if !isKeyByte(id[i]) {
+			return &KeyError{Part: part, Reason: "contains a character outside [A-Za-z0-9._~:-]"}
+		}
+	}
+	if reason := secretReason(id); reason != "" {
+		return &KeyError{Part: part, Reason: reason}
+	}
+	return nil
+}
+
+// secretWords are refused anywhere in a key, case-insensitively.
+var secretWords = []string{
+	"sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_",
+	"bearer", "password", "passwd", "secret", "token",
+	"apikey", "api_key", "api-key", "private_key", "private-key",
+}
+
+// secretReason returns why s looks like it holds a secret, or "".
+func secretReason(s string) string {
+	if hasCardNumber(s) {
+		return "contains a card-like number (13-19 digits passing the Luhn check)"
+	}
+	lower := strings.ToLower(s)
+	for _, w := range secretWords {
+		if strings.Contains(lower, w) {
+			return "contains a secret-looking word"
+		}
+	}
+	if hasHighEntropyRun(s) {
+		return "contains a long random-looking run (a token or secret?)"
+	}
+	return ""
+}
+
+// luhnValid reports whether the decimal digits pass the Luhn check.
+func luhnValid(digits []byte) bool {
+	sum := 0
+	double := false
+	for i := len(digits) - 1; i >= 0; i-- {
+		d := int(digits[i] - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+	}
+	return sum%10 == 0
+}
+
+func isCardSep(c byte) bool { return c == '-' || c == '.' || c == '_' || c == '~' || c == ' ' }
+
+// hasCardNumber finds card-like numbers: a separator-free run of 13–19 digits
+// passing Luhn, or a separated run whose groups follow a card layout and whose
+// 13–19 digits pass Luhn.
+func hasCardNumber(s string) bool {
+	i := 0
+	for i < len(s) {
+		if !isDigit(s[i]) {
+			i++
+			continue
+		}
+		// Collect a run: digit groups joined by single separators.
+		var digits []byte
+		var groups []int
+		j := i
+		for {
+			start := j
+			for j < len(s) && isDigit(s[j]) {
+				j++
+			}
+			g := s[start:j]
+			if n := len(g); n >= 13 && n <= 19 && luhnValid([]byte(g)) {
+				return true
+			}
+			digits = append(digits, g...)
+			groups = append(groups, len(g))
+			if j+1 < len(s) && isCardSep(s[j]) && isDigit(s[j+1]) {
+				j++
+				continue
+			}
+			break
+		}
+		// The card number may be the whole run or a sub-run of its groups (a
+		// date or an order number printed next to it).
+		if len(groups) > 1 {
+			off := 0
+			for a := 0; a < len(groups); a++ {
+				total := groups[a]
+				for b := a + 1; b < len(groups) && total < 19; b++ {
+					total += groups[b]
+					if total >= 13 && total <= 19 && cardLayout(groups[a:b+1]) && luhnValid(digits[off:off+total]) {
+						return true
+					}
+				}
+				off += groups[a]
+			}
+		}
+		i = j
+	}
+	return false
+}
+
+// cardLayout reports whether group lengths look like a printed card number:
+// 4-4-4-1..4, 4-4-4-4-1..3 (all 4s but a shorter last group), 4-6-4 or 4-6-5.
+func cardLayout(groups []int) bool {
+	if len(groups) == 3 && groups[0] == 4 && groups[1] == 6 && (groups[2] == 4 || groups[2] == 5) {
+		return true
+	}
+	for k, g := range groups {
+		last := k == len(groups)-1
+		if !last && g != 4 {
+			return false
+		}
+		if last && (g < 1 || g > 4) {
+			return false
+		}
+	}
+	return len(groups) >= 3
+}
+
+// hasHighEntropyRun finds runs of ASCII letters and digits that look like
+// tokens: >= 32 mixing upper, lower and digits, >= 40 hex digits, or >= 48 of
+// anything.
+func hasHighEntropyRun(s string) bool {
+	i := 0
+	for i < len(s) {
+		j := i
+		var upper, lower, digit, nonHex bool
+		for j < len(s) {
+			c := s[j]
+			switch {
+			case c >= 'A' && c <= 'Z':
+				upper = true
+				if c > 'F' {
+					nonHex = true
+				}
+			case c >= 'a' && c <= 'z':
+				lower = true
+				if c > 'f' {
+					nonHex = true
+				}
+			case c >= '0' && c <= '9':
+				digit = true
+			default:
+				goto end
+			}
+			j++
+		}
+	end:
+		n := j - i
+		switch {
+		case n >= 48:
+			return true
+		case n >= 40 && !nonHex:
+			return true
+		case n >= 32 && upper && lower && digit:
+			return true
+		}
+		i = j + 1
+	}
+	return false
+}

@@ -1,0 +1,76 @@
+package operation
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Operation is a decoded, validated and normalised command: what the worker
+// claims in the journal and what an adapter executes. It never holds transport
+// fields (attempt numbers, send times, trace ids).
+type Operation struct {
+	// Key is the operation key: <env>:<operation>:<intent_id>:<key_version>.
+	Key Key
+	// EventID is the stable ID of the event or intent that produced the command.
+	EventID string
+	// Type is the registered operation type, e.g. "payment.charge".
+	Type string
+	// TargetSystem is the class of target the type acts on: "1c", "crm" or "payments".
+	TargetSystem string
+	// ApprovalID is the approval of a money-moving operation. It is stored with the
+	// operation but not fingerprinted: a retry needs no new approval.
+	ApprovalID string
+	// Fields are the significant fields, normalised: strings, int64 money in
+	// minor units, upper-case currency, times as time.Time in UTC.
+	Fields map[string]any
+	// Fingerprint is the hex SHA-256 of the RFC 8785 form of the significant fields
+	// plus {"operation": Type}.
+	Fingerprint string
+	// ReplyTo is the reply subject of the command message, if any.
+	ReplyTo string
+}
+
+// String returns a significant string field, or "" when absent.
+func (o Operation) String(field string) string {
+	s, _ := o.Fields[field].(string)
+	return s
+}
+
+// Int returns a significant integer field (money in minor units), or 0 when absent.
+func (o Operation) Int(field string) int64 {
+	n, _ := o.Fields[field].(int64)
+	return n
+}
+
+// Time returns a significant time field in UTC, or the zero time when absent.
+func (o Operation) Time(field string) time.Time {
+	t, _ := o.Fields[field].(time.Time)
+	return t
+}
+
+// ResultStatus is the status of a published result.
+type ResultStatus string
+
+// Result statuses, as published on idemgate.res.<operation>.
+const (
+	ResultSucceeded   ResultStatus = "succeeded"
+	ResultFailedFinal ResultStatus = "failed_final"
+	ResultConflict    ResultStatus = "conflict"
+	ResultRejected    ResultStatus = "rejected"
+	ResultPending     ResultStatus = "pending"
+)
+
+// Result is the result envelope published for every command.
+type Result struct {
+	OperationKey   string          `json:"operation_key"`
+	EventID        string          `json:"event_id"`
+	Operation      string          `json:"operation,omitempty"`
+	Status         ResultStatus    `json:"status"`
+	TargetSystem   string          `json:"target_system,omitempty"`
+	TargetObjectID string          `json:"target_object_id,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Attempts       int             `json:"attempts"`
+	Replayed       bool            `json:"replayed"`
+}
