@@ -1,0 +1,17 @@
+// Package operation is idemgate's domain: the command envelope and its strict
+// decoder, the operation key, the canonical fingerprint (RFC 8785 JCS and
+// SHA-256) and the registry of operation types with their significant fields.
+//
+// A command names one business intent. Decoder.Decode turns its body into an
+// Operation: the key <env>:<operation>:<intent_id>:<key_version> that every
+// retry of the intent shares, the normalised significant fields (money as
+// int64 minor units, currency upper case, times in UTC, transport fields
+// dropped) and their Fingerprint. Same key with another fingerprint is a
+// conflict, never a replay. Bad input is a *DecodeError with a stable code and
+// a message that names fields but never quotes values.
+//
+// Everything here is pure and deterministic: no I/O, no clock, no logging.
+//
+// Imports: the standard library only. Every other idemgate package may import
+// this one; it imports none of them.
+package operation

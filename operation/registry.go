@@ -1,0 +1,281 @@
+package operation
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// FieldKind is the type of a payload field, which fixes how it is validated
+// and normalised before fingerprinting.
+type FieldKind int
+
+// Field kinds.
+const (
+	// KindString is a JSON string kept exactly (not trimmed); valid UTF-8, no
+	// control characters (tab, LF and CR are allowed when Field.Multiline),
+	// at most Field.MaxLen characters. Stored as string.
+	KindString FieldKind = iota + 1
+	// KindMoney is an amount in minor units: a JSON integer (no fraction, no
+	// exponent, not a string), positive (zero only with Field.AllowZero), at
+	// most 2^53-1. Stored as int64.
+	KindMoney
+	// KindCurrency is a 3-letter ASCII currency code, stored upper-cased.
+	KindCurrency
+	// KindTime is an RFC 3339 timestamp with an offset ("Z" or ±hh:mm),
+	// stored as time.Time in UTC; its canonical text is RFC 3339 in UTC with
+	// trailing fractional zeros trimmed.
+	KindTime
+	// KindDate is a calendar date YYYY-MM-DD, stored as that string.
+	KindDate
+	// KindInt is a JSON integer within ±(2^53-1), stored as int64.
+	KindInt
+	// KindBool is a JSON boolean, stored as bool.
+	KindBool
+)
+
+var kindNames = map[FieldKind]string{
+	KindString: "string", KindMoney: "money", KindCurrency: "currency",
+	KindTime: "time", KindDate: "date", KindInt: "int", KindBool: "bool",
+}
+
+func (k FieldKind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("FieldKind(%d)", int(k))
+}
+
+// DefaultMaxLen is the length limit, in characters, of a string field whose
+// MaxLen is 0.
+const DefaultMaxLen = 256
+
+// Field is one payload field of an operation type. Every declared field is
+// significant: it is part of the fingerprint, so changing it makes a new
+// intent.
+type Field struct {
+	// Name is the JSON member name in the payload: [a-z][a-z0-9_]*, at most 64
+	// bytes, not "operation" and not a transport field.
+	Name string
+	// Kind fixes validation and normalisation.
+	Kind FieldKind
+	// Required fields must be present and non-null; a required string must be
+	// non-empty. Optional fields may be absent or null (both mean absent).
+	Required bool
+	// MaxLen bounds a string field, in characters (0 = DefaultMaxLen).
+	MaxLen int
+	// AllowZero lets a money field be 0 (default: must be positive).
+	AllowZero bool
+	// Multiline lets a string field hold tab, LF and CR.
+	Multiline bool
+}
+
+// Type is a registered operation type.
+type Type struct {
+	// Name is the operation, e.g. "payment.charge" (see ValidateOperationName).
+	Name string
+	// TargetSystem is the class of target: "1c", "crm" or "payments".
+	TargetSystem string
+	// Fields are the payload fields, all significant.
+	Fields []Field
+	// RequiresApproval types move money: the command must carry approval_id.
+	RequiresApproval bool
+}
+
+// Field returns the named field.
+func (t Type) Field(name string) (Field, bool) {
+	for _, f := range t.Fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// TransportFields are payload (and envelope) members that describe a delivery,
+// not the intent. They are accepted and dropped: never validated, stored or
+// fingerprinted.
+var TransportFields = []string{"attempt", "sent_at", "trace_id", "traceparent", "tracestate"}
+
+func isTransportField(name string) bool { return slices.Contains(TransportFields, name) }
+
+// ErrDuplicateType is returned by Register for a name already registered.
+var ErrDuplicateType = errors.New("operation type already registered")
+
+// ErrInvalidType is returned by Register for an ill-formed Type.
+var ErrInvalidType = errors.New("invalid operation type")
+
+// Registry holds the operation types a daemon accepts. It is safe for
+// concurrent use; the zero value is an empty registry.
+type Registry struct {
+	mu    sync.RWMutex
+	types map[string]Type
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{} }
+
+// DefaultRegistry returns a new registry holding the built-in types:
+//
+//	invoice.create  (1c)       order_id, customer_id, amount_minor, currency, [due_date date], [description]
+//	crm.task.create (crm)      title, responsible_id, [customer_id], [deadline time], [description]
+//	crm.deal.create (crm)      title, customer_id, amount_minor (zero allowed), currency, [stage]
+//	payment.charge  (payments) account_id, order_id, amount_minor, currency; needs approval_id
+//	payment.refund  (payments) payment_id, [order_id], amount_minor, currency; needs approval_id
+//
+// Each call returns a fresh registry, so Register on it affects no one else.
+func DefaultRegistry() *Registry {
+	r := NewRegistry()
+	for _, t := range builtinTypes() {
+		if err := r.Register(t); err != nil {
+			panic("operation: invalid built-in type: " + err.Error()) // a programming error, caught by tests
+		}
+	}
+	return r
+}
+
+func builtinTypes() []Type {
+	id := func(name string, required bool) Field {
+		return Field{Name: name, Kind: KindString, Required: required, MaxLen: 128}
+	}
+	money := func(allowZero bool) Field {
+		return Field{Name: "amount_minor", Kind: KindMoney, Required: true, AllowZero: allowZero}
+	}
+	currency := Field{Name: "currency", Kind: KindCurrency, Required: true}
+	description := Field{Name: "description", Kind: KindString, MaxLen: 4000, Multiline: true}
+	return []Type{
+		{
+			Name: "invoice.create", TargetSystem: "1c",
+			Fields: []Field{
+				id("order_id", true), id("customer_id", true), money(false), currency,
+				{Name: "due_date", Kind: KindDate},
+				description,
+			},
+		},
+		{
+			Name: "crm.task.create", TargetSystem: "crm",
+			Fields: []Field{
+				{Name: "title", Kind: KindString, Required: true, MaxLen: 255},
+				id("responsible_id", true), id("customer_id", false),
+				{Name: "deadline", Kind: KindTime},
+				description,
+			},
+		},
+		{
+			Name: "crm.deal.create", TargetSystem: "crm",
+			Fields: []Field{
+				{Name: "title", Kind: KindString, Required: true, MaxLen: 255},
+				id("customer_id", true), money(true), currency,
+				{Name: "stage", Kind: KindString, MaxLen: 64},
+			},
+		},
+		{
+			Name: "payment.charge", TargetSystem: "payments", RequiresApproval: true,
+			Fields: []Field{id("account_id", true), id("order_id", true), money(false), currency},
+		},
+		{
+			Name: "payment.refund", TargetSystem: "payments", RequiresApproval: true,
+			Fields: []Field{id("payment_id", true), id("order_id", false), money(false), currency},
+		},
+	}
+}
+
+// Register adds a type. The name must be a valid operation name not yet
+// registered; the target system 1–32 of [a-z0-9_-]; field names unique,
+// [a-z][a-z0-9_]* of at most 64 bytes, neither "operation" nor a transport
+// field; kinds known; MaxLen not negative.
+func (r *Registry) Register(t Type) error {
+	if err := validateType(t); err != nil {
+		return err
+	}
+	t.Fields = slices.Clone(t.Fields)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.types[t.Name]; ok {
+		return fmt.Errorf("register %s: %w", t.Name, ErrDuplicateType)
+	}
+	if r.types == nil {
+		r.types = make(map[string]Type)
+	}
+	r.types[t.Name] = t
+	return nil
+}
+
+func validateType(t Type) error {
+	if err := ValidateOperationName(t.Name); err != nil {
+		return fmt.Errorf("%w: name: %w", ErrInvalidType, err)
+	}
+	if !validTarget(t.TargetSystem) {
+		return fmt.Errorf("%w: %s: target system must be 1-32 of [a-z0-9_-]", ErrInvalidType, t.Name)
+	}
+	seen := make(map[string]bool, len(t.Fields))
+	for _, f := range t.Fields {
+		if !validFieldName(f.Name) {
+			return fmt.Errorf("%w: %s: field name must be [a-z][a-z0-9_]*, at most 64 bytes", ErrInvalidType, t.Name)
+		}
+		if f.Name == "operation" || isTransportField(f.Name) {
+			return fmt.Errorf("%w: %s: field name %s is reserved", ErrInvalidType, t.Name, f.Name)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("%w: %s: field %s declared twice", ErrInvalidType, t.Name, f.Name)
+		}
+		seen[f.Name] = true
+		if _, ok := kindNames[f.Kind]; !ok {
+			return fmt.Errorf("%w: %s: field %s: unknown kind %d", ErrInvalidType, t.Name, f.Name, int(f.Kind))
+		}
+		if f.MaxLen < 0 {
+			return fmt.Errorf("%w: %s: field %s: negative MaxLen", ErrInvalidType, t.Name, f.Name)
+		}
+	}
+	return nil
+}
+
+func validTarget(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validFieldName(s string) bool {
+	if s == "" || len(s) > 64 || !(s[0] >= 'a' && s[0] <= 'z') {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup returns the registered type with that name.
+func (r *Registry) Lookup(name string) (Type, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[name]
+	if ok {
+		t.Fields = slices.Clone(t.Fields)
+	}
+	return t, ok
+}
+
+// Names returns the registered type names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.types))
+	for n := range r.types {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
