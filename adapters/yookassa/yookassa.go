@@ -1,0 +1,409 @@
+package yookassa
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Operation types this adapter performs.
+const (
+	OpCharge = "payment.charge"
+	OpRefund = "payment.refund"
+)
+
+// CodeProcessing is the safe code of YooKassa's legacy 202 "processing"
+// answer: the request was accepted and its result is not known yet.
+const CodeProcessing = "processing"
+
+// CodeLookupIncomplete: Lookup read LookupMaxPages pages of the window
+// without finding the key, so it cannot tell.
+const CodeLookupIncomplete = "lookup_incomplete"
+
+// Adapter is the YooKassa adapter. It is safe for concurrent use.
+type Adapter struct {
+	cfg    Config
+	shopID string
+	secret adapters.Secret
+	client *http.Client
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// New builds the adapter: defaults, credentials (value, file or
+// environment), validation.
+func New(cfg Config) (*Adapter, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	shopID := cfg.ShopID
+	if shopID == "" {
+		getenv := cfg.Getenv
+		if getenv != nil {
+			shopID = strings.TrimSpace(getenv(cfg.ShopIDEnv))
+		} else {
+			s, err := adapters.LoadCredential("", cfg.ShopIDEnv, "", nil)
+			if err == nil {
+				shopID = s.Reveal()
+			}
+		}
+		if shopID == "" {
+			return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
+		}
+	}
+	secret, err := adapters.LoadCredential(cfg.SecretKey, cfg.SecretKeyEnv, cfg.SecretKeyFile, cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
+	}
+	cfg.ShopID = shopID
+	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+}
+
+// Name returns the configured instance name.
+func (a *Adapter) Name() string { return a.cfg.Name }
+
+// TargetSystem is "payments".
+func (a *Adapter) TargetSystem() string { return "payments" }
+
+// Capabilities: YooKassa deduplicates by Idempotence-Key for 24 hours
+// (native key, replay of the first answer); Lookup scans the payment or
+// refund list by created_at and matches metadata (the list cannot filter by
+// metadata), which is strongly consistent, so no settle time.
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{NativeKey: true, Lookup: true, MaxKeyLen: MaxKeyLen}
+}
+
+// Execute performs a charge (POST /v3/payments) or a refund (POST
+// /v3/refunds) with the operation key as Idempotence-Key.
+func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
+	var (
+		path string
+		body any
+		err  error
+	)
+	switch op.Type {
+	case OpCharge:
+		path = "/v3/payments"
+		body, err = a.paymentRequest(op)
+	case OpRefund:
+		path = "/v3/refunds"
+		body, err = refundRequestFor(op)
+	default:
+		err = fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type)
+	}
+	if err != nil {
+		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("encode %s request", op.Type))
+	}
+	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+path, raw)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	a.authorize(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotence-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
+	resp, err := adapters.Send(a.client, req, 0)
+	if err != nil {
+		a.cfg.Logger.Debug("yookassa request failed", "operation_key", op.Key.String(), "error", err)
+		return adapters.Outcome{}, err
+	}
+	return a.createOutcome(resp, op)
+}
+
+func (a *Adapter) authorize(req *http.Request) {
+	req.SetBasicAuth(a.shopID, a.secret.Reveal())
+	req.Header.Set("Accept", "application/json")
+}
+
+func (a *Adapter) paymentRequest(op operation.Operation) (paymentRequest, error) {
+	money, err := moneyOf(op)
+	if err != nil {
+		return paymentRequest{}, err
+	}
+	method := op.String("account_id")
+	if method == "" {
+		return paymentRequest{}, errors.New("account_id (the saved payment method) is required")
+	}
+	orderID := op.String("order_id")
+	if orderID == "" {
+		return paymentRequest{}, errors.New("order_id is required")
+	}
+	return paymentRequest{
+		Amount:          money,
+		Capture:         !a.cfg.TwoStage,
+		PaymentMethodID: method,
+		Description:     truncateRunes("Order "+orderID, 128),
+		Metadata:        metadataFor(op, orderID),
+	}, nil
+}
+
+func refundRequestFor(op operation.Operation) (refundRequest, error) {
+	money, err := moneyOf(op)
+	if err != nil {
+		return refundRequest{}, err
+	}
+	pid := op.String("payment_id")
+	if pid == "" {
+		return refundRequest{}, errors.New("payment_id is required")
+	}
+	return refundRequest{PaymentID: pid, Amount: money, Metadata: metadataFor(op, op.String("order_id"))}, nil
+}
+
+func moneyOf(op operation.Operation) (amountObj, error) {
+	minor := op.Int("amount_minor")
+	if minor <= 0 {
+		return amountObj{}, errors.New("amount_minor must be a positive integer")
+	}
+	cur := strings.ToUpper(op.String("currency"))
+	if !validCurrency(cur) {
+		return amountObj{}, errors.New("currency must be a three-letter ISO 4217 code")
+	}
+	return amountObj{Value: formatMinor(minor), Currency: cur}, nil
+}
+
+// metadataFor carries the full operation key (the header may hold its
+// digest), the order id and the approval id. The approval is never a key.
+func metadataFor(op operation.Operation, orderID string) map[string]string {
+	m := map[string]string{MetaKey: op.Key.String()}
+	if orderID != "" {
+		m[MetaOrderID] = truncateRunes(orderID, 512)
+	}
+	if op.ApprovalID != "" {
+		m[MetaApprovalID] = truncateRunes(op.ApprovalID, 512)
+	}
+	return m
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n])
+}
+
+// createOutcome reduces the answer of a POST to an Outcome or an *Error.
+func (a *Adapter) createOutcome(resp *adapters.HTTPResponse, op operation.Operation) (adapters.Outcome, error) {
+	if resp.StatusCode == http.StatusAccepted {
+		// Legacy "processing": accepted, result unknown; replay the same key
+		// after retry_after.
+		e := adapters.NewError(CodeProcessing, adapters.ReconcileBeforeRetry, errors.New("HTTP 202: request accepted, result not known yet"))
+		var eb errorBody
+		if json.Unmarshal(resp.Body, &eb) == nil {
+			e.RetryAfter = time.Duration(eb.RetryAfterMillis()) * time.Millisecond
+		}
+		return adapters.Outcome{}, e
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		o, err := parseObject(resp.Body)
+		if err != nil {
+			return adapters.Outcome{}, adapters.Unexpected(adapters.ReconcileBeforeRetry, "%s: HTTP %d: %v", op.Type, resp.StatusCode, err)
+		}
+		if op.Type == OpRefund && o.PaymentID == "" {
+			return adapters.Outcome{}, adapters.Unexpected(adapters.ReconcileBeforeRetry, "%s: HTTP %d: refund without payment_id", op.Type, resp.StatusCode)
+		}
+		out := outcomeOf(o)
+		if o.Status == StatusCanceled {
+			return out, declineError(o)
+		}
+		return out, nil
+	}
+	return adapters.Outcome{}, a.statusError(resp)
+}
+
+// statusError classifies a non-2xx answer, refined by YooKassa's error body.
+func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
+	e := adapters.StatusError(resp, a.cfg.Clock())
+	if e == nil {
+		e = adapters.Unexpected(adapters.ReconcileBeforeRetry, "HTTP %d", resp.StatusCode)
+	}
+	eb, ok := parseError(resp.Body)
+	if !ok {
+		return e
+	}
+	e.RequestID = safeToken(eb.ID, 64)
+	code := safeToken(eb.Code, 40)
+	switch {
+	case resp.StatusCode == http.StatusBadRequest && eb.Parameter == "Idempotence-Key":
+		// "Idempotence key duplicated": the key was used with another body.
+		e.Code, e.Class = adapters.CodeKeyPayloadMismatch, adapters.NeverRetry
+		e.Err = errors.New("HTTP 400 invalid_request on Idempotence-Key: the key was used with another request body")
+		return e
+	case resp.StatusCode == http.StatusBadRequest:
+		e.Err = fmt.Errorf("HTTP 400 %s (parameter %q)", code, safeToken(eb.Parameter, 64))
+	default:
+		e.Err = fmt.Errorf("HTTP %d %s", resp.StatusCode, code)
+	}
+	if e.RetryAfter == 0 && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) {
+		e.RetryAfter = time.Duration(eb.RetryAfterMillis()) * time.Millisecond
+	}
+	return e
+}
+
+func outcomeOf(o object) adapters.Outcome {
+	minor, _ := parseMinor(o.Amount.Value)
+	d := map[string]any{"amount_minor": minor, "currency": o.Amount.Currency}
+	if o.PaymentID != "" {
+		d["payment_id"] = safeToken(o.PaymentID, 64)
+	} else {
+		d["paid"] = o.Paid
+	}
+	if o.CancellationDetails != nil {
+		d["cancellation_party"] = safeToken(o.CancellationDetails.Party, 40)
+		d["cancellation_reason"] = safeToken(o.CancellationDetails.Reason, 40)
+	}
+	return adapters.Outcome{ObjectID: o.ID, BusinessStatus: o.Status, Details: d}
+}
+
+// declineCode maps a canceled object to a safe code: insufficient funds, or
+// any other decline.
+func declineCode(o object) string {
+	if o.CancellationDetails != nil && o.CancellationDetails.Reason == "insufficient_funds" {
+		return adapters.CodeInsufficientFunds
+	}
+	return adapters.CodeDeclined
+}
+
+func declineError(o object) *adapters.Error {
+	reason, party := "", ""
+	if o.CancellationDetails != nil {
+		reason, party = safeToken(o.CancellationDetails.Reason, 40), safeToken(o.CancellationDetails.Party, 40)
+	}
+	return adapters.NewError(declineCode(o), adapters.NeverRetry, fmt.Errorf("%s canceled by %s: %s", o.ID, party, reason))
+}
+
+// Lookup scans the payment list (charges) or the payment's refund list
+// (refunds) created within LookupWindow, newest first, for metadata
+// idemgate_key equal to the operation key. The list API cannot filter by
+// metadata (TARGETS.md §5), so at most LookupMaxPages pages are read; past
+// that the answer is Indeterminate.
+func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	q := url.Values{}
+	q.Set("created_at.gte", a.cfg.Clock().Add(-a.cfg.LookupWindow).UTC().Format("2006-01-02T15:04:05.000Z"))
+	q.Set("limit", "100")
+	path := "/v3/payments"
+	switch op.Type {
+	case OpCharge:
+	case OpRefund:
+		pid := op.String("payment_id")
+		if pid == "" {
+			return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("payment_id is required"))
+		}
+		path = "/v3/refunds"
+		q.Set("payment_id", pid)
+	default:
+		return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
+	}
+	key := op.Key.String()
+	var matches []object
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == a.cfg.LookupMaxPages {
+			if len(matches) > 0 {
+				break
+			}
+			return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		items, next, err := a.listPage(ctx, path, q)
+		if err != nil {
+			return adapters.LookupResult{}, err
+		}
+		for _, o := range items {
+			if o.Metadata[MetaKey] == key {
+				matches = append(matches, o)
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(matches) == 0 {
+		return adapters.LookupResult{Status: adapters.NotFound}, nil
+	}
+	// Newest first: the oldest match is the original.
+	o := matches[len(matches)-1]
+	res := adapters.LookupResult{Status: adapters.Found, Outcome: outcomeOf(o)}
+	if len(matches) > 1 {
+		res.Code = adapters.CodeDuplicateObjects
+		res.Outcome.Details["duplicates"] = len(matches) - 1
+		a.cfg.Logger.Warn("yookassa: several objects carry one operation key", "operation_key", key, "count", len(matches))
+	}
+	if m, err := moneyOf(op); err == nil && (m.Currency != o.Amount.Currency || formatMinorOf(o) != m.Value) {
+		res.Final, res.Code = true, adapters.CodeKeyPayloadMismatch
+		return res, nil
+	}
+	if o.Status == StatusCanceled {
+		res.Final, res.Code = true, declineCode(o)
+	}
+	return res, nil
+}
+
+func formatMinorOf(o object) string {
+	n, err := parseMinor(o.Amount.Value)
+	if err != nil {
+		return ""
+	}
+	return formatMinor(n)
+}
+
+// listPage reads one page. Reads have no effect, so any failure to read is
+// retryable; an unexpected answer is never a verdict.
+func (a *Adapter) listPage(ctx context.Context, path string, q url.Values) ([]object, string, error) {
+	req, err := adapters.NewRequest(ctx, http.MethodGet, a.cfg.BaseURL+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	a.authorize(req)
+	resp, err := adapters.Send(a.client, req, 8<<20)
+	if err != nil {
+		return nil, "", readError(adapters.AsError(err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", readError(a.statusError(resp))
+	}
+	items, next, err := parseList(resp.Body)
+	if err != nil {
+		return nil, "", adapters.Unexpected(adapters.Retry, "list %s: %v", path, err)
+	}
+	return items, next, nil
+}
+
+// readError turns "may have had an effect" into "retry": a GET has none.
+func readError(e *adapters.Error) *adapters.Error {
+	if e.Class == adapters.ReconcileBeforeRetry {
+		e.Class = adapters.Retry
+	}
+	return e
+}
+
+// safeToken keeps a short identifier-like value from a response: printable
+// ASCII without spaces or quotes, at most n bytes; anything else becomes "".
+func safeToken(s string, n int) string {
+	if len(s) > n {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return ""
+		}
+	}
+	return s
+}

@@ -1,0 +1,31 @@
+// Package yookassa is the sandbox emulator of the YooKassa API v3 (payments
+// and refunds), built on the sandbox framework. It keeps the contract that
+// TARGETS.md §5 describes:
+//
+//   - HTTP Basic auth shopId:secretKey (401 invalid_credentials otherwise);
+//   - an Idempotence-Key header on every POST (at most 64 characters, [3P]);
+//     the same key with the same body within 24 hours replays the first
+//     answer, the same key with another body is 400 invalid_request
+//     "Idempotence key duplicated" with parameter "Idempotence-Key";
+//   - POST /v3/payments, GET /v3/payments/{id}, GET /v3/payments (created_at
+//     window, status, limit ≤ 100, cursor; newest first; next_cursor),
+//     POST /v3/refunds, GET /v3/refunds/{id}, GET /v3/refunds (payment_id,
+//     created_at window);
+//   - statuses pending, waiting_for_capture (capture:false), succeeded,
+//     canceled with cancellation_details {party, reason};
+//   - error bodies {"type":"error","id","code","description","parameter"}.
+//
+// Simplifications, stated: a payment must name a saved method
+// (payment_method_id); no confirmation/redirect flows. A saved method listed
+// in Options.Declines is declined by the payment network (status canceled
+// with that reason); TARGETS.md names no YooKassa test methods, so the
+// defaults MethodInsufficientFunds and MethodDeclined are this emulator's own.
+// Whether refunds accept metadata is unconfirmed [??]; the emulator accepts it.
+//
+// Every created payment and refund is recorded in the framework's ledger
+// under the Idempotence-Key header the client sent (kinds "payment",
+// "payment_canceled", "refund"). With the ignore-key connector fault active
+// the key is neither checked nor stored.
+//
+// Imports: the standard library and sandbox only.
+package yookassa
