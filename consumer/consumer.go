@@ -1,0 +1,238 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Header names. Nats-Msg-Id is the server's deduplication header; our own
+// headers use the Idemgate- prefix (the Nats- prefix belongs to the server).
+const (
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderReplyTo names a core NATS subject that also receives the result.
+	HeaderReplyTo = "Idemgate-Reply-To"
+	// HeaderOperationKey is set on results for subscribers that filter by key.
+	HeaderOperationKey = "Idemgate-Operation-Key"
+)
+
+// Subject prefixes.
+const (
+	CommandPrefix = "idemgate.cmd."
+	ResultPrefix  = "idemgate.res."
+)
+
+// Config describes the streams and the durable consumer. Zero fields take the
+// defaults documented on each field (see WithDefaults).
+type Config struct {
+	// CommandsStream holds commands on idemgate.cmd.>. Default IDEMGATE_COMMANDS.
+	CommandsStream string `mapstructure:"commands_stream"`
+	// ResultsStream holds results on idemgate.res.>. Default IDEMGATE_RESULTS.
+	ResultsStream string `mapstructure:"results_stream"`
+	// Durable is the pull consumer shared by every replica. Default idemgate-worker.
+	Durable string `mapstructure:"durable"`
+	// DuplicateWindow is the commands stream's Nats-Msg-Id window. Default 2m.
+	DuplicateWindow time.Duration `mapstructure:"duplicate_window"`
+	// AckWait is how long a delivery may stay unacknowledged before JetStream
+	// redelivers it; heartbeats extend it while a call runs. Default 60s.
+	AckWait time.Duration `mapstructure:"ack_wait"`
+	// MaxDeliver bounds deliveries of one command. Default 20.
+	MaxDeliver int `mapstructure:"max_deliver"`
+	// MaxAckPending bounds unacknowledged deliveries across replicas. Default 20000.
+	MaxAckPending int `mapstructure:"max_ack_pending"`
+	// FetchBatch is how many commands one fetch asks for. Default 100.
+	FetchBatch int `mapstructure:"fetch_batch"`
+	// FetchWait is how long a fetch waits for its batch to fill. Default 500ms.
+	FetchWait time.Duration `mapstructure:"fetch_wait"`
+	// ResultsMaxAge is how long results are kept in their stream. Default 24h.
+	ResultsMaxAge time.Duration `mapstructure:"results_max_age"`
+	// CommandsMaxAge is how long commands are kept. Default 7 days.
+	CommandsMaxAge time.Duration `mapstructure:"commands_max_age"`
+	// Replicas is the stream replica count in a NATS cluster. Default 1.
+	Replicas int `mapstructure:"replicas"`
+	// MaxMsgSize is the largest command the stream accepts, in bytes. Default 1 MiB;
+	// the decoder's own, smaller limit rejects oversized commands with a reason.
+	MaxMsgSize int32 `mapstructure:"max_msg_size"`
+}
+
+// WithDefaults fills zero fields with their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.CommandsStream, "IDEMGATE_COMMANDS")
+	def(&c.ResultsStream, "IDEMGATE_RESULTS")
+	def(&c.Durable, "idemgate-worker")
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.AckWait == 0 {
+		c.AckWait = time.Minute
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 20
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 20000
+	}
+	if c.FetchBatch == 0 {
+		c.FetchBatch = 100
+	}
+	if c.FetchWait == 0 {
+		c.FetchWait = 500 * time.Millisecond
+	}
+	if c.ResultsMaxAge == 0 {
+		c.ResultsMaxAge = 24 * time.Hour
+	}
+	if c.CommandsMaxAge == 0 {
+		c.CommandsMaxAge = 7 * 24 * time.Hour
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 1 << 20
+	}
+	return c
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	for name, v := range map[string]string{"commands_stream": c.CommandsStream, "results_stream": c.ResultsStream, "durable": c.Durable} {
+		if v == "" || strings.ContainsAny(v, ".*> \t") {
+			errs = append(errs, fmt.Errorf("nats.%s %q: must be non-empty without '.', '*', '>' or spaces", name, v))
+		}
+	}
+	if c.CommandsStream == c.ResultsStream {
+		errs = append(errs, errors.New("nats.commands_stream and nats.results_stream must differ"))
+	}
+	if c.DuplicateWindow < time.Second {
+		errs = append(errs, fmt.Errorf("nats.duplicate_window %v: at least 1s", c.DuplicateWindow))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("nats.ack_wait %v: at least 1s", c.AckWait))
+	}
+	if c.MaxDeliver < 2 {
+		errs = append(errs, fmt.Errorf("nats.max_deliver %d: at least 2", c.MaxDeliver))
+	}
+	if c.FetchBatch < 1 || c.FetchBatch > 1000 {
+		errs = append(errs, fmt.Errorf("nats.fetch_batch %d: between 1 and 1000", c.FetchBatch))
+	}
+	if c.MaxAckPending < c.FetchBatch {
+		errs = append(errs, fmt.Errorf("nats.max_ack_pending %d: at least fetch_batch (%d)", c.MaxAckPending, c.FetchBatch))
+	}
+	if c.FetchWait <= 0 {
+		errs = append(errs, fmt.Errorf("nats.fetch_wait %v: must be positive", c.FetchWait))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("nats.replicas %d: between 1 and 5", c.Replicas))
+	}
+	return errors.Join(errs...)
+}
+
+// CommandsStreamConfig is the commands stream's definition.
+func (c Config) CommandsStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        c.CommandsStream,
+		Description: "idemgate commands: one business intent per Nats-Msg-Id",
+		Subjects:    []string{CommandPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.CommandsMaxAge,
+		Duplicates:  c.DuplicateWindow,
+		Replicas:    c.Replicas,
+		MaxMsgSize:  c.MaxMsgSize,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// ResultsStreamConfig is the results stream's definition.
+func (c Config) ResultsStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        c.ResultsStream,
+		Description: "idemgate results: one per operation key and status",
+		Subjects:    []string{ResultPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      c.ResultsMaxAge,
+		Duplicates:  min(c.DuplicateWindow, c.ResultsMaxAge),
+		Replicas:    c.Replicas,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// ConsumerConfig is the durable pull consumer's definition.
+func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "idemgate workers (shared by all replicas)",
+		FilterSubject: CommandPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		Replicas:      c.Replicas,
+	}
+}
+
+// Ensure creates or updates both streams and the durable consumer, and
+// returns the consumer. Every replica may call it at start-up.
+func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	if _, err := js.CreateOrUpdateStream(ctx, c.CommandsStreamConfig()); err != nil {
+		return nil, fmt.Errorf("commands stream %s: %w", c.CommandsStream, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, c.ResultsStreamConfig()); err != nil {
+		return nil, fmt.Errorf("results stream %s: %w", c.ResultsStream, err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.CommandsStream, c.ConsumerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", c.Durable, c.CommandsStream, err)
+	}
+	return cons, nil
+}
+
+// CommandSubject is the subject of a command for an operation type.
+func CommandSubject(opType string) string { return CommandPrefix + opType }
+
+// ResultSubject is the subject of a result for an operation type.
+func ResultSubject(opType string) string {
+	if opType == "" {
+		opType = "unknown"
+	}
+	return ResultPrefix + opType
+}
+
+// ResultMsgID is the deduplication id of a result: <key>:<status>.
+func ResultMsgID(r operation.Result) string { return r.OperationKey + ":" + string(r.Status) }
+
+// ResultMsg builds the message that publishes r.
+func ResultMsg(r operation.Result) (*nats.Msg, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode result %s: %w", r.OperationKey, err)
+	}
+	m := nats.NewMsg(ResultSubject(r.Operation))
+	m.Data = body
+	m.Header.Set(HeaderMsgID, ResultMsgID(r))
+	m.Header.Set(HeaderOperationKey, r.OperationKey)
+	return m, nil
+}
+
+// OperationFromSubject returns the operation type a command subject names.
+func OperationFromSubject(subject string) (string, bool) {
+	op, ok := strings.CutPrefix(subject, CommandPrefix)
+	return op, ok && op != ""
+}

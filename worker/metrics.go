@@ -1,0 +1,58 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
+// never an operation key, a customer or an amount.
+type Metrics struct {
+	fetched     prometheus.Counter
+	executed    prometheus.Counter
+	replayed    prometheus.Counter
+	conflicts   prometheus.Counter
+	rejected    prometheus.Counter
+	unknown     prometheus.Counter
+	failedFinal prometheus.Counter
+	retries     prometheus.Counter
+	decisions   *prometheus.CounterVec
+	results     *prometheus.CounterVec
+	reconciled  *prometheus.CounterVec
+	unresolved  prometheus.Gauge
+	latency     prometheus.Histogram
+	calls       *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idemgate", Name: name, Help: help})
+	}
+	m := &Metrics{
+		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
+		executed:    c("operations_executed_total", "Operations whose call to the target succeeded."),
+		replayed:    c("operations_replayed_total", "Deliveries answered from the journal without a call."),
+		conflicts:   c("operations_conflict_total", "Deliveries whose key was first used with another payload."),
+		rejected:    c("commands_rejected_total", "Commands rejected as undecodable or invalid."),
+		unknown:     c("operations_unknown_total", "Calls whose outcome became unknown (reconcile before retry)."),
+		failedFinal: c("operations_failed_final_total", "Operations that failed finally."),
+		retries:     c("operation_retries_total", "Retry-class failures that led to another attempt or a redelivery."),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "claim_decisions_total",
+			Help: "Journal claim decisions that led to work or waiting."}, []string{"decision"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "results_published_total",
+			Help: "Results published, by status."}, []string{"status"}),
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "reconcile_lookups_total",
+			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
+		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
+			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "command_duration_seconds",
+			Help: "From fetch to ack/nak/term of a delivery.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "adapter_call_duration_seconds",
+			Help: "Duration of calls to targets.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"operation"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unknown, m.failedFinal,
+			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.latency, m.calls)
+	}
+	return m
+}

@@ -1,0 +1,138 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// verdict is what a lookup by key settled.
+type verdict struct {
+	status  adapters.LookupStatus
+	outcome adapters.LookupResult
+	// retryIn is when an unsettled lookup should be tried again.
+	retryIn time.Duration
+	note    string
+	code    string
+}
+
+// lookup asks the target about an earlier attempt by the operation key,
+// before anything else happens to an unknown outcome. A "not found" counts
+// only once the adapter's settle time (its search lag) has passed since the
+// last attempt began; before that it is indeterminate.
+func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, callTimeout time.Duration) verdict {
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	res, err := a.Lookup(callCtx, op)
+	cancel()
+	if err != nil {
+		ae := adapters.AsError(err)
+		return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code,
+			note: "lookup failed: " + ae.Code}
+	}
+	switch res.Status {
+	case adapters.Found:
+		note := "reconciled: found by key"
+		if res.Final {
+			note = "reconciled: found as a final failure"
+		}
+		return verdict{status: adapters.Found, outcome: res, note: note, code: res.Code}
+	case adapters.NotFound:
+		settle := a.Capabilities().SettleTime
+		if settle > 0 {
+			since, err := sinceLastAttempt(ctx, store, op.Key.String())
+			if err != nil {
+				return verdict{status: adapters.Indeterminate, retryIn: settle, note: "lookup not settled: " + err.Error()}
+			}
+			if since < settle {
+				return verdict{status: adapters.Indeterminate, retryIn: settle - since,
+					note: fmt.Sprintf("not found yet; the target's search settles after %v", settle)}
+			}
+		}
+		return verdict{status: adapters.NotFound, note: "reconciled: not found by key; retrying with the same key"}
+	default:
+		return verdict{status: adapters.Indeterminate, retryIn: time.Second, note: "lookup indeterminate"}
+	}
+}
+
+// sinceLastAttempt is the database-clock time since the last call to the
+// target began.
+func sinceLastAttempt(ctx context.Context, store journal.Store, key string) (time.Duration, error) {
+	atts, err := store.Attempts(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	now, err := store.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var last time.Time
+	for _, a := range atts {
+		if a.Kind == "execute" && a.StartedAt.After(last) {
+			last = a.StartedAt
+		}
+	}
+	if last.IsZero() {
+		return time.Duration(1<<62 - 1), nil
+	}
+	return now.Sub(last), nil
+}
+
+// reconcile settles an unknown outcome held under a taken-over lease, then
+// publishes it, or retries the call with the same key when the target has
+// no trace of it.
+func (w *Worker) reconcile(j *job) {
+	adapter := w.d.Adapters[j.op.Type]
+	key := j.op.Key.String()
+	lease := w.beats.track(j, key, j.claim.Token)
+	v := lookup(lease.ctx, w.d.Store, adapter, j.op, w.cfg.CallTimeout)
+	w.beats.untrack(lease)
+	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
+	switch v.status {
+	case adapters.Found:
+		w.m.reconciled.WithLabelValues("found").Inc()
+		log.Info(v.note)
+		c := journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusSucceeded, Reconciled: true, Note: v.note,
+			TargetObjectID: v.outcome.Outcome.ObjectID, Result: w.outcomeJSON(v.outcome.Outcome), TargetRequestID: v.outcome.Outcome.RequestID}
+		if v.outcome.Final {
+			c.Status, c.ErrorCode = journal.StatusFailedFinal, v.outcome.Code
+		}
+		w.completeAndPublish(j, c, false)
+	case adapters.NotFound:
+		w.m.reconciled.WithLabelValues("not_found").Inc()
+		log.Info(v.note)
+		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedRetryable,
+			Reconciled: true, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
+			w.completionFailed(j, err)
+			return
+		}
+		c, err := journal.ClaimOne(w.work, w.d.Store, journal.ClaimRequest{
+			Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
+			EventID: j.op.EventID, ApprovalID: j.op.ApprovalID, Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
+		})
+		if err != nil {
+			log.Error("re-claim after reconciliation failed", "error", err.Error())
+			w.nak(j, time.Second)
+			return
+		}
+		j.claim = c
+		if c.Decision == journal.Execute {
+			w.execute(j)
+			return
+		}
+		w.dispatch(j)
+	default:
+		w.m.reconciled.WithLabelValues("indeterminate").Inc()
+		log.Warn("outcome still unknown", "note", v.note)
+		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
+			Reconciled: true, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
+			w.completionFailed(j, err)
+			return
+		}
+		delay := max(v.retryIn, w.cfg.Retry.Delay(j.claim.Record.ReconcileRounds+1, 0))
+		w.publishPendingAndNak(j, delay, j.claim.Attempt)
+	}
+}

@@ -1,0 +1,720 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Config tunes the worker. Zero fields take the documented defaults.
+type Config struct {
+	// Owner names this worker in leases and the attempts trail. Default
+	// <hostname>-<pid>-<random>; it must be unique per process.
+	Owner string `mapstructure:"owner"`
+	// LeaseTTL is the journal lease a claim takes; heartbeats renew it while
+	// a call runs. Default 30s.
+	LeaseTTL time.Duration `mapstructure:"lease_ttl"`
+	// CallTimeout bounds one call to a target. Default 10s.
+	CallTimeout time.Duration `mapstructure:"call_timeout"`
+	// HeartbeatInterval renews leases and AckWait. Default LeaseTTL/3.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	// MaxInFlight bounds commands held at once (fetched, not yet acked). Default 1000.
+	MaxInFlight int `mapstructure:"max_in_flight"`
+	// Claimers is how many fetched batches are claimed concurrently. Default 2.
+	Claimers int `mapstructure:"claimers"`
+	// CompleteWindow is the group-commit window for completions. Default 2ms.
+	CompleteWindow time.Duration `mapstructure:"complete_window"`
+	// CompleteBatch caps one group commit. Default 500.
+	CompleteBatch int `mapstructure:"complete_batch"`
+	// ShutdownTimeout bounds the drain of in-flight work on Stop. Default 25s.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// Retry is the retry policy; Rules classify error codes.
+	Retry RetryPolicy `mapstructure:"retry"`
+	Rules Rules       `mapstructure:"rules"`
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e6, 36))
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 10 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseTTL / 3
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 1000
+	}
+	if c.Claimers == 0 {
+		c.Claimers = 2
+	}
+	if c.CompleteWindow == 0 {
+		c.CompleteWindow = 2 * time.Millisecond
+	}
+	if c.CompleteBatch == 0 {
+		c.CompleteBatch = 500
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 25 * time.Second
+	}
+	if c.Rules.Retry == nil && c.Rules.ReconcileBeforeRetry == nil && c.Rules.NeverRetry == nil {
+		c.Rules = DefaultRules()
+	}
+	c.Retry = c.Retry.WithDefaults()
+	return c
+}
+
+// Validate checks the configuration on its own; ValidateHorizons checks it
+// against the consumer's.
+func (c Config) Validate() error {
+	var errs []error
+	if c.CallTimeout <= 0 || c.LeaseTTL <= 0 {
+		errs = append(errs, errors.New("worker.call_timeout and worker.lease_ttl must be positive"))
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.LeaseTTL {
+		errs = append(errs, fmt.Errorf("worker.heartbeat_interval %v: must be positive and below lease_ttl %v", c.HeartbeatInterval, c.LeaseTTL))
+	}
+	if c.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("worker.max_in_flight %d: at least 1", c.MaxInFlight))
+	}
+	if c.Claimers < 1 || c.CompleteBatch < 1 || c.CompleteWindow <= 0 {
+		errs = append(errs, errors.New("worker.claimers, complete_batch and complete_window must be positive"))
+	}
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Rules.compile(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateHorizons refuses unsafe combinations of timeouts: a call must end
+// inside its lease, and a lease (with one missed heartbeat of slack) inside
+// the AckWait, or JetStream would redeliver a command whose owner still works.
+func ValidateHorizons(w Config, c consumer.Config) error {
+	var errs []error
+	if w.CallTimeout >= w.LeaseTTL {
+		errs = append(errs, fmt.Errorf("unsafe: worker.call_timeout %v must be below worker.lease_ttl %v", w.CallTimeout, w.LeaseTTL))
+	}
+	if w.LeaseTTL+w.HeartbeatInterval >= c.AckWait {
+		errs = append(errs, fmt.Errorf("unsafe: worker.lease_ttl %v plus one heartbeat_interval %v must be below nats.ack_wait %v",
+			w.LeaseTTL, w.HeartbeatInterval, c.AckWait))
+	}
+	if w.Retry.MaxElapsed+w.CallTimeout >= c.AckWait {
+		errs = append(errs, fmt.Errorf("unsafe: worker.retry.max_elapsed %v plus call_timeout %v must be below nats.ack_wait %v",
+			w.Retry.MaxElapsed, w.CallTimeout, c.AckWait))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are what the worker works with.
+type Deps struct {
+	Store    journal.Store
+	JS       jetstream.JetStream
+	NC       *nats.Conn
+	Consumer jetstream.Consumer
+	Decoder  *operation.Decoder
+	// Adapters by operation type.
+	Adapters map[string]adapters.Adapter
+	Log      *slog.Logger
+	Metrics  *Metrics
+	// Redact cleans normalised results before they are stored or published.
+	Redact func(json.RawMessage) json.RawMessage
+}
+
+// Worker consumes commands: claim → decide → call → complete → publish → ack.
+type Worker struct {
+	cfg   Config
+	ncfg  consumer.Config
+	d     Deps
+	rules classifier
+	log   *slog.Logger
+	m     *Metrics
+
+	slots    chan struct{}
+	batches  chan []jetstream.Msg
+	commit   *committer
+	beats    *heartbeats
+	inflight sync.WaitGroup
+
+	startOnce, stopOnce sync.Once
+	stopFetch           context.CancelFunc
+	work                context.Context
+	cancelWork          context.CancelCauseFunc
+	fetchDone, claimDone chan struct{}
+}
+
+// ErrShutdown is the cause of contexts cancelled by Stop past its timeout.
+var ErrShutdown = errors.New("worker: shut down")
+
+// New builds a worker. ncfg must be the configuration the consumer was
+// ensured with.
+func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidateHorizons(cfg, ncfg); err != nil {
+		return nil, err
+	}
+	if d.Store == nil || d.JS == nil || d.Consumer == nil || d.Decoder == nil {
+		return nil, errors.New("worker: store, JetStream, consumer and decoder are required")
+	}
+	rules, _ := cfg.Rules.compile()
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
+	}
+	if d.Redact == nil {
+		d.Redact = func(r json.RawMessage) json.RawMessage { return r }
+	}
+	w := &Worker{
+		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics,
+		slots:   make(chan struct{}, cfg.MaxInFlight),
+		batches: make(chan []jetstream.Msg, cfg.Claimers),
+	}
+	return w, nil
+}
+
+// Owner returns the worker's lease owner name.
+func (w *Worker) Owner() string { return w.cfg.Owner }
+
+// Start begins fetching and processing. It returns at once.
+func (w *Worker) Start(ctx context.Context) error {
+	started := false
+	w.startOnce.Do(func() {
+		started = true
+		w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
+		fetchCtx, stop := context.WithCancel(ctx)
+		w.stopFetch = stop
+		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch)
+		w.beats = newHeartbeats(w)
+		w.fetchDone, w.claimDone = make(chan struct{}), make(chan struct{})
+		go w.beats.loop()
+		go w.fetchLoop(fetchCtx)
+		var claimers sync.WaitGroup
+		for range w.cfg.Claimers {
+			claimers.Add(1)
+			go func() {
+				defer claimers.Done()
+				for msgs := range w.batches {
+					w.handleBatch(msgs)
+				}
+			}()
+		}
+		go func() { claimers.Wait(); close(w.claimDone) }()
+	})
+	if !started {
+		return errors.New("worker: already started")
+	}
+	return nil
+}
+
+// Stop stops fetching, lets in-flight work finish up to ShutdownTimeout, then
+// cancels what remains. Nothing unpublished is ever acknowledged: unfinished
+// commands are redelivered and their leases expire into reconciliation.
+// Safe to call twice.
+func (w *Worker) Stop() {
+	w.stopOnce.Do(func() {
+		if w.stopFetch == nil {
+			return
+		}
+		w.stopFetch()
+		<-w.fetchDone
+		<-w.claimDone
+		done := make(chan struct{})
+		go func() { w.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(w.cfg.ShutdownTimeout):
+			w.log.Warn("shutdown timeout: cancelling in-flight operations", "timeout", w.cfg.ShutdownTimeout.String())
+			w.cancelWork(ErrShutdown)
+			<-done
+		}
+		w.cancelWork(ErrShutdown)
+		w.beats.stop()
+		w.commit.close()
+	})
+}
+
+// fetchLoop pulls batches as long as there are free in-flight slots.
+func (w *Worker) fetchLoop(ctx context.Context) {
+	defer close(w.fetchDone)
+	defer close(w.batches)
+	for ctx.Err() == nil {
+		// Wait for one free slot, then take as many as are free up to a batch.
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+		for n < w.ncfg.FetchBatch && w.tryAcquire() {
+			n++
+		}
+		batch, err := w.d.Consumer.Fetch(n, jetstream.FetchMaxWait(w.ncfg.FetchWait))
+		if err != nil {
+			w.release(n)
+			w.log.Warn("fetch failed", "error", err.Error())
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		msgs := make([]jetstream.Msg, 0, n)
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			w.log.Debug("fetch ended", "error", err.Error())
+		}
+		w.release(n - len(msgs))
+		if len(msgs) == 0 {
+			continue
+		}
+		w.m.fetched.Add(float64(len(msgs)))
+		w.inflight.Add(len(msgs))
+		w.batches <- msgs
+	}
+}
+
+func (w *Worker) tryAcquire() bool {
+	select {
+	case w.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) release(n int) {
+	for range n {
+		<-w.slots
+	}
+}
+
+// job is one command in flight.
+type job struct {
+	msg       jetstream.Msg
+	op        operation.Operation
+	replyTo   string
+	delivered uint64
+	fetchedAt time.Time
+	claim     journal.Claim
+}
+
+// done releases a command's slot; every fetched message passes here once.
+func (w *Worker) done(j *job) {
+	w.m.latency.Observe(time.Since(j.fetchedAt).Seconds())
+	<-w.slots
+	w.inflight.Done()
+}
+
+// handleBatch decodes a fetched batch, claims it in one round trip and acts
+// on each decision.
+func (w *Worker) handleBatch(msgs []jetstream.Msg) {
+	now := time.Now()
+	jobs := make([]*job, 0, len(msgs))
+	reqs := make([]journal.ClaimRequest, 0, len(msgs))
+	for _, m := range msgs {
+		j := &job{msg: m, fetchedAt: now, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
+		if md, err := m.Metadata(); err == nil {
+			j.delivered = md.NumDelivered
+		}
+		op, err := w.decode(m)
+		if err != nil {
+			w.reject(j, err)
+			continue
+		}
+		op.ReplyTo = j.replyTo
+		j.op = op
+		jobs = append(jobs, j)
+		reqs = append(reqs, journal.ClaimRequest{
+			Key: op.Key.String(), OperationType: op.Type, RequestHash: op.Fingerprint,
+			TargetSystem: op.TargetSystem, EventID: op.EventID, ApprovalID: op.ApprovalID,
+			Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
+		})
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	claims, err := w.d.Store.Claim(w.work, reqs)
+	if err != nil {
+		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
+		for _, j := range jobs {
+			w.nak(j, w.cfg.Retry.Delay(int(j.delivered), 0))
+		}
+		return
+	}
+	for i, j := range jobs {
+		j.claim = claims[i]
+		w.dispatch(j)
+	}
+}
+
+// decode validates a command message; the subject must name the envelope's
+// operation.
+func (w *Worker) decode(m jetstream.Msg) (operation.Operation, error) {
+	op, err := w.d.Decoder.Decode(m.Data())
+	if err != nil {
+		return op, err
+	}
+	subjOp, ok := consumer.OperationFromSubject(m.Subject())
+	if !ok || subjOp != op.Type {
+		return op, &operation.DecodeError{Code: operation.CodeKeyMismatch, Field: "operation",
+			Msg: "the subject names another operation than the envelope", Key: op.Key.String(), EventID: op.EventID, Operation: op.Type}
+	}
+	if _, ok := w.d.Adapters[op.Type]; !ok {
+		return op, &operation.DecodeError{Code: operation.CodeUnknownOperation, Field: "operation",
+			Msg: "no adapter is configured for this operation", Key: op.Key.String(), EventID: op.EventID, Operation: op.Type}
+	}
+	return op, nil
+}
+
+// dispatch acts on a claim decision.
+func (w *Worker) dispatch(j *job) {
+	c := j.claim
+	switch c.Decision {
+	case journal.Execute:
+		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		go w.execute(j)
+	case journal.Reconcile:
+		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		go w.reconcile(j)
+	case journal.ReplaySucceeded, journal.ReplayFailed:
+		w.m.replayed.Inc()
+		w.publishAndAck(j, w.resultFromRecord(j, c.Record, true))
+	case journal.Conflict:
+		w.m.conflicts.Inc()
+		w.log.Warn("conflict: same key, other payload; nothing executed", "operation_key", c.Record.Key, "event_id", j.op.EventID)
+		w.publishAndAck(j, operation.Result{
+			OperationKey: c.Record.Key, EventID: j.op.EventID, Operation: j.op.Type,
+			Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
+			ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: "the key was first used with another payload",
+			Attempts: c.Record.AttemptCount,
+		})
+	case journal.InProgress:
+		// The owner will publish; this delivery comes back after the lease
+		// so that it ends with the final outcome (or reconciles a dead owner).
+		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		delay := time.Until(c.Record.LeaseUntil) + 100*time.Millisecond
+		w.publishPendingAndNak(j, max(delay, 200*time.Millisecond), c.Record.AttemptCount)
+	default:
+		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
+		w.nak(j, time.Second)
+	}
+}
+
+// execute calls the target under the lease, with in-lease retries for
+// retry-class errors: each retry is a new attempt in the journal
+// (failed_retryable → started), the same key at the target.
+func (w *Worker) execute(j *job) {
+	adapter := w.d.Adapters[j.op.Type]
+	key := j.op.Key.String()
+	bo := w.cfg.Retry.backOff()
+	leaseStart := time.Now()
+	for {
+		lease := w.beats.track(j, key, j.claim.Token)
+		callCtx, cancel := context.WithTimeout(lease.ctx, w.cfg.CallTimeout)
+		began := time.Now()
+		out, err := adapter.Execute(callCtx, j.op)
+		cancel()
+		w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
+		lost := lease.ctx.Err() != nil && context.Cause(lease.ctx) == errLeaseLost
+		w.beats.untrack(lease)
+		if lost {
+			// Another owner took the lease over: it reconciles and publishes.
+			w.log.Warn("lease lost during the call; the new owner reconciles", "operation_key", key, "lease_token", j.claim.Token)
+			w.nak(j, w.cfg.LeaseTTL)
+			return
+		}
+		if err == nil {
+			w.m.executed.Inc()
+			w.completeAndPublish(j, journal.Completion{
+				Key: key, Token: j.claim.Token, Status: journal.StatusSucceeded,
+				TargetObjectID: out.ObjectID, Result: w.outcomeJSON(out), TargetRequestID: out.RequestID,
+			}, false)
+			return
+		}
+		class, ae := w.rules.classify(err)
+		log := w.log.With("operation_key", key, "attempt", j.claim.Attempt, "error_code", ae.Code, "class", string(class))
+		switch class {
+		case adapters.NeverRetry:
+			log.Info("final failure from target")
+			w.m.failedFinal.Inc()
+			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
+				ErrorCode: ae.Code, TargetRequestID: ae.RequestID}, false)
+			return
+		case adapters.ReconcileBeforeRetry:
+			// The effect may have happened: never retried blindly.
+			log.Warn("outcome unknown: reconciliation before any retry")
+			w.m.unknown.Inc()
+			if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
+				ErrorCode: ae.Code, TargetRequestID: ae.RequestID}); err != nil {
+				w.completionFailed(j, err)
+				return
+			}
+			settle := max(adapter.Capabilities().SettleTime, w.cfg.Retry.Delay(1, 0))
+			w.publishPendingAndNak(j, settle, j.claim.Attempt)
+			return
+		}
+		// Retry class: the request did not take effect.
+		w.m.retries.Inc()
+		if j.claim.Attempt >= w.cfg.Retry.MaxAttempts {
+			log.Warn("retries exhausted")
+			w.m.failedFinal.Inc()
+			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
+				ErrorCode: ae.Code, TargetRequestID: ae.RequestID, Note: "retries exhausted"}, false)
+			return
+		}
+		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedRetryable,
+			ErrorCode: ae.Code, TargetRequestID: ae.RequestID}); err != nil {
+			w.completionFailed(j, err)
+			return
+		}
+		delay := bo.NextBackOff()
+		if delay == backoff.Stop || time.Since(leaseStart)+max(delay, ae.RetryAfter)+w.cfg.CallTimeout > w.cfg.Retry.MaxElapsed ||
+			w.work.Err() != nil {
+			// Long waits release the claim and come back by redelivery.
+			d := w.cfg.Retry.Delay(j.claim.Attempt, ae.RetryAfter)
+			log.Info("retry later by redelivery", "delay", d.String())
+			w.nak(j, d)
+			return
+		}
+		delay = max(delay, ae.RetryAfter)
+		log.Info("retrying", "delay", delay.String())
+		if !w.wait(j, delay) {
+			w.nak(j, 0)
+			return
+		}
+		c, err := journal.ClaimOne(w.work, w.d.Store, journal.ClaimRequest{
+			Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
+			EventID: j.op.EventID, ApprovalID: j.op.ApprovalID, Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
+		})
+		if err != nil {
+			log.Error("re-claim failed", "error", err.Error())
+			w.nak(j, w.cfg.Retry.Delay(j.claim.Attempt, 0))
+			return
+		}
+		j.claim = c
+		if c.Decision != journal.Execute {
+			w.dispatch(j)
+			return
+		}
+	}
+}
+
+// wait sleeps d while keeping the command's AckWait alive; false if the
+// worker is shutting down.
+func (w *Worker) wait(j *job, d time.Duration) bool {
+	lease := w.beats.track(j, "", 0)
+	defer w.beats.untrack(lease)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.work.Done():
+		return false
+	}
+}
+
+// outcomeJSON is the normalised result kept and replayed: the business status
+// and safe details, never the target's raw response.
+func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage {
+	m := map[string]any{"business_status": o.BusinessStatus}
+	for k, v := range o.Details {
+		if k != "business_status" {
+			m[k] = v
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		b = []byte(`{"business_status":` + strconv.Quote(o.BusinessStatus) + `}`)
+	}
+	return w.d.Redact(b)
+}
+
+// completeAndPublish records a final outcome, then publishes and acks.
+func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool) {
+	if err := w.commit.Complete(w.work, c); err != nil {
+		w.completionFailed(j, err)
+		return
+	}
+	rec := j.claim.Record
+	rec.Status = c.Status
+	rec.TargetObjectID = c.TargetObjectID
+	rec.Result = c.Result
+	rec.ErrorCode = c.ErrorCode
+	rec.AttemptCount = j.claim.Attempt
+	w.publishAndAck(j, w.resultFromRecord(j, rec, replayed))
+}
+
+// completionFailed handles a completion the journal refused or could not take.
+// A stale token means another owner has the operation; anything else leaves
+// the outcome to the lease's expiry and reconciliation. Either way the
+// command is redelivered, never acked unpublished.
+func (w *Worker) completionFailed(j *job, err error) {
+	log := w.log.With("operation_key", j.op.Key.String(), "lease_token", j.claim.Token, "error", err.Error())
+	if errors.Is(err, journal.ErrStaleToken) {
+		log.Warn("completion fenced off: another owner holds the operation")
+	} else {
+		log.Error("completion failed: the lease will expire and be reconciled")
+	}
+	w.nak(j, w.cfg.LeaseTTL)
+}
+
+func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) operation.Result {
+	r := operation.Result{
+		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type, TargetSystem: rec.TargetSystem,
+		TargetObjectID: rec.TargetObjectID, Result: rec.Result, ErrorCode: rec.ErrorCode,
+		Attempts: rec.AttemptCount, Replayed: replayed,
+	}
+	switch rec.Status {
+	case journal.StatusSucceeded:
+		r.Status = operation.ResultSucceeded
+	case journal.StatusFailedFinal:
+		r.Status = operation.ResultFailedFinal
+	default:
+		r.Status = operation.ResultPending
+	}
+	return r
+}
+
+// publishAndAck publishes a result and acks the command once JetStream has
+// acknowledged the result: a command is never acked before its result is
+// durably published.
+func (w *Worker) publishAndAck(j *job, r operation.Result) {
+	w.publish(j, r, func(err error) {
+		if err != nil {
+			w.log.Error("result not published: the command will be redelivered and the result replayed",
+				"operation_key", r.OperationKey, "status", string(r.Status), "error", err.Error())
+			w.nak(j, time.Second)
+			return
+		}
+		if err := j.msg.Ack(); err != nil {
+			w.log.Warn("ack failed: the command will be redelivered and replayed", "operation_key", r.OperationKey, "error", err.Error())
+		}
+		w.m.results.WithLabelValues(string(r.Status)).Inc()
+		w.done(j)
+	})
+}
+
+// publishPendingAndNak tells the agent the outcome is being settled, and
+// brings the command back after delay.
+func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, attempts int) {
+	r := operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
+		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}
+	w.publish(j, r, func(err error) {
+		if err == nil {
+			w.m.results.WithLabelValues(string(r.Status)).Inc()
+		}
+		w.nak(j, delay)
+	})
+}
+
+// publish sends r to the results stream asynchronously (and to the command's
+// reply subject), and calls then with the PubAck's outcome.
+func (w *Worker) publish(j *job, r operation.Result, then func(error)) {
+	m, err := consumer.ResultMsg(r)
+	if err != nil {
+		then(err)
+		return
+	}
+	if j.replyTo != "" && w.d.NC != nil {
+		if err := w.d.NC.Publish(j.replyTo, m.Data); err != nil {
+			w.log.Warn("reply not sent", "operation_key", r.OperationKey, "error", err.Error())
+		}
+	}
+	fut, err := w.d.JS.PublishMsgAsync(m)
+	if err != nil {
+		then(err)
+		return
+	}
+	go func() {
+		select {
+		case <-fut.Ok():
+			then(nil)
+		case err := <-fut.Err():
+			then(err)
+		}
+	}()
+}
+
+// nak returns the command to JetStream after delay and releases its slot.
+// On its last delivery the command is left to AckWait: JetStream then stops
+// redelivering, and the journal row stays for the reconciler.
+func (w *Worker) nak(j *job, delay time.Duration) {
+	var err error
+	if delay <= 0 {
+		err = j.msg.Nak()
+	} else {
+		err = j.msg.NakWithDelay(delay)
+	}
+	if err != nil {
+		w.log.Warn("nak failed: AckWait will redeliver", "operation_key", j.op.Key.String(), "error", err.Error())
+	}
+	w.done(j)
+}
+
+// reject terminates an undecodable command after publishing a rejected
+// result where a key could be derived. The payload is never logged.
+func (w *Worker) reject(j *job, err error) {
+	w.m.rejected.Inc()
+	var de *operation.DecodeError
+	if !errors.As(err, &de) {
+		de = &operation.DecodeError{Code: operation.CodeNotJSON, Msg: "undecodable command"}
+	}
+	seq := uint64(0)
+	if md, mdErr := j.msg.Metadata(); mdErr == nil {
+		seq = md.Sequence.Stream
+	}
+	w.log.Warn("command rejected", "reason", string(de.Code), "field", de.Field, "detail", de.Msg,
+		"operation_key", de.Key, "event_id", de.EventID, "subject", j.msg.Subject(), "stream_seq", seq)
+	term := func() {
+		if err := j.msg.TermWithReason(string(de.Code)); err != nil {
+			w.log.Warn("term failed", "error", err.Error())
+		}
+		w.done(j)
+	}
+	if de.Key == "" {
+		term()
+		return
+	}
+	r := operation.Result{OperationKey: de.Key, EventID: de.EventID, Operation: de.Operation,
+		Status: operation.ResultRejected, ErrorCode: string(de.Code), Reason: de.Error()}
+	w.publish(j, r, func(err error) {
+		if err != nil {
+			w.log.Error("rejected result not published; retrying by redelivery", "operation_key", de.Key, "error", err.Error())
+			w.nak(j, time.Second)
+			return
+		}
+		w.m.results.WithLabelValues(string(r.Status)).Inc()
+		term()
+	})
+}
