@@ -159,10 +159,10 @@ type Worker struct {
 	beats    *heartbeats
 	inflight sync.WaitGroup
 
-	startOnce, stopOnce sync.Once
-	stopFetch           context.CancelFunc
-	work                context.Context
-	cancelWork          context.CancelCauseFunc
+	startOnce, stopOnce  sync.Once
+	stopFetch            context.CancelFunc
+	work                 context.Context
+	cancelWork           context.CancelCauseFunc
 	fetchDone, claimDone chan struct{}
 }
 

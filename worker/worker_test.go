@@ -31,8 +31,8 @@ type target struct {
 	calls    map[string]int
 	lookups  int
 	faults   []func(op operation.Operation) error // consumed in order, before the effect
-	lostNext int                                   // responses lost after commit
-	block    chan struct{}                         // when set, Execute waits on it after committing
+	lostNext int                                  // responses lost after commit
+	block    chan struct{}                        // when set, Execute waits on it after committing
 	delay    time.Duration
 }
 
