@@ -378,3 +378,27 @@ func TestDecodeErrorText(t *testing.T) {
 	require.NotErrorIs(t, err, ErrMissingField)
 	require.False(t, errors.Is(&DecodeError{Code: "other"}, ErrNotJSON))
 }
+
+func TestRejectedResult(t *testing.T) {
+	t.Parallel()
+	d := &Decoder{Env: "prod"}
+	_, err := d.Decode([]byte(`{"event_id":"evt-1","operation":"payment.charge","payload":{"account_id":"a","order_id":"o","amount_minor":1,"currency":"RUB"}}`))
+	var de *DecodeError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, Result{
+		OperationKey: "prod:payment.charge:evt-1:v1", EventID: "evt-1", Operation: "payment.charge",
+		Status: ResultRejected, ErrorCode: "missing_field",
+		Reason: "rejected command: missing_field: approval_id: required: payment.charge moves money and needs an approval",
+	}, de.RejectedResult())
+}
+
+func BenchmarkDecode(b *testing.B) {
+	d := &Decoder{Env: "prod"}
+	body := []byte(vectorCommand)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

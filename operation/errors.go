@@ -95,3 +95,17 @@ func (e *DecodeError) Is(target error) bool {
 
 // Unwrap returns the underlying cause.
 func (e *DecodeError) Unwrap() error { return e.Err }
+
+// RejectedResult is the "rejected" result to publish for this error. Its
+// OperationKey is empty when no key could be derived; the reason is
+// e.Error(), which never quotes values.
+func (e *DecodeError) RejectedResult() Result {
+	return Result{
+		OperationKey: e.Key,
+		EventID:      e.EventID,
+		Operation:    e.Operation,
+		Status:       ResultRejected,
+		ErrorCode:    string(e.Code),
+		Reason:       e.Error(),
+	}
+}

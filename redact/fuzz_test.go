@@ -95,3 +95,22 @@ func checkNoPAN(t *testing.T, v any, out []byte) {
 		}
 	}
 }
+
+func FuzzString(f *testing.F) {
+	for _, s := range []string{
+		"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", "Basic dXNlcjpwYXNzd29yZA==",
+		"key sk_live_4eC39HqLyjWDarjtT1zdp7dc used", "https://x/cb?order=1&token=abc123&x=2",
+		"token=sk_live_abcdef123!x", "Bearer abcdefgh4111111111111111", "id=4111111111111111",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := String(s)
+		if hasPAN(out) {
+			t.Fatalf("String(%q) = %q still holds a card number", s, out)
+		}
+		if again := String(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
+		}
+	})
+}
