@@ -19,3 +19,15 @@ func Postgres() fs.FS {
 	}
 	return sub
 }
+
+//go:embed sqlite/*.sql
+var sqliteFS embed.FS
+
+// SQLite returns the SQLite migrations, rooted at their folder.
+func SQLite() fs.FS {
+	sub, err := fs.Sub(sqliteFS, "sqlite")
+	if err != nil {
+		panic(err) // the folder is embedded at build time
+	}
+	return sub
+}

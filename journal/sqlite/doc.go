@@ -1,0 +1,29 @@
+// Package sqlite is the embedded journal on the pure-Go SQLite driver
+// modernc.org/sqlite: the journal used when no database URL is configured, in
+// a file in the daemon's data folder.
+//
+// The database runs in WAL mode with FULL synchronous commits. Every write
+// goes through one writer connection in a BEGIN IMMEDIATE transaction, so
+// writes are serialised (within a process by the one-connection pool, across
+// processes by SQLite's write lock, waited for under a busy timeout) and a
+// transaction's reads and writes see one state. Reads that decide nothing
+// that can change (Get, Attempts, replays, conflicts) use a pool of read-only
+// connections and never wait for the writer.
+//
+// A claim batch first reads its keys on the reader pool: replays, conflicts
+// and live leases are decided there. The rest is decided and written in one
+// write transaction (one fsync for the whole batch): a plain read, then an
+// insert of new keys and conditional updates that re-claim a retryable
+// failure or take over an unknown outcome or an expired lease, each with
+// RETURNING. A completion batch is one write transaction too. Batches travel
+// as one JSON array parameter read with json_each, so a batch of any size is
+// one statement per step.
+//
+// Lease times come from SQLite's clock, in the statement that decides:
+// INTEGER milliseconds since the Unix epoch, CAST(round(unixepoch('subsec') *
+// 1000) AS INTEGER). There is no SKIP LOCKED: the single writer serialises
+// TakeOverStale callers (journaltest.Features.ConcurrentTakeOver is false).
+// Migrations are applied with goose when the store opens.
+//
+// It imports journal and migrations.
+package sqlite

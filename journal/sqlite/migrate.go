@@ -1,0 +1,154 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/idemgate/idemgate/migrations"
+)
+
+// MigrationState is one migration's version, name and whether it is applied.
+type MigrationState struct {
+	Version int64
+	Source  string
+	Applied bool
+}
+
+// migrateTries bounds how often Up runs when another process migrates the
+// same file at the same moment: goose lists the applied versions before it
+// takes the write lock, so the later process fails on the tables the first
+// one created, and the next try finds them applied.
+const migrateTries = 3
+
+func provider(db *sql.DB, log *slog.Logger) (*goose.Provider, error) {
+	var opts []goose.ProviderOption
+	if log != nil {
+		opts = append(opts, goose.WithSlog(log))
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
+}
+
+// migrate applies pending migrations on the writer connection. goose runs
+// each SQL migration in a transaction on one connection, which the writer's
+// BEGIN IMMEDIATE serialises against other processes.
+func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error) {
+	p, err := provider(db, log)
+	if err != nil {
+		return nil, err
+	}
+	var upErr error
+	for range migrateTries {
+		res, err := p.Up(ctx)
+		if err == nil {
+			applied := make([]int64, 0, len(res))
+			for _, r := range res {
+				applied = append(applied, r.Source.Version)
+			}
+			return applied, nil
+		}
+		upErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("migrate up: %w", upErr)
+}
+
+// Migrate opens (creating it if needed) the journal database at path and
+// applies every pending migration. It returns the versions it applied. Open
+// does the same; Migrate is for an explicit `migrate` step.
+func Migrate(ctx context.Context, path string, log *slog.Logger) ([]int64, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("sqlite journal folder: %w", err)
+	}
+	db, err := openWriter(ctx, abs, Config{}.WithDefaults())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return migrate(ctx, db, log)
+}
+
+// existing opens the writer of a database that must already exist: status
+// queries never create a journal.
+func existing(ctx context.Context, path string) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
+		}
+		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+	}
+	return openWriter(ctx, abs, Config{}.WithDefaults())
+}
+
+// Migrations lists every migration of the database at path with whether it
+// is applied. A missing database is an error wrapping fs.ErrNotExist.
+func Migrations(ctx context.Context, path string) ([]MigrationState, error) {
+	db, err := existing(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	p, err := provider(db, nil)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	out := make([]MigrationState, 0, len(st))
+	for _, s := range st {
+		out = append(out, MigrationState{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied})
+	}
+	return out, nil
+}
+
+// Pending reports whether migrations remain to be applied to the database at
+// path (true for a database that does not exist yet).
+func Pending(ctx context.Context, path string) (bool, error) {
+	db, err := existing(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	p, err := provider(db, nil)
+	if err != nil {
+		return false, err
+	}
+	return p.HasPending(ctx)
+}
+
+// Pending reports whether migrations remain to be applied (for /readyz): a
+// newer binary's store opened by another process may have been migrated
+// past, or a file replaced under the daemon.
+func (s *Store) Pending(ctx context.Context) (bool, error) {
+	p, err := provider(s.w, nil)
+	if err != nil {
+		return false, err
+	}
+	return p.HasPending(ctx)
+}

@@ -1,0 +1,217 @@
+package sqlite
+
+// The journal's SQL, as static named queries. A batch travels as one JSON
+// array parameter, each element an array of the item's fields, read with
+// json_each; so a batch of any size is one statement per step.
+//
+// Times are INTEGER milliseconds since the Unix epoch on SQLite's clock. A
+// write transaction reads that clock once (selectNow) and binds it to every
+// statement it runs, as PostgreSQL's now() is fixed for a transaction: a
+// lease judged expired by the transaction's read is still expired when its
+// update runs.
+
+// nowMS is SQLite's clock in milliseconds.
+const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
+
+const selectNow = `SELECT ` + nowMS
+
+// recordColumns is the column list every read scans with scanRecord; a
+// trailing lease_live column follows it.
+const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
+    coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
+    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
+    reconcile_rounds, created_at, updated_at, completed_at`
+
+// selectRecords reads rows with a plain SELECT on the reader pool, judging
+// leases on SQLite's clock: replaying a terminal row takes no write lock.
+// ?1 is a JSON array of keys.
+const selectRecords = `SELECT ` + recordColumns + `,
+    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+FROM agent_operation_log WHERE operation_key IN (SELECT value FROM json_each(?1))`
+
+// selectRecordsAt is selectRecords inside a write transaction, judging leases
+// at the transaction's time ?2.
+const selectRecordsAt = `SELECT ` + recordColumns + `,
+    (lease_until IS NOT NULL AND lease_until >= ?2)
+FROM agent_operation_log WHERE operation_key IN (SELECT value FROM json_each(?1))`
+
+const selectRecord = `SELECT ` + recordColumns + `,
+    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+FROM agent_operation_log WHERE operation_key = ?1`
+
+// claimInsert is the article's atomic claim (step 5) for the keys a write
+// transaction found absent: each is inserted as started with a lease. ON
+// CONFLICT DO NOTHING keeps the claim atomic even so. ?1 is a JSON array of
+// [key, operation_type, request_hash, target_system, event_id, approval_id,
+// owner, ttl_ms]; ?2 is the transaction's time. (WHERE true: SQLite's parser
+// needs it before ON CONFLICT in an INSERT … SELECT.)
+const claimInsert = `
+INSERT INTO agent_operation_log
+    (operation_key, operation_type, request_hash, status, target_system,
+     event_id, approval_id, lease_owner, lease_token, lease_until, created_at, updated_at)
+SELECT i.value ->> 0, i.value ->> 1, i.value ->> 2, 'started', i.value ->> 3,
+       i.value ->> 4, i.value ->> 5, i.value ->> 6, 1, ?2 + (i.value ->> 7), ?2, ?2
+FROM json_each(?1) AS i
+WHERE true
+ON CONFLICT (operation_key) DO NOTHING
+RETURNING ` + recordColumns + `, 1`
+
+// claimRetry re-claims retryable failures with the same request hash: a new
+// attempt under a new fencing token. ?1 is a JSON array of [key,
+// request_hash, owner, ttl_ms]; ?2 is the transaction's time.
+const claimRetry = `
+UPDATE agent_operation_log SET
+    status        = 'started',
+    attempt_count = attempt_count + 1,
+    lease_owner   = i.value ->> 2,
+    lease_token   = lease_token + 1,
+    lease_until   = ?2 + (i.value ->> 3),
+    updated_at    = ?2
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND request_hash = i.value ->> 1
+  AND status = 'failed_retryable'
+RETURNING ` + recordColumns + `, 1`
+
+// claimTakeOver takes over unknown outcomes and expired leases with the same
+// request hash for reconciliation: same status and attempt, new fencing
+// token. Same parameters as claimRetry.
+const claimTakeOver = `
+UPDATE agent_operation_log SET
+    lease_owner = i.value ->> 2,
+    lease_token = lease_token + 1,
+    lease_until = ?2 + (i.value ->> 3),
+    updated_at  = ?2
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND request_hash = i.value ->> 1
+  AND status IN ('started', 'unknown')
+  AND (lease_until IS NULL OR lease_until < ?2)
+RETURNING ` + recordColumns + `, 1`
+
+// insertAttempts opens one row of the attempts trail per lease taken. ?1 is a
+// JSON array of [key, kind]; each row copies the lease from the journal row.
+const insertAttempts = `
+INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind, started_at)
+SELECT l.operation_key, l.attempt_count, l.lease_token, l.lease_owner, i.value ->> 1, l.updated_at
+FROM json_each(?1) AS i JOIN agent_operation_log AS l ON l.operation_key = i.value ->> 0`
+
+// complete applies outcomes under their fencing tokens, from legal states
+// only. ?1 is a JSON array of [key, token, status, object_id, result or null,
+// error_code, request_id, note, reconciled 0/1]; ?2 is the transaction's time.
+const complete = `
+UPDATE agent_operation_log SET
+    status           = i.value ->> 2,
+    target_object_id = coalesce(nullif(i.value ->> 3, ''), target_object_id),
+    response_json    = coalesce(json(i.value ->> 4), response_json),
+    error_code       = nullif(i.value ->> 5, ''),
+    lease_until      = NULL,
+    updated_at       = ?2,
+    completed_at     = CASE WHEN i.value ->> 2 IN ('succeeded', 'failed_final') THEN ?2 END,
+    reconcile_rounds = CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN reconcile_rounds + 1
+                            WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1
+  AND status IN ('started', 'unknown')
+RETURNING operation_key`
+
+// completeAttempts closes the attempts of the completions that applied, once.
+// Same parameters as complete, restricted to the applied items.
+const completeAttempts = `
+UPDATE agent_operation_attempts SET
+    finished_at       = ?2,
+    outcome           = i.value ->> 2,
+    error_code        = nullif(i.value ->> 5, ''),
+    target_request_id = nullif(i.value ->> 6, ''),
+    note              = nullif(i.value ->> 7, '')
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1
+  AND finished_at IS NULL`
+
+// completeCheck reads what a completion that did not apply found, to tell a
+// stale token from an illegal state from one already applied. ?1 is a JSON
+// array of keys.
+const completeCheck = `SELECT operation_key, status, lease_token FROM agent_operation_log
+WHERE operation_key IN (SELECT value FROM json_each(?1))`
+
+// heartbeat extends leases still held with these tokens. ?1 is a JSON array
+// of [key, token]; ?2 the transaction's time; ?3 the TTL in milliseconds.
+const heartbeat = `
+UPDATE agent_operation_log SET
+    lease_until = ?2 + ?3,
+    updated_at  = ?2
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1
+  AND status IN ('started', 'unknown')
+RETURNING operation_key`
+
+// takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
+// expired leases, oldest first, each taken over with a new fencing token. The
+// single writer serialises callers, so no row is handed out twice. ?1 owner,
+// ?2 the transaction's time, ?3 TTL in milliseconds, ?4 limit.
+const takeOverStale = `
+UPDATE agent_operation_log SET
+    lease_owner = ?1,
+    lease_token = lease_token + 1,
+    lease_until = ?2 + ?3,
+    updated_at  = ?2
+WHERE operation_key IN (
+    SELECT operation_key FROM agent_operation_log
+    WHERE (status = 'unknown' AND (lease_until IS NULL OR lease_until < ?2))
+       OR (status = 'started' AND lease_until < ?2)
+    ORDER BY updated_at
+    LIMIT ?4)
+RETURNING ` + recordColumns + `, 1`
+
+// resolve records an operator's decision on an unknown operation that nobody
+// holds, with a new fencing token so that a late reconciler cannot overwrite
+// it. ?1 key, ?2 status, ?3 object id, ?4 error code, ?5 operator, ?6 the
+// transaction's time.
+const resolve = `
+UPDATE agent_operation_log SET
+    status           = ?2,
+    target_object_id = coalesce(nullif(?3, ''), target_object_id),
+    error_code       = nullif(?4, ''),
+    lease_owner      = ?5,
+    lease_token      = lease_token + 1,
+    lease_until      = NULL,
+    updated_at       = ?6,
+    completed_at     = ?6
+WHERE operation_key = ?1
+  AND status = 'unknown'
+  AND (lease_until IS NULL OR lease_until < ?6)
+RETURNING attempt_count, lease_token`
+
+// resolveAttempt records the operator's decision in the trail. ?1 key, ?2
+// attempt, ?3 token, ?4 operator, ?5 the transaction's time, ?6 status, ?7
+// error code, ?8 evidence.
+const resolveAttempt = `
+INSERT INTO agent_operation_attempts
+    (operation_key, attempt, lease_token, worker, kind, started_at, finished_at, outcome, error_code, note)
+VALUES (?1, ?2, ?3, ?4, 'operator', ?5, ?5, ?6, nullif(?7, ''), ?8)`
+
+const selectAttempts = `
+SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
+       coalesce(outcome, ''), coalesce(error_code, ''), coalesce(target_request_id, ''), coalesce(note, '')
+FROM agent_operation_attempts WHERE operation_key = ?1
+ORDER BY started_at, lease_token`
+
+const listUnresolved = `SELECT ` + recordColumns + `,
+    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+FROM agent_operation_log
+WHERE status = 'unknown' AND reconcile_rounds >= ?1
+ORDER BY created_at LIMIT ?2`
+
+// purge deletes terminal rows in bounded chunks; never started,
+// failed_retryable or unknown rows. Attempts go with them (ON DELETE
+// CASCADE). ?1 completed before (ms), ?2 operation type (empty for all), ?3 chunk.
+const purge = `
+DELETE FROM agent_operation_log WHERE operation_key IN (
+    SELECT operation_key FROM agent_operation_log
+    WHERE status IN ('succeeded', 'failed_final')
+      AND completed_at < ?1
+      AND (?2 = '' OR operation_type = ?2)
+    LIMIT ?3)`

@@ -1,0 +1,953 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"modernc.org/sqlite"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// driverName is modernc.org/sqlite's database/sql driver.
+const driverName = "sqlite"
+
+// Store is the SQLite journal. It is safe for concurrent use, and several
+// stores (in one process or several) may share one database file.
+type Store struct {
+	path      string
+	w         *sql.DB // the one writer connection
+	r         *sql.DB // read-only connections
+	cfg       Config
+	closeOnce sync.Once
+}
+
+var _ journal.Store = (*Store)(nil)
+
+// Config tunes the store. The zero value is usable; see WithDefaults.
+type Config struct {
+	// BusyTimeout is how long a write waits for another process's write
+	// transaction on the same file before it fails. Default 5s.
+	BusyTimeout time.Duration
+	// Readers is the size of the read-only connection pool (Get, Attempts,
+	// replays). Default 4.
+	Readers int
+	// Retries bounds how often a write transaction that found the database
+	// busy past BusyTimeout is tried again. Default 5.
+	Retries int
+	// PurgeChunk is how many rows one purge transaction deletes. Default 5000.
+	PurgeChunk int
+	// Logger receives goose's migration log; nil discards it. It is set in
+	// code, never read from a configuration file.
+	Logger *slog.Logger `mapstructure:"-" yaml:"-" json:"-"`
+}
+
+// WithDefaults fills zero fields with their defaults.
+func (c Config) WithDefaults() Config {
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = 5 * time.Second
+	}
+	if c.Readers <= 0 {
+		c.Readers = 4
+	}
+	if c.Retries <= 0 {
+		c.Retries = 5
+	}
+	if c.PurgeChunk <= 0 {
+		c.PurgeChunk = 5000
+	}
+	return c
+}
+
+// Validate rejects settings that cannot work; zero means the default.
+func (c Config) Validate() error {
+	switch {
+	case c.BusyTimeout < 0:
+		return fmt.Errorf("%w: sqlite journal: negative busy timeout %v", journal.ErrInvalid, c.BusyTimeout)
+	case c.BusyTimeout > 0 && c.BusyTimeout < time.Millisecond:
+		return fmt.Errorf("%w: sqlite journal: busy timeout %v below a millisecond", journal.ErrInvalid, c.BusyTimeout)
+	case c.Readers < 0:
+		return fmt.Errorf("%w: sqlite journal: negative reader count %d", journal.ErrInvalid, c.Readers)
+	case c.Retries < 0:
+		return fmt.Errorf("%w: sqlite journal: negative retry count %d", journal.ErrInvalid, c.Retries)
+	case c.PurgeChunk < 0:
+		return fmt.Errorf("%w: sqlite journal: negative purge chunk %d", journal.ErrInvalid, c.PurgeChunk)
+	}
+	return nil
+}
+
+// dsn is the modernc.org/sqlite data source for path. The writer gets WAL,
+// FULL synchronous commits (a commit is on disk when it returns: a claim that
+// vanished in a power cut could let an operation execute twice), foreign keys
+// (attempts leave with their operation) and BEGIN IMMEDIATE, so a write
+// transaction takes the write lock before it reads. Readers are query-only.
+func dsn(path string, cfg Config, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if writer {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(1)")
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Open opens (creating it and its folder if needed) the journal database at
+// path, applies pending migrations and returns a store that closes it.
+func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if path == "" {
+		return nil, fmt.Errorf("%w: sqlite journal: empty path", journal.ErrInvalid)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("sqlite journal folder: %w", err)
+	}
+	w, err := openWriter(ctx, abs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrate(ctx, w, cfg.Logger); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open(driverName, dsn(abs, cfg, false))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(cfg.Readers)
+	r.SetMaxIdleConns(cfg.Readers)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+	}
+	return &Store{path: abs, w: w, r: r, cfg: cfg}, nil
+}
+
+// openWriter opens the one writer connection and checks that WAL took: a
+// database that cannot use WAL (":memory:", some network file systems) would
+// block readers behind every write.
+func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
+	w, err := sql.Open(driverName, dsn(path, cfg, true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	var mode string
+	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: journal mode is %q, not WAL", path, mode)
+	}
+	return w, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the store's connections; it is safe to call twice.
+func (s *Store) Close() {
+	s.closeOnce.Do(func() {
+		s.r.Close()
+		s.w.Close()
+	})
+}
+
+// Now returns SQLite's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var ms int64
+	if err := s.r.QueryRowContext(ctx, selectNow).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("journal clock: %w", err)
+	}
+	return fromMS(ms), nil
+}
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func fromNullMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMS(v.Int64)
+}
+
+// busy reports whether err is SQLITE_BUSY: another connection held the
+// write lock past the busy timeout, and nothing was applied.
+func busy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == 5 // SQLITE_BUSY and its extended codes
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
+// connection) at the transaction's time now, on SQLite's clock, in
+// milliseconds, and commits: one fsync for all fn wrote. A transaction that
+// found the database busy is run again, at most Retries times; fn must
+// therefore derive everything from what it reads.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
+	for try := 0; ; try++ {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || !busy(err) || try >= s.cfg.Retries || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx, now int64) error) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // a failed commit is already rolled back by the driver
+		}
+	}()
+	var now int64
+	if err := tx.QueryRowContext(ctx, selectNow).Scan(&now); err != nil {
+		return fmt.Errorf("clock: %w", err)
+	}
+	if err := fn(tx, now); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// checkText rejects text that SQLite would store differently from how
+// PostgreSQL stores it or refuses it: invalid UTF-8 and NUL bytes.
+func checkText(key, field, v string) error {
+	if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%w: %s: %s is not valid UTF-8 text", journal.ErrInvalid, key, field)
+	}
+	return nil
+}
+
+func validateClaim(r journal.ClaimRequest) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"key", r.Key}, {"operation type", r.OperationType}, {"request hash", r.RequestHash},
+		{"target system", r.TargetSystem}, {"event id", r.EventID}, {"approval id", r.ApprovalID}, {"owner", r.Owner},
+	} {
+		if err := checkText(r.Key, f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateCompletion(c journal.Completion) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"key", c.Key}, {"target object id", c.TargetObjectID}, {"error code", c.ErrorCode},
+		{"target request id", c.TargetRequestID}, {"note", c.Note},
+	} {
+		if err := checkText(c.Key, f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Claim decides every request of the batch. A plain read on the reader pool
+// decides replays, conflicts and live leases without touching the writer;
+// the other keys are decided and claimed in one write transaction.
+func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
+	out := make([]journal.Claim, len(reqs))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	for _, r := range reqs {
+		if err := validateClaim(r); err != nil {
+			return nil, err
+		}
+	}
+	// One decision per key: later duplicates of a key in the batch see the
+	// first one's lease as in progress.
+	first := make(map[string]int, len(reqs))
+	pending := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if _, dup := first[r.Key]; dup {
+			continue
+		}
+		first[r.Key] = i
+		pending = append(pending, i)
+	}
+
+	recs, err := readRecords(ctx, s.r, selectRecords, keysJSON(reqs, pending))
+	if err != nil {
+		return nil, fmt.Errorf("claim read: %w", err)
+	}
+	var writes []int
+	for _, i := range pending {
+		if rec, ok := recs[reqs[i].Key]; ok {
+			if d, settled := decideExisting(reqs[i], rec); settled {
+				out[i] = journal.Claim{Decision: d, Record: rec.Record}
+				continue
+			}
+		}
+		writes = append(writes, i)
+	}
+	if len(writes) > 0 {
+		err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+			return claimTx(ctx, tx, now, reqs, writes, out)
+		})
+		if err != nil {
+			return nil, claimFailed(err)
+		}
+	}
+
+	for i, r := range reqs {
+		if j := first[r.Key]; j != i {
+			out[i] = out[j]
+			if out[j].Owns() {
+				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[j].Record}
+			}
+		}
+	}
+	return out, nil
+}
+
+// claimTx decides and claims the requests idx inside a write transaction: it
+// reads their rows, inserts the absent keys, re-claims retryable failures and
+// takes over unknown outcomes and expired leases, and opens an attempt for
+// every lease taken. Nothing else writes meanwhile, so what it read holds.
+func claimTx(ctx context.Context, tx *sql.Tx, now int64, reqs []journal.ClaimRequest, idx []int, out []journal.Claim) error {
+	recs, err := readRecords(ctx, tx, selectRecordsAt, keysJSON(reqs, idx), now)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	var fresh, retry, takeOver []int
+	for _, i := range idx {
+		r := reqs[i]
+		rec, ok := recs[r.Key]
+		if !ok {
+			fresh = append(fresh, i)
+			continue
+		}
+		d, settled := decideExisting(r, rec)
+		switch {
+		case settled:
+			out[i] = journal.Claim{Decision: d, Record: rec.Record}
+		case rec.Status == journal.StatusFailedRetryable:
+			retry = append(retry, i)
+		default:
+			takeOver = append(takeOver, i)
+		}
+	}
+
+	attempts := newBatchJSON(len(fresh)+len(retry)+len(takeOver), 64)
+	steps := []struct {
+		name     string
+		sql      string
+		idx      []int
+		args     func([]journal.ClaimRequest, []int) string
+		decision journal.Decision
+		kind     string
+	}{
+		{"insert", claimInsert, fresh, claimJSON, journal.Execute, "execute"},
+		{"retry", claimRetry, retry, leaseJSON, journal.Execute, "execute"},
+		{"take-over", claimTakeOver, takeOver, leaseJSON, journal.Reconcile, "reconcile"},
+	}
+	for _, st := range steps {
+		if len(st.idx) == 0 {
+			continue
+		}
+		got, err := readRecords(ctx, tx, st.sql, st.args(reqs, st.idx), now)
+		if err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		for _, i := range st.idx {
+			rec, ok := got[reqs[i].Key]
+			if !ok {
+				// Impossible while this transaction holds the write lock:
+				// fail the batch rather than guess.
+				return fmt.Errorf("%s %s: the row changed under the write lock", st.name, reqs[i].Key)
+			}
+			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record}
+			attempts.begin()
+			attempts.str(rec.Key)
+			attempts.str(st.kind)
+			attempts.end()
+		}
+	}
+	if len(fresh)+len(retry)+len(takeOver) > 0 {
+		if _, err := tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
+			return fmt.Errorf("attempts: %w", err)
+		}
+	}
+	return nil
+}
+
+func keysJSON(reqs []journal.ClaimRequest, idx []int) string {
+	j := newBatchJSON(len(idx), 48)
+	for _, i := range idx {
+		j.key(reqs[i].Key)
+	}
+	return j.String()
+}
+
+func claimJSON(reqs []journal.ClaimRequest, idx []int) string {
+	j := newBatchJSON(len(idx), 256)
+	for _, i := range idx {
+		r := reqs[i]
+		j.begin()
+		j.str(r.Key)
+		j.str(r.OperationType)
+		j.str(r.RequestHash)
+		j.str(r.TargetSystem)
+		j.str(r.EventID)
+		j.str(r.ApprovalID)
+		j.str(r.Owner)
+		j.int(r.LeaseTTL.Milliseconds())
+		j.end()
+	}
+	return j.String()
+}
+
+func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
+	j := newBatchJSON(len(idx), 160)
+	for _, i := range idx {
+		r := reqs[i]
+		j.begin()
+		j.str(r.Key)
+		j.str(r.RequestHash)
+		j.str(r.Owner)
+		j.int(r.LeaseTTL.Milliseconds())
+		j.end()
+	}
+	return j.String()
+}
+
+// decideExisting decides a key from its row. settled is false when the row is
+// claimable (a retryable failure, an unknown outcome nobody holds, an expired
+// lease): only a write transaction may decide it.
+func decideExisting(r journal.ClaimRequest, rec storedRecord) (journal.Decision, bool) {
+	if rec.RequestHash != r.RequestHash {
+		return journal.Conflict, true
+	}
+	switch rec.Status {
+	case journal.StatusSucceeded:
+		return journal.ReplaySucceeded, true
+	case journal.StatusFailedFinal:
+		return journal.ReplayFailed, true
+	case journal.StatusStarted, journal.StatusUnknown:
+		if rec.leaseLive {
+			return journal.InProgress, true
+		}
+	}
+	return journal.InProgress, false
+}
+
+// claimFailed wraps a claim batch that failed. If its commit applied after
+// all, the leases it took stay with an owner that does not know their
+// tokens, expire, and are reconciled (looked up in the target) before
+// anything executes again, so the safe answer is an error and a redelivery.
+func claimFailed(err error) error {
+	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
+}
+
+type storedRecord struct {
+	journal.Record
+	leaseLive bool
+}
+
+// querier is what reads need from *sql.DB and *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func readRecords(ctx context.Context, q querier, query string, args ...any) (map[string]storedRecord, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]storedRecord)
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[rec.Key] = rec
+	}
+	return out, rows.Err()
+}
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanRecord(row scanner) (storedRecord, error) {
+	var (
+		r                              storedRecord
+		status                         string
+		result                         []byte
+		leaseUntil, completedAt        sql.NullInt64
+		createdAt, updatedAt, leaseLiv int64
+	)
+	err := row.Scan(&r.Key, &r.OperationType, &r.RequestHash, &status, &r.TargetSystem,
+		&r.TargetObjectID, &result, &r.ErrorCode, &r.AttemptCount,
+		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &leaseUntil,
+		&r.ReconcileRounds, &createdAt, &updatedAt, &completedAt, &leaseLiv)
+	if err != nil {
+		return r, err
+	}
+	r.Status = journal.Status(status)
+	if len(result) > 0 {
+		r.Result = result
+	}
+	r.CreatedAt, r.UpdatedAt = fromMS(createdAt), fromMS(updatedAt)
+	r.LeaseUntil, r.CompletedAt = fromNullMS(leaseUntil), fromNullMS(completedAt)
+	r.leaseLive = leaseLiv != 0
+	return r, nil
+}
+
+// Complete applies a batch of outcomes in one write transaction. Items that
+// did not apply are re-read in it to tell a stale token, an illegal
+// transition and an outcome already applied (by an earlier call whose commit
+// seemed to fail). If the transaction itself fails, its commit may still
+// have applied: the items are re-read before anything is decided.
+func (s *Store) Complete(ctx context.Context, cs []journal.Completion) ([]error, error) {
+	out := make([]error, len(cs))
+	if len(cs) == 0 {
+		return out, nil
+	}
+	for _, c := range cs {
+		if err := validateCompletion(c); err != nil {
+			return nil, err
+		}
+	}
+	// A key twice in one batch is applied in order, one statement per repeat.
+	var groups [][]int
+	for rest := indexes(len(cs)); len(rest) > 0; {
+		var group, later []int
+		seen := make(map[string]bool, len(rest))
+		for _, i := range rest {
+			if seen[cs[i].Key] {
+				later = append(later, i)
+				continue
+			}
+			seen[cs[i].Key] = true
+			group = append(group, i)
+		}
+		groups = append(groups, group)
+		rest = later
+	}
+	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+		clear(out)
+		for _, g := range groups {
+			if err := completeGroup(ctx, tx, now, cs, g, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return out, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	return s.completeRecheck(ctx, cs, err)
+}
+
+func indexes(n int) []int {
+	ix := make([]int, n)
+	for i := range ix {
+		ix[i] = i
+	}
+	return ix
+}
+
+func completionJSON(cs []journal.Completion, idx []int) string {
+	j := newBatchJSON(len(idx), 192)
+	for _, i := range idx {
+		c := cs[i]
+		j.begin()
+		j.str(c.Key)
+		j.int(c.Token)
+		j.str(string(c.Status))
+		j.str(c.TargetObjectID)
+		if len(c.Result) > 0 {
+			j.str(string(c.Result))
+		} else {
+			j.null()
+		}
+		j.str(c.ErrorCode)
+		j.str(c.TargetRequestID)
+		j.str(c.Note)
+		if c.Reconciled {
+			j.int(1)
+		} else {
+			j.int(0)
+		}
+		j.end()
+	}
+	return j.String()
+}
+
+type tokenState struct {
+	status journal.Status
+	token  int64
+}
+
+func completeGroup(ctx context.Context, tx *sql.Tx, now int64, cs []journal.Completion, group []int, out []error) error {
+	applied := make(map[string]bool, len(group))
+	if err := queryKeys(ctx, tx, applied, complete, completionJSON(cs, group), now); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	var done, check []int
+	for _, i := range group {
+		if applied[cs[i].Key] {
+			done = append(done, i)
+		} else {
+			check = append(check, i)
+		}
+	}
+	if len(done) > 0 {
+		if _, err := tx.ExecContext(ctx, completeAttempts, completionJSON(cs, done), now); err != nil {
+			return fmt.Errorf("complete attempts: %w", err)
+		}
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	states, err := readStates(ctx, tx, cs, check)
+	if err != nil {
+		return fmt.Errorf("complete re-read: %w", err)
+	}
+	for _, i := range check {
+		out[i] = notApplied(cs[i], states)
+	}
+	return nil
+}
+
+// notApplied explains a completion the journal did not apply.
+func notApplied(c journal.Completion, states map[string]tokenState) error {
+	st, ok := states[c.Key]
+	switch {
+	case !ok:
+		return fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
+	case st.token != c.Token:
+		return fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
+	case alreadyApplied(c, st):
+		return nil // by an earlier call with this token
+	default:
+		return fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
+	}
+}
+
+// alreadyApplied reports whether the row shows c's outcome under c's token
+// for good: it left the states a lease holder may still complete from.
+func alreadyApplied(c journal.Completion, st tokenState) bool {
+	return st.token == c.Token && st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable)
+}
+
+func readStates(ctx context.Context, q querier, cs []journal.Completion, idx []int) (map[string]tokenState, error) {
+	keys := newBatchJSON(len(idx), 48)
+	for _, i := range idx {
+		keys.key(cs[i].Key)
+	}
+	rows, err := q.QueryContext(ctx, completeCheck, keys.String())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	states := make(map[string]tokenState, len(idx))
+	for rows.Next() {
+		var k, st string
+		var tok int64
+		if err := rows.Scan(&k, &st, &tok); err != nil {
+			return nil, err
+		}
+		states[k] = tokenState{journal.Status(st), tok}
+	}
+	return states, rows.Err()
+}
+
+// completeRecheck decides a completion batch whose transaction failed: it
+// may have committed. Items found applied are not errors; if any item could
+// still apply, the whole call fails with the transaction's error (the caller
+// completes again with the same token, which is safe).
+func (s *Store) completeRecheck(ctx context.Context, cs []journal.Completion, execErr error) ([]error, error) {
+	states, err := readStates(ctx, s.r, cs, indexes(len(cs)))
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
+	}
+	out := make([]error, len(cs))
+	for i, c := range cs {
+		if st, ok := states[c.Key]; ok && st.token == c.Token && !alreadyApplied(c, st) && journal.CanComplete(st.status, c.Status) {
+			return nil, fmt.Errorf("complete: %w", execErr)
+		}
+		out[i] = notApplied(c, states)
+	}
+	return out, nil
+}
+
+// queryKeys runs a statement returning one key per row and marks those keys.
+func queryKeys(ctx context.Context, q querier, into map[string]bool, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		into[k] = true
+	}
+	return rows.Err()
+}
+
+// Heartbeat extends the leases still held with these tokens, in one write
+// transaction.
+func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time.Duration) ([]error, error) {
+	out := make([]error, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("%w: heartbeat TTL %v too short", journal.ErrInvalid, ttl)
+	}
+	j := newBatchJSON(len(refs), 64)
+	for _, r := range refs {
+		if err := checkText(r.Key, "key", r.Key); err != nil {
+			return nil, err
+		}
+		j.begin()
+		j.str(r.Key)
+		j.int(r.Token)
+		j.end()
+	}
+	arg := j.String()
+	live := make(map[string]bool, len(refs))
+	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+		clear(live)
+		return queryKeys(ctx, tx, live, heartbeat, arg, now, ttl.Milliseconds())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	for i, r := range refs {
+		if !live[r.Key] {
+			out[i] = fmt.Errorf("heartbeat %s with token %d: %w", r.Key, r.Token, journal.ErrStaleToken)
+		}
+	}
+	return out, nil
+}
+
+// TakeOverStale takes over unknown outcomes and expired leases for the
+// reconciler. There is no SKIP LOCKED in SQLite: callers are serialised by
+// the one writer, and each row is taken by a conditional UPDATE … RETURNING,
+// so no row is handed to two callers.
+func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]journal.Claim, error) {
+	if owner == "" || ttl < time.Millisecond || limit <= 0 {
+		return nil, fmt.Errorf("%w: take-over needs an owner, a TTL and a limit", journal.ErrInvalid)
+	}
+	if err := checkText("take-over", "owner", owner); err != nil {
+		return nil, err
+	}
+	var out []journal.Claim
+	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+		out = out[:0]
+		got, err := readRecords(ctx, tx, takeOverStale, owner, now, ttl.Milliseconds(), limit)
+		if err != nil {
+			return err
+		}
+		if len(got) == 0 {
+			return nil
+		}
+		keys := make([]string, 0, len(got))
+		for k := range got {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		attempts := newBatchJSON(len(keys), 64)
+		for _, k := range keys {
+			rec := got[k]
+			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record})
+			attempts.begin()
+			attempts.str(k)
+			attempts.str("reconcile")
+			attempts.end()
+		}
+		_, err = tx.ExecContext(ctx, insertAttempts, attempts.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take over stale: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// Resolve records an operator's decision on an unknown operation.
+func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Record, error) {
+	if err := r.Validate(); err != nil {
+		return journal.Record{}, err
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"key", r.Key}, {"target object id", r.TargetObjectID}, {"error code", r.ErrorCode},
+		{"evidence", r.Evidence}, {"operator", r.Operator},
+	} {
+		if err := checkText(r.Key, f.name, f.v); err != nil {
+			return journal.Record{}, err
+		}
+	}
+	var done bool
+	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+		done = false
+		var attempt, token int64
+		err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, now).Scan(&attempt, &token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, now, string(r.Status), r.ErrorCode, r.Evidence); err != nil {
+			return fmt.Errorf("attempt: %w", err)
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
+	}
+	rec, err := s.Get(ctx, r.Key)
+	if err != nil {
+		return journal.Record{}, err
+	}
+	if !done {
+		return rec, fmt.Errorf("resolve %s (status %s): only an unknown operation nobody holds can be resolved: %w",
+			r.Key, rec.Status, journal.ErrIllegalTransition)
+	}
+	return rec, nil
+}
+
+// Get returns one operation.
+func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
+	rec, err := scanRecord(s.r.QueryRowContext(ctx, selectRecord, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return journal.Record{}, fmt.Errorf("get %s: %w", key, journal.ErrNotFound)
+	}
+	if err != nil {
+		return journal.Record{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	return rec.Record, nil
+}
+
+// Attempts returns the attempts trail of an operation, oldest first.
+func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, error) {
+	rows, err := s.r.QueryContext(ctx, selectAttempts, key)
+	if err != nil {
+		return nil, fmt.Errorf("attempts %s: %w", key, err)
+	}
+	defer rows.Close()
+	var out []journal.Attempt
+	for rows.Next() {
+		var a journal.Attempt
+		var started int64
+		var finished sql.NullInt64
+		var outcome string
+		if err := rows.Scan(&a.Key, &a.Attempt, &a.Token, &a.Worker, &a.Kind, &started, &finished,
+			&outcome, &a.ErrorCode, &a.TargetRequestID, &a.Note); err != nil {
+			return nil, fmt.Errorf("attempts %s: %w", key, err)
+		}
+		a.StartedAt, a.FinishedAt = fromMS(started), fromNullMS(finished)
+		a.Outcome = journal.Status(outcome)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("attempts %s: %w", key, err)
+	}
+	return out, nil
+}
+
+// ListUnresolved lists unknown operations that reconciliation could not settle.
+func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, listUnresolved, minRounds, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unresolved: %w", err)
+	}
+	defer rows.Close()
+	var out []journal.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list unresolved: %w", err)
+		}
+		out = append(out, rec.Record)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list unresolved: %w", err)
+	}
+	return out, nil
+}
+
+// Purge deletes terminal operations completed before the given time, one
+// bounded chunk per write transaction so that claims are not held up.
+func (s *Store) Purge(ctx context.Context, operationType string, before time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.write(ctx, func(tx *sql.Tx, _ int64) error {
+			res, err := tx.ExecContext(ctx, purge, before.UnixMilli(), operationType, s.cfg.PurgeChunk)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("purge: %w", err)
+		}
+		total += n
+		if n < int64(s.cfg.PurgeChunk) {
+			return total, nil
+		}
+	}
+}
