@@ -1,0 +1,459 @@
+package adaptertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+)
+
+// Sandbox is what the suite needs of the emulator behind an adapter; every
+// sandbox emulator Server satisfies it.
+type Sandbox interface {
+	Effects(key string) int
+	TotalEffects() int
+	InjectFault(f sandbox.Fault) error
+	ClearFaults()
+}
+
+// Setup is one fresh adapter wired to one fresh emulator.
+type Setup struct {
+	Adapter adapters.Adapter
+	Sandbox Sandbox
+	// Advance, when set, moves the emulator's clock forward (search lag,
+	// settle time). Nil when the setup has no lag.
+	Advance func(time.Duration)
+}
+
+// Harness describes an adapter to the suite.
+type Harness struct {
+	// New returns a fresh setup (its own emulator); it registers cleanups
+	// with t.Cleanup. The adapter's HTTP timeout should be short (about a
+	// second) since lost-response cases wait for it.
+	New func(t *testing.T) Setup
+	// Op builds a valid operation for a fresh intent id. Variant 0 is the
+	// base payload; any other variant changes a significant field (another
+	// fingerprint) under the same key.
+	Op func(intent string, variant int) operation.Operation
+	// Invalid builds an operation the target (or the adapter's own checks)
+	// rejects as invalid.
+	Invalid func(intent string) operation.Operation
+	// LedgerKey is the key the emulator's ledger counts the operation under.
+	// Default: op.Key.String().
+	LedgerKey func(op operation.Operation) string
+	// Secret is the credential the setup uses; no error text may contain it.
+	Secret string
+
+	// ReplayDedup: a replayed Execute with the same key makes no new effect.
+	ReplayDedup bool
+	// DetectsMismatch: the same key with another payload is refused with
+	// never_retry idempotency_key_payload_mismatch and no new effect.
+	// Otherwise MismatchEffects is the documented number of effects.
+	DetectsMismatch bool
+	MismatchEffects int
+	// IgnoreKeyEffects is how many effects two Executes of one key make
+	// behind a connector that drops the key: 1 when the adapter catches it,
+	// 2 for the residual double-write window (article, "limitations").
+	IgnoreKeyEffects int
+	// BadGatewayClass is the class of a 502 (default retry).
+	BadGatewayClass adapters.Class
+	// ConcurrentDedup: concurrent Executes of one key make one effect.
+	ConcurrentDedup bool
+}
+
+func (h Harness) ledgerKey(op operation.Operation) string {
+	if h.LedgerKey != nil {
+		return h.LedgerKey(op)
+	}
+	return op.Key.String()
+}
+
+var (
+	seqMu sync.Mutex
+	seq   int
+)
+
+// Intent returns a unique intent id with the given prefix.
+func Intent(prefix string) string {
+	seqMu.Lock()
+	defer seqMu.Unlock()
+	seq++
+	return fmt.Sprintf("%s-%d", prefix, seq)
+}
+
+// Key builds an operation key for tests.
+func Key(typ, intent string) operation.Key {
+	return operation.Key{Env: "test", Operation: typ, IntentID: intent, Version: "v1"}
+}
+
+// RequireClass asserts err is an *adapters.Error of class and (when code is
+// not empty) code, and returns it.
+func RequireClass(t testing.TB, err error, class adapters.Class, code string) *adapters.Error {
+	t.Helper()
+	require.Error(t, err)
+	var ae *adapters.Error
+	require.True(t, errors.As(err, &ae), "error is not an *adapters.Error: %v", err)
+	require.Equal(t, class, ae.Class, "class of %v", err)
+	if code != "" {
+		require.Equal(t, code, ae.Code, "code of %v", err)
+	}
+	return ae
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	require.NotNil(t, h.New, "Harness.New")
+	require.NotNil(t, h.Op, "Harness.Op")
+	if h.BadGatewayClass == "" {
+		h.BadGatewayClass = adapters.Retry
+	}
+	s := &suite{h: h}
+	cases := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"Capabilities", s.capabilities},
+		{"ExecuteOnce", s.executeOnce},
+		{"ReplaySameKey", s.replay},
+		{"LostResponse", s.lostResponse},
+		{"ResetBeforeProcessing", s.resetBefore},
+		{"Throttled", s.throttled},
+		{"Validation", s.validation},
+		{"KeyPayloadMismatch", s.mismatch},
+		{"LookupUnknown", s.lookupUnknown},
+		{"IgnoreKeyConnector", s.ignoreKey},
+		{"BadAnswers", s.badAnswers},
+		{"Concurrent", s.concurrent},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t)
+		})
+	}
+}
+
+type suite struct{ h Harness }
+
+func (s *suite) setup(t *testing.T) Setup {
+	st := s.h.New(t)
+	require.NotNil(t, st.Adapter)
+	require.NotNil(t, st.Sandbox)
+	return st
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func (s *suite) noSecret(t *testing.T, err error) {
+	t.Helper()
+	if err == nil || s.h.Secret == "" {
+		return
+	}
+	require.NotContains(t, err.Error(), s.h.Secret, "error text holds the credential")
+}
+
+// settle moves the clock past the adapter's settle time when the setup can.
+func settle(st Setup) {
+	if st.Advance != nil {
+		if d := st.Adapter.Capabilities().SettleTime; d > 0 {
+			st.Advance(d)
+		}
+	}
+}
+
+func (s *suite) capabilities(t *testing.T) {
+	st := s.setup(t)
+	a := st.Adapter
+	require.NotEmpty(t, a.Name())
+	require.Contains(t, []string{"1c", "crm", "payments"}, a.TargetSystem())
+	c := a.Capabilities()
+	require.True(t, c.Lookup, "every adapter must support Lookup by key")
+	require.Positive(t, c.MaxKeyLen)
+	require.GreaterOrEqual(t, c.SettleTime, time.Duration(0))
+	if c.SingleFlight {
+		require.False(t, c.NativeKey, "a target that deduplicates needs no single-flight")
+	}
+}
+
+func (s *suite) executeOnce(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("once"), 0)
+	out, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	require.NotEmpty(t, out.ObjectID)
+	require.NotEmpty(t, out.BusinessStatus)
+	require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+	require.Equal(t, 1, st.Sandbox.TotalEffects())
+
+	settle(st)
+	lr, err := st.Adapter.Lookup(ctx(t), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+	require.False(t, lr.Final)
+}
+
+func (s *suite) replay(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("replay"), 0)
+	first, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	settle(st)
+	second, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	if s.h.ReplayDedup {
+		require.Equal(t, first.ObjectID, second.ObjectID)
+		require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+	} else {
+		require.Equal(t, 2, st.Sandbox.Effects(s.h.ledgerKey(op)), "declared: the target cannot recognise a replay")
+	}
+}
+
+func (s *suite) lostResponse(t *testing.T) {
+	kinds := []struct {
+		kind sandbox.FaultKind
+		code string
+	}{
+		{sandbox.FaultLoseResponseHang, adapters.CodeTimeoutAfterRequestSent},
+		{sandbox.FaultLoseResponseClose, adapters.CodeConnectionLostWhileWaiting},
+		{sandbox.FaultResetAfterCommit, adapters.CodeConnectionLostWhileWaiting},
+		{sandbox.FaultHTTP500AfterCommit, ""},
+		{sandbox.FaultTruncateAfterCommit, adapters.CodeUnexpectedResponse},
+	}
+	for _, k := range kinds {
+		t.Run(string(k.kind), func(t *testing.T) {
+			t.Parallel()
+			st := s.setup(t)
+			op := s.h.Op(Intent("lost"), 0)
+			require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: k.kind, Count: 1}))
+			_, err := st.Adapter.Execute(ctx(t), op)
+			RequireClass(t, err, adapters.ReconcileBeforeRetry, k.code)
+			s.noSecret(t, err)
+			require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)), "the target committed once")
+
+			settle(st)
+			lr, err := st.Adapter.Lookup(ctx(t), op)
+			require.NoError(t, err)
+			require.Equal(t, adapters.Found, lr.Status)
+			require.NotEmpty(t, lr.Outcome.ObjectID)
+
+			if s.h.ReplayDedup {
+				out, err := st.Adapter.Execute(ctx(t), op)
+				require.NoError(t, err)
+				require.Equal(t, lr.Outcome.ObjectID, out.ObjectID)
+				require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+			}
+		})
+	}
+}
+
+func (s *suite) resetBefore(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("reset"), 0)
+	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultResetBefore, Count: 1}))
+	_, err := st.Adapter.Execute(ctx(t), op)
+	// The request was written before the reset: the adapter cannot know it
+	// was not processed, so it must not claim "retry".
+	RequireClass(t, err, adapters.ReconcileBeforeRetry, "")
+	require.Equal(t, 0, st.Sandbox.Effects(s.h.ledgerKey(op)))
+
+	settle(st)
+	lr, err := st.Adapter.Lookup(ctx(t), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.NotFound, lr.Status)
+
+	_, err = st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+}
+
+func (s *suite) throttled(t *testing.T) {
+	cases := []struct {
+		kind       sandbox.FaultKind
+		retryAfter time.Duration
+		class      adapters.Class
+	}{
+		{sandbox.FaultHTTP429, 3 * time.Second, adapters.Retry},
+		{sandbox.FaultHTTP503, 2 * time.Second, adapters.Retry},
+		{sandbox.FaultHTTP502, 0, s.h.BadGatewayClass},
+	}
+	for _, c := range cases {
+		t.Run(string(c.kind), func(t *testing.T) {
+			t.Parallel()
+			st := s.setup(t)
+			op := s.h.Op(Intent("throttle"), 0)
+			require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: c.kind, Count: 1, RetryAfter: c.retryAfter}))
+			_, err := st.Adapter.Execute(ctx(t), op)
+			ae := RequireClass(t, err, c.class, "")
+			s.noSecret(t, err)
+			if c.retryAfter > 0 {
+				require.Equal(t, c.retryAfter, ae.RetryAfter, "Retry-After carried")
+			}
+			require.Equal(t, 0, st.Sandbox.Effects(s.h.ledgerKey(op)))
+
+			out, err := st.Adapter.Execute(ctx(t), op)
+			require.NoError(t, err)
+			require.NotEmpty(t, out.ObjectID)
+			require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+		})
+	}
+}
+
+func (s *suite) validation(t *testing.T) {
+	if s.h.Invalid == nil {
+		t.Skip("harness has no invalid operation")
+	}
+	st := s.setup(t)
+	op := s.h.Invalid(Intent("invalid"))
+	_, err := st.Adapter.Execute(ctx(t), op)
+	RequireClass(t, err, adapters.NeverRetry, adapters.CodeValidation)
+	s.noSecret(t, err)
+	require.Equal(t, 0, st.Sandbox.TotalEffects())
+}
+
+func (s *suite) mismatch(t *testing.T) {
+	st := s.setup(t)
+	intent := Intent("mismatch")
+	op := s.h.Op(intent, 0)
+	other := s.h.Op(intent, 1)
+	require.Equal(t, op.Key, other.Key)
+	require.NotEqual(t, op.Fingerprint, other.Fingerprint, "variant 1 must change the fingerprint")
+	_, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	settle(st)
+	_, err = st.Adapter.Execute(ctx(t), other)
+	if s.h.DetectsMismatch {
+		RequireClass(t, err, adapters.NeverRetry, adapters.CodeKeyPayloadMismatch)
+		require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+		return
+	}
+	require.Equal(t, s.h.MismatchEffects, st.Sandbox.Effects(s.h.ledgerKey(op)), "declared behaviour on key reuse with another payload (the journal refuses it first)")
+}
+
+func (s *suite) lookupUnknown(t *testing.T) {
+	st := s.setup(t)
+	settle(st)
+	lr, err := st.Adapter.Lookup(ctx(t), s.h.Op(Intent("unknown"), 0))
+	require.NoError(t, err)
+	require.Equal(t, adapters.NotFound, lr.Status)
+	require.Equal(t, 0, st.Sandbox.TotalEffects())
+}
+
+func (s *suite) ignoreKey(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("ignorekey"), 0)
+	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey, Scope: sandbox.ScopeAny}))
+	_, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	settle(st)
+	_, err = st.Adapter.Execute(ctx(t), op)
+	if err != nil {
+		// An adapter may notice the key was dropped and refuse to go on.
+		RequireClass(t, err, adapters.NeverRetry, "")
+	}
+	want := s.h.IgnoreKeyEffects
+	if want == 0 {
+		want = 2
+	}
+	require.Equal(t, want, st.Sandbox.Effects(s.h.ledgerKey(op)),
+		"effects behind a connector that drops the key (2 = the article's residual double-write window)")
+}
+
+func (s *suite) badAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		fault  sandbox.Fault
+		lookup bool
+	}{
+		{"garbage_200_after_commit", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: "\x00\xffnot json", Commit: true}, false},
+		{"html_200_before", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: "<html>proxy</html>"}, false},
+		{"empty_object_201", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 201, Body: "{}"}, false},
+		{"json_null", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: "null"}, false},
+		{"wrong_types", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: `{"id":[1],"result":{"x":true},"ref":7,"_embedded":3}`}, false},
+		{"teapot", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 418, Body: "teapot"}, false},
+		{"redirect", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 302, Body: ""}, false},
+		{"lookup_garbage", sandbox.Fault{Kind: sandbox.FaultRawResponse, Scope: sandbox.ScopeRead, Count: 1, Status: 200, Body: "{\"value\":"}, true},
+		{"lookup_500", sandbox.Fault{Kind: sandbox.FaultRawResponse, Scope: sandbox.ScopeRead, Count: 1, Status: 500, Body: "oops"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			st := s.setup(t)
+			op := s.h.Op(Intent("bad"), 0)
+			require.NoError(t, st.Sandbox.InjectFault(c.fault))
+			if c.lookup {
+				lr, err := st.Adapter.Lookup(ctx(t), op)
+				if err == nil {
+					require.Equal(t, adapters.Indeterminate, lr.Status, "a garbled lookup answer is never a verdict")
+					return
+				}
+				ae := adapters.AsError(err)
+				require.NotEmpty(t, ae.Code)
+				require.True(t, ae.Class.Valid())
+				s.noSecret(t, err)
+				return
+			}
+			out, err := st.Adapter.Execute(ctx(t), op)
+			require.Error(t, err, "a garbled answer is never a success (got %+v)", out)
+			ae := adapters.AsError(err)
+			require.NotEmpty(t, ae.Code)
+			require.True(t, ae.Class.Valid())
+			if c.fault.Commit || (c.fault.Status >= 200 && c.fault.Status < 400) {
+				require.Equal(t, adapters.ReconcileBeforeRetry, ae.Class, "the request may have had an effect")
+			}
+			require.NotContains(t, err.Error(), "not json")
+			require.NotContains(t, err.Error(), "proxy</html>")
+			s.noSecret(t, err)
+		})
+	}
+}
+
+func (s *suite) concurrent(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("concurrent"), 0)
+	const n = 6
+	var wg sync.WaitGroup
+	ids := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := st.Adapter.Execute(ctx(t), op)
+			ids[i], errs[i] = out.ObjectID, err
+		}()
+	}
+	wg.Wait()
+	if !s.h.ConcurrentDedup {
+		t.Logf("declared: concurrent Executes of one key may create %d objects; the journal lease prevents them", st.Sandbox.Effects(s.h.ledgerKey(op)))
+		return
+	}
+	var got string
+	for i := range n {
+		if errs[i] != nil {
+			// The target may refuse a concurrent duplicate (in flight).
+			ae := adapters.AsError(errs[i])
+			require.NotEqual(t, adapters.NeverRetry, ae.Class, "concurrent duplicate: %v", errs[i])
+			continue
+		}
+		if got == "" {
+			got = ids[i]
+		}
+		require.Equal(t, got, ids[i])
+	}
+	require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+}
+

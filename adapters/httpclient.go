@@ -1,0 +1,369 @@
+package adapters
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Further safe codes used by the HTTP adapters (the configured rules map
+// codes to classes; an unlisted code keeps the class the adapter gave it).
+const (
+	// CodeRequestNotSent: the request failed before any byte was written
+	// (DNS, TLS handshake, context ended before sending). Class retry.
+	CodeRequestNotSent = "request_not_sent"
+	// CodeDuplicateObjects: the target holds more than one object for one key
+	// (a CRM without uniqueness raced, or a connector dropped the key). The
+	// adapter reports the oldest; the duplicates need an operator.
+	CodeDuplicateObjects = "duplicate_objects"
+	// CodeLookupUnsupported: the adapter's configured mode cannot look up.
+	CodeLookupUnsupported = "lookup_unsupported"
+)
+
+// DefaultResponseLimit is the largest response body the HTTP helpers read.
+const DefaultResponseLimit = 1 << 20
+
+// NewHTTPClient returns the *http.Client adapters use: a clone of the
+// default transport (proxy from environment, keep-alives), the given overall
+// timeout, and no redirect following (a 3xx is an unexpected answer, never a
+// silently re-sent POST).
+//
+// The Transport re-sends a request on a reused connection that closed before
+// any answer when the request is "replayable": a GET, or any request carrying
+// an Idempotency-Key header whose body can be rewound (Request.GetBody set).
+// Against a target or connector that ignores the key that is a second effect
+// nobody decided on, so build requests with NewRequest, which leaves GetBody
+// nil: the failure then comes back to the adapter and the worker decides.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	return &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// NewRequest builds a request whose body the Transport cannot rewind
+// (GetBody is nil), so the Transport never re-sends it by itself. body may
+// be nil.
+func NewRequest(ctx context.Context, method, rawURL string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = &onceReader{b: body}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
+	if err != nil {
+		// url.Parse errors quote the URL, which may hold a credential
+		// (Bitrix24 webhook code): keep only the cause.
+		return nil, NewError(CodeRequestNotSent, NeverRetry, fmt.Errorf("build %s request: %w", method, safeErr(err)))
+	}
+	if body != nil {
+		req.ContentLength = int64(len(body))
+		req.GetBody = nil
+	}
+	return req, nil
+}
+
+// onceReader is a body that is not a *bytes.Reader, so net/http does not
+// infer GetBody for it.
+type onceReader struct {
+	b []byte
+	i int
+}
+
+func (r *onceReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+// HTTPResponse is a read, size-limited answer. Body must never be logged or
+// kept: adapters reduce it to an Outcome.
+type HTTPResponse struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+// Send performs req once with client, reads at most limit bytes of the
+// answer (DefaultResponseLimit when limit <= 0) and classifies a transport
+// failure as an *Error:
+//
+//   - nothing written yet: connection refused → retry connection_refused;
+//     reset → retry connection_reset_before_response; anything else (DNS,
+//     TLS, context ended) → retry request_not_sent;
+//   - request written: timeout → reconcile_before_retry
+//     timeout_after_request_sent; anything else (reset, EOF, cancel) →
+//     reconcile_before_retry connection_lost_while_waiting_response;
+//   - the body breaks off or exceeds the limit → reconcile_before_retry.
+//
+// Any HTTP status is returned as a response, not an error: use StatusError
+// for the default classification of non-2xx answers. Errors never hold the
+// URL (it may carry a credential) nor the body.
+func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, error) {
+	if limit <= 0 {
+		limit = DefaultResponseLimit
+	}
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, classifyTransport(err, wrote.Load(), req.Method)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		code := CodeConnectionLostWhileWaiting
+		if isTimeout(err) {
+			code = CodeTimeoutAfterRequestSent
+		}
+		return nil, NewError(code, ReconcileBeforeRetry, fmt.Errorf("%s: read answer (HTTP %d): %w", req.Method, resp.StatusCode, safeErr(err)))
+	}
+	if int64(len(body)) > limit {
+		return nil, NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, fmt.Errorf("%s: answer (HTTP %d) over %d bytes", req.Method, resp.StatusCode, limit))
+	}
+	return &HTTPResponse{StatusCode: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func classifyTransport(err error, wrote bool, method string) *Error {
+	cause := safeErr(err)
+	if !wrote {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return NewError(CodeConnectionRefused, Retry, fmt.Errorf("%s: %w", method, cause))
+		case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return NewError(CodeConnectionResetBeforeResponse, Retry, fmt.Errorf("%s: closed before the request was written: %w", method, cause))
+		default:
+			return NewError(CodeRequestNotSent, Retry, fmt.Errorf("%s: %w", method, cause))
+		}
+	}
+	if isTimeout(err) {
+		return NewError(CodeTimeoutAfterRequestSent, ReconcileBeforeRetry, fmt.Errorf("%s: no answer in time after the request was sent: %w", method, cause))
+	}
+	return NewError(CodeConnectionLostWhileWaiting, ReconcileBeforeRetry, fmt.Errorf("%s: connection lost after the request was sent: %w", method, cause))
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// safeErr drops the *url.Error wrapper, whose text quotes the URL.
+func safeErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
+	}
+	return err
+}
+
+// StatusError returns the default classification of a non-2xx answer (nil
+// for 2xx). Adapters refine it with the target's error body first.
+//
+//	429                 → retry http_429 (Retry-After carried)
+//	502                 → retry http_502
+//	503                 → retry http_503 (Retry-After carried)
+//	500                 → reconcile_before_retry http_500
+//	504, other 5xx      → reconcile_before_retry http_504 / unexpected_response
+//	400, 422            → never_retry validation_error
+//	401, 403            → never_retry authorization_denied
+//	409                 → never_retry idempotency_key_payload_mismatch
+//	404                 → never_retry not_found
+//	other 4xx           → never_retry unexpected_response
+//	1xx, 3xx, other     → reconcile_before_retry unexpected_response
+func StatusError(resp *HTTPResponse, now time.Time) *Error {
+	s := resp.StatusCode
+	if s >= 200 && s < 300 {
+		return nil
+	}
+	err := fmt.Errorf("HTTP %d", s)
+	var e *Error
+	switch {
+	case s == http.StatusTooManyRequests:
+		e = NewError(CodeHTTP429, Retry, err)
+	case s == http.StatusBadGateway:
+		e = NewError(CodeHTTP502, Retry, err)
+	case s == http.StatusServiceUnavailable:
+		e = NewError(CodeHTTP503, Retry, err)
+	case s == http.StatusInternalServerError:
+		e = NewError(CodeHTTP500, ReconcileBeforeRetry, err)
+	case s == http.StatusGatewayTimeout:
+		e = NewError(CodeHTTP504, ReconcileBeforeRetry, err)
+	case s > 500 && s < 600:
+		e = NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, err)
+	case s == http.StatusBadRequest, s == http.StatusUnprocessableEntity:
+		e = NewError(CodeValidation, NeverRetry, err)
+	case s == http.StatusUnauthorized, s == http.StatusForbidden:
+		e = NewError(CodeAuthorizationDenied, NeverRetry, err)
+	case s == http.StatusConflict:
+		e = NewError(CodeKeyPayloadMismatch, NeverRetry, err)
+	case s == http.StatusNotFound:
+		e = NewError(CodeNotFound, NeverRetry, err)
+	case s >= 400 && s < 500:
+		e = NewError(CodeUnexpectedResponse, NeverRetry, err)
+	default:
+		e = NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, err)
+	}
+	if s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+			e.RetryAfter = d
+		}
+	}
+	return e
+}
+
+// MaxRetryAfter caps a parsed Retry-After.
+const MaxRetryAfter = 24 * time.Hour
+
+// ParseRetryAfter parses a Retry-After value: delay-seconds or an HTTP date
+// (relative to now; a past date is zero). ok is false when v is empty or
+// malformed. The result is capped at MaxRetryAfter.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	switch {
+	case d < 0:
+		return 0, true
+	case d > MaxRetryAfter:
+		return MaxRetryAfter, true
+	}
+	return d, true
+}
+
+// Unexpected returns an unexpected_response *Error with a safe description
+// (never the body).
+func Unexpected(class Class, format string, args ...any) *Error {
+	return NewError(CodeUnexpectedResponse, class, fmt.Errorf(format, args...))
+}
+
+// DecodeJSON decodes body into v. A failure is an unexpected_response
+// *Error of the given class whose text names what was decoded and where the
+// JSON broke, never the body's content.
+func DecodeJSON(body []byte, v any, class Class, what string) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return Unexpected(class, "decode %s: invalid JSON at offset %d", what, se.Offset)
+		case errors.As(err, &te):
+			return Unexpected(class, "decode %s: field %q has JSON type %s", what, te.Field, te.Value)
+		default:
+			return Unexpected(class, "decode %s: not the expected JSON (%d bytes)", what, len(body))
+		}
+	}
+	return nil
+}
+
+// TargetKey returns key when it fits maxLen bytes (maxLen <= 0: no limit),
+// else a stable digest form: as much of the key's prefix as fits, "~", and
+// the hex SHA-256 of the whole key; when maxLen is too short for that, the
+// digest truncated to maxLen. Equal keys always map to equal target keys.
+func TargetKey(key string, maxLen int) string {
+	if maxLen <= 0 || len(key) <= maxLen {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	d := hex.EncodeToString(sum[:])
+	if maxLen < len(d)+1+8 {
+		return d[:min(maxLen, len(d))]
+	}
+	return key[:maxLen-len(d)-1] + "~" + d
+}
+
+// Secret is a credential. It formats and marshals as "[redacted]".
+type Secret string
+
+// Redacted is how a Secret prints.
+const Redacted = "[redacted]"
+
+func (Secret) String() string                  { return Redacted }
+func (Secret) GoString() string                { return Redacted }
+func (Secret) MarshalText() ([]byte, error)    { return []byte(Redacted), nil }
+func (s Secret) Reveal() string                { return string(s) }
+func (Secret) Format(f fmt.State, _ rune)      { _, _ = io.WriteString(f, Redacted) }
+func (Secret) LogValue() slog.Value            { return slog.StringValue(Redacted) }
+func (s Secret) IsZero() bool                  { return s == "" }
+func (Secret) MarshalJSON() ([]byte, error)    { return []byte(`"` + Redacted + `"`), nil }
+func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
+
+// ErrNoCredential is returned when no credential source is configured or
+// the configured one is empty.
+var ErrNoCredential = errors.New("no credential configured")
+
+// LoadCredential resolves a credential: value when set; else the first line
+// of file (surrounding space trimmed) when file is set; else the environment
+// variable env. getenv defaults to os.Getenv. Errors name the source, never
+// the value.
+func LoadCredential(value Secret, env, file string, getenv func(string) string) (Secret, error) {
+	if value != "" {
+		return value, nil
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read credential file %s: %w", file, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			s = strings.TrimSpace(s[:i])
+		}
+		if s == "" {
+			return "", fmt.Errorf("credential file %s: %w", file, ErrNoCredential)
+		}
+		return Secret(s), nil
+	}
+	if env != "" {
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if v := strings.TrimSpace(getenv(env)); v != "" {
+			return Secret(v), nil
+		}
+		return "", fmt.Errorf("environment variable %s: %w", env, ErrNoCredential)
+	}
+	return "", ErrNoCredential
+}

@@ -1,0 +1,283 @@
+package adapters_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/adapters"
+)
+
+// closeSecond serves the first request on each connection and hangs up on
+// the second one after reading it: what a keep-alive race looks like.
+func closeSecond(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var seen atomic.Int32
+	perConn := map[string]int{}
+	var mu = make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		mu <- struct{}{}
+		perConn[r.RemoteAddr]++
+		n := perConn[r.RemoteAddr]
+		<-mu
+		if n == 1 {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &seen
+}
+
+func TestTransportDoesNotResendKeyedPOST(t *testing.T) {
+	t.Parallel()
+	t.Run("stdlib_request_is_resent", func(t *testing.T) {
+		t.Parallel()
+		srv, seen := closeSecond(t)
+		c := adapters.NewHTTPClient(5 * time.Second)
+		for range 2 {
+			req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader([]byte(`{}`)))
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "k")
+			resp, err := c.Do(req)
+			require.NoError(t, err, "the Transport silently re-sent the keyed POST")
+			_ = resp.Body.Close()
+		}
+		require.Equal(t, int32(3), seen.Load(), "the hazard: the server saw the second POST twice")
+	})
+	t.Run("NewRequest_is_not_resent", func(t *testing.T) {
+		t.Parallel()
+		srv, seen := closeSecond(t)
+		c := adapters.NewHTTPClient(5 * time.Second)
+		var last error
+		for range 2 {
+			req, err := adapters.NewRequest(context.Background(), http.MethodPost, srv.URL, []byte(`{}`))
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "k")
+			var resp *adapters.HTTPResponse
+			resp, last = adapters.Send(c, req, 0)
+			if last == nil {
+				require.Equal(t, http.StatusCreated, resp.StatusCode)
+			}
+		}
+		require.Equal(t, int32(2), seen.Load())
+		ae := adapters.AsError(last)
+		require.Equal(t, adapters.ReconcileBeforeRetry, ae.Class, "%v", last)
+	})
+}
+
+func TestSendClassifiesTransportFailures(t *testing.T) {
+	t.Parallel()
+	// A closed port: refused before anything was written.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedURL := "http://" + ln.Addr().String() + "/rest/1/s3cr3t-webhook/crm.deal.add"
+	require.NoError(t, ln.Close())
+
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(hang) })
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		_ = conn.Close()
+	}))
+	t.Cleanup(cut.Close)
+	short := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(`{"a":`))
+	}))
+	t.Cleanup(short.Close)
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 2048))
+	}))
+	t.Cleanup(big.Close)
+
+	cases := []struct {
+		name  string
+		url   string
+		limit int64
+		class adapters.Class
+		code  string
+	}{
+		{"refused", closedURL, 0, adapters.Retry, adapters.CodeConnectionRefused},
+		{"timeout_after_send", slow.URL, 0, adapters.ReconcileBeforeRetry, adapters.CodeTimeoutAfterRequestSent},
+		{"closed_after_send", cut.URL, 0, adapters.ReconcileBeforeRetry, adapters.CodeConnectionLostWhileWaiting},
+		{"body_cut", short.URL, 0, adapters.ReconcileBeforeRetry, adapters.CodeConnectionLostWhileWaiting},
+		{"body_too_big", big.URL, 1024, adapters.ReconcileBeforeRetry, adapters.CodeUnexpectedResponse},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := adapters.NewHTTPClient(300 * time.Millisecond)
+			req, err := adapters.NewRequest(context.Background(), http.MethodPost, tc.url, []byte(`{"x":1}`))
+			require.NoError(t, err)
+			_, err = adapters.Send(c, req, tc.limit)
+			ae := adapters.AsError(err)
+			require.Equal(t, tc.class, ae.Class, "%v", err)
+			require.Equal(t, tc.code, ae.Code, "%v", err)
+			require.NotContains(t, err.Error(), "s3cr3t", "the URL may hold a credential")
+		})
+	}
+}
+
+func TestStatusError(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		status     int
+		retryAfter string
+		class      adapters.Class
+		code       string
+		wait       time.Duration
+	}{
+		{200, "", "", "", 0},
+		{429, "7", adapters.Retry, adapters.CodeHTTP429, 7 * time.Second},
+		{429, now.Add(90 * time.Second).Format(http.TimeFormat), adapters.Retry, adapters.CodeHTTP429, 90 * time.Second},
+		{503, "2", adapters.Retry, adapters.CodeHTTP503, 2 * time.Second},
+		{502, "", adapters.Retry, adapters.CodeHTTP502, 0},
+		{500, "", adapters.ReconcileBeforeRetry, adapters.CodeHTTP500, 0},
+		{504, "", adapters.ReconcileBeforeRetry, adapters.CodeHTTP504, 0},
+		{599, "", adapters.ReconcileBeforeRetry, adapters.CodeUnexpectedResponse, 0},
+		{400, "", adapters.NeverRetry, adapters.CodeValidation, 0},
+		{422, "", adapters.NeverRetry, adapters.CodeValidation, 0},
+		{401, "", adapters.NeverRetry, adapters.CodeAuthorizationDenied, 0},
+		{403, "", adapters.NeverRetry, adapters.CodeAuthorizationDenied, 0},
+		{409, "", adapters.NeverRetry, adapters.CodeKeyPayloadMismatch, 0},
+		{404, "", adapters.NeverRetry, adapters.CodeNotFound, 0},
+		{418, "", adapters.NeverRetry, adapters.CodeUnexpectedResponse, 0},
+		{302, "", adapters.ReconcileBeforeRetry, adapters.CodeUnexpectedResponse, 0},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			h := http.Header{}
+			if tc.retryAfter != "" {
+				h.Set("Retry-After", tc.retryAfter)
+			}
+			e := adapters.StatusError(&adapters.HTTPResponse{StatusCode: tc.status, Header: h}, now)
+			if tc.class == "" {
+				require.Nil(t, e)
+				return
+			}
+			require.Equal(t, tc.class, e.Class)
+			require.Equal(t, tc.code, e.Code)
+			require.Equal(t, tc.wait, e.RetryAfter)
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		in string
+		d  time.Duration
+		ok bool
+	}{
+		{"", 0, false}, {"abc", 0, false}, {"-1", 0, false}, {"0", 0, true}, {" 12 ", 12 * time.Second, true},
+		{"99999999999", adapters.MaxRetryAfter, true},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{now.Add(48 * time.Hour).Format(http.TimeFormat), adapters.MaxRetryAfter, true},
+	} {
+		d, ok := adapters.ParseRetryAfter(tc.in, now)
+		require.Equal(t, tc.ok, ok, tc.in)
+		require.Equal(t, tc.d, d, tc.in)
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"1", "Wed, 21 Oct 2015 07:28:00 GMT", "", "-5", "1e9"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, _ := adapters.ParseRetryAfter(s, now)
+		if d < 0 || d > adapters.MaxRetryAfter {
+			t.Fatalf("out of range %v", d)
+		}
+	})
+}
+
+func TestDecodeJSONIsSafe(t *testing.T) {
+	t.Parallel()
+	var v struct{ ID int }
+	err := adapters.DecodeJSON([]byte(`{"ID":"secret-value"}`), &v, adapters.ReconcileBeforeRetry, "invoice")
+	ae := adapters.AsError(err)
+	require.Equal(t, adapters.CodeUnexpectedResponse, ae.Code)
+	require.NotContains(t, err.Error(), "secret-value")
+	err = adapters.DecodeJSON([]byte(`{"ID":`), &v, adapters.NeverRetry, "invoice")
+	require.Equal(t, adapters.NeverRetry, adapters.AsError(err).Class)
+}
+
+func TestTargetKey(t *testing.T) {
+	t.Parallel()
+	k := "prod:invoice.create:order-48291:v1"
+	require.Equal(t, k, adapters.TargetKey(k, 100))
+	require.Equal(t, k, adapters.TargetKey(k, 0))
+	long := "prod:invoice.create:" + string(bytes.Repeat([]byte("a"), 200)) + ":v1"
+	got := adapters.TargetKey(long, 100)
+	require.Len(t, got, 100)
+	require.Equal(t, got, adapters.TargetKey(long, 100), "stable")
+	require.NotEqual(t, got, adapters.TargetKey(long+"x", 100))
+	require.Len(t, adapters.TargetKey(long, 32), 32)
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	t.Parallel()
+	s := adapters.Secret("hunter2")
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %s %q %#v %+v", s, s, s, s, struct{ S adapters.Secret }{s})} {
+		require.NotContains(t, out, "hunter2")
+	}
+	require.Equal(t, "hunter2", s.Reveal())
+}
+
+func TestLoadCredential(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cred")
+	require.NoError(t, os.WriteFile(file, []byte("  from-file \nsecond"), 0o600))
+	env := func(k string) string {
+		if k == "X_TOKEN" {
+			return "from-env"
+		}
+		return ""
+	}
+	s, err := adapters.LoadCredential("direct", "X_TOKEN", file, env)
+	require.NoError(t, err)
+	require.Equal(t, "direct", s.Reveal())
+	s, err = adapters.LoadCredential("", "X_TOKEN", file, env)
+	require.NoError(t, err)
+	require.Equal(t, "from-file", s.Reveal())
+	s, err = adapters.LoadCredential("", "X_TOKEN", "", env)
+	require.NoError(t, err)
+	require.Equal(t, "from-env", s.Reveal())
+	_, err = adapters.LoadCredential("", "Y", "", env)
+	require.ErrorIs(t, err, adapters.ErrNoCredential)
+	_, err = adapters.LoadCredential("", "", "", env)
+	require.ErrorIs(t, err, adapters.ErrNoCredential)
+	_, err = adapters.LoadCredential("", "", filepath.Join(dir, "missing"), env)
+	require.True(t, errors.Is(err, os.ErrNotExist))
+}
