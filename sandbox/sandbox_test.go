@@ -305,4 +305,3 @@ func TestLeakyBucket(t *testing.T) {
 	ok, _ = b.Allow()
 	require.True(t, ok)
 }
-

@@ -456,4 +456,3 @@ func (s *suite) concurrent(t *testing.T) {
 	}
 	require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
 }
-
