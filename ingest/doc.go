@@ -1,0 +1,44 @@
+// Package ingest is idemgate's webhook-to-queue HTTP server: it turns each
+// notification from a payment provider, CRM or 1C into at most one command on
+// JetStream, so the daemon can act on it exactly once.
+//
+// One route per configured source, POST /webhooks/{source}. For every request
+// the server, in this order:
+//
+//  1. checks the sender's address against the source's allow-list, if any
+//     (403 when refused; X-Forwarded-For is believed only from
+//     Config.TrustedProxies, by default from no one);
+//  2. checks the content type (415 unless application/json) and the size
+//     (413 past Config.MaxBodyBytes, read through http.MaxBytesReader);
+//  3. verifies the raw body before parsing it, by the source's scheme
+//     (401 when it does not verify):
+//     - "stripe": Stripe-Signature t=…,v1=… (HMAC-SHA256 over "t.body"),
+//     - "standard": Standard Webhooks webhook-id / webhook-timestamp /
+//     webhook-signature "v1,<base64>" (HMAC-SHA256 over "id.timestamp.body",
+//     secret "whsec_<base64>"),
+//     - "tbank": the notification's Token (SHA-256 over the sorted root scalar
+//     values plus the terminal Password) and its TerminalKey,
+//     - "yookassa": no signature exists; the allow-list (YooKassa's published
+//     addresses by default) plus a re-fetch of the object from the provider
+//     (Refetcher), whose copy is the only one trusted;
+//     several secrets may be active at once (rotation), timestamps must be
+//     within Source.Tolerance either way, and every comparison is constant-time;
+//  4. parses the body (400 when malformed), derives a stable event id (see
+//     EventID) and finds the route for the event type; an unrouted event is
+//     acknowledged with 200 and counted, nothing is published;
+//  5. maps the body to the route's operation payload (422 when the mapping or
+//     the resulting command does not hold, so the sender retries after the
+//     configuration is fixed) and publishes the command envelope on
+//     idemgate.cmd.<operation> with Nats-Msg-Id = event_id;
+//  6. answers 200 "OK" only after JetStream acknowledged the publish — a
+//     duplicate delivery inside the stream's dedup window is acknowledged too,
+//     without a second message — and 503 when the publish was not
+//     acknowledged, so the sender retries and nothing is lost.
+//
+// Counters (accepted, duplicate, unrouted, rejected{reason}) are kept in the
+// Server (Stats) and exported through a Prometheus collector (WithRegisterer).
+// Secrets are never logged, and neither are bodies.
+//
+// Imports: the standard library, nats.go's jetstream, prometheus'
+// client_golang and idemgate's operation package. Only cmd imports ingest.
+package ingest
