@@ -183,15 +183,7 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 		return nil, errors.New("worker: store, JetStream, consumer and decoder are required")
 	}
 	rules, _ := cfg.Rules.compile()
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.Metrics == nil {
-		d.Metrics = NewMetrics(nil)
-	}
-	if d.Redact == nil {
-		d.Redact = func(r json.RawMessage) json.RawMessage { return r }
-	}
+	fillDeps(&d)
 	w := &Worker{
 		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics,
 		slots:   make(chan struct{}, cfg.MaxInFlight),
@@ -544,9 +536,23 @@ func (w *Worker) wait(j *job, d time.Duration) bool {
 	}
 }
 
+func fillDeps(d *Deps) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
+	}
+	if d.Redact == nil {
+		d.Redact = func(r json.RawMessage) json.RawMessage { return r }
+	}
+}
+
+func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage { return outcomeJSON(w.d, o) }
+
 // outcomeJSON is the normalised result kept and replayed: the business status
-// and safe details, never the target's raw response.
-func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage {
+// and safe details, redacted, never the target's raw response.
+func outcomeJSON(d Deps, o adapters.Outcome) json.RawMessage {
 	m := map[string]any{"business_status": o.BusinessStatus}
 	for k, v := range o.Details {
 		if k != "business_status" {
@@ -557,7 +563,7 @@ func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage {
 	if err != nil {
 		b = []byte(`{"business_status":` + strconv.Quote(o.BusinessStatus) + `}`)
 	}
-	return w.d.Redact(b)
+	return d.Redact(b)
 }
 
 // completeAndPublish records a final outcome, then publishes and acks.

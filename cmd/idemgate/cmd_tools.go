@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/journal/sqlite"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/worker"
+)
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func migrateCmd(stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "migrate", Short: "Apply or inspect journal migrations"}
+	up := &cobra.Command{
+		Use: "up", Short: "Apply pending migrations (advisory-locked: safe from several replicas)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config(cmd)
+			if err != nil {
+				return err
+			}
+			var applied []int64
+			if c.Journal.URL != "" {
+				st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{})
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				applied, err = postgres.Migrate(cmd.Context(), st.Pool(), nil)
+				if err != nil {
+					return err
+				}
+			} else {
+				if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+					return err
+				}
+				applied, err = sqlite.Migrate(cmd.Context(), c.DataDir+"/journal.db", nil)
+				if err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(stdout, "applied %d migration(s) %v\n", len(applied), applied)
+			return nil
+		},
+	}
+	var check bool
+	status := &cobra.Command{
+		Use: "status", Short: "List migrations; --check exits 3 when some are pending", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config(cmd)
+			if err != nil {
+				return err
+			}
+			if c.Journal.URL == "" {
+				p, err := sqlite.Pending(cmd.Context(), c.DataDir+"/journal.db")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "sqlite journal: pending=%v\n", p)
+				if check && p {
+					return &exitError{code: 3, err: errors.New("migrations pending")}
+				}
+				return nil
+			}
+			st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := postgres.Migrations(cmd.Context(), st.Pool())
+			if err != nil {
+				return err
+			}
+			pending := false
+			for _, m := range list {
+				state := "applied"
+				if !m.Applied {
+					state, pending = "pending", true
+				}
+				fmt.Fprintf(stdout, "%04d %-8s %s\n", m.Version, state, m.Source)
+			}
+			if check && pending {
+				return &exitError{code: 3, err: errors.New("migrations pending")}
+			}
+			return nil
+		},
+	}
+	status.Flags().BoolVar(&check, "check", false, "exit 3 when migrations are pending")
+	cmd.AddCommand(up, status)
+	return cmd
+}
+
+func publishCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		file, event, op, intent, approval, payload string
+		wait                                       bool
+		timeout                                    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "publish",
+		Short: "Publish a command (from flags or a JSON file) with its Nats-Msg-Id; --wait prints the result",
+		Example: `  idemgate publish --operation payment.charge --event evt-1 --approval appr-1 \
+    --payload '{"account_id":"merchant-account-17","order_id":"order-48291","amount_minor":125000,"currency":"RUB"}' --wait`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config(cmd)
+			if err != nil {
+				return err
+			}
+			var command operation.Command
+			if file != "" {
+				body, err := os.ReadFile(file)
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				if err := json.Unmarshal(body, &command); err != nil {
+					return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", file, err)}
+				}
+			} else {
+				command = operation.Command{EventID: event, Operation: op, IntentID: intent, ApprovalID: approval, Payload: json.RawMessage(payload)}
+			}
+			// Validate locally first: a bad command gets its reason here.
+			dec := &operation.Decoder{Env: c.Env}
+			parsed, err := dec.DecodeCommand(command)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			nc, _, stop, err := natsConn(c, quietLog(), false)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			cl, err := producer.New(nc, c.NATS.ResultsStream)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			if !wait {
+				ack, err := cl.Publish(ctx, command)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "published %s as stream sequence %d (duplicate=%v), key %s\n", command.EventID, ack.Sequence, ack.Duplicate, parsed.Key)
+				return nil
+			}
+			res, err := cl.PublishAndWait(ctx, command, parsed.Key.String(), func(r operation.Result) {
+				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
+			})
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "file", "", "command envelope JSON file")
+	f.StringVar(&event, "event", "", "event_id (also the Nats-Msg-Id)")
+	f.StringVar(&op, "operation", "", "operation type, e.g. payment.charge")
+	f.StringVar(&intent, "intent", "", "intent_id (default: the event id)")
+	f.StringVar(&approval, "approval", "", "approval_id for money-moving operations")
+	f.StringVar(&payload, "payload", "{}", "payload JSON")
+	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
+	f.DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait")
+	return cmd
+}
+
+// openForTools opens the journal without migrating, for trace and resolve.
+func openForTools(cmd *cobra.Command) (Config, journal.Store, error) {
+	c, err := config(cmd)
+	if err != nil {
+		return c, nil, err
+	}
+	st, _, err := openJournal(cmd.Context(), c, quietLog(), false)
+	return c, st, err
+}
+
+func traceCmd(stdout io.Writer) *cobra.Command {
+	var asJSON, unresolved bool
+	cmd := &cobra.Command{
+		Use:   "trace KEY",
+		Short: "Show an operation from the agent's call to the target's object: the journal row and every attempt",
+		Args:  cobra.RangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, st, err := openForTools(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if unresolved {
+				list, err := st.ListUnresolved(cmd.Context(), 1, 1000)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(stdout).Encode(list)
+				}
+				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tROUNDS\tERROR\tUPDATED")
+				for _, r := range list {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Key, r.ReconcileRounds, r.ErrorCode, r.UpdatedAt.UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			}
+			if len(args) != 1 {
+				return &exitError{code: exitUsage, err: errors.New("trace needs a KEY (or --unresolved)")}
+			}
+			rec, err := st.Get(cmd.Context(), args[0])
+			if errors.Is(err, journal.ErrNotFound) {
+				return &exitError{code: exitUnknown, err: err}
+			}
+			if err != nil {
+				return err
+			}
+			atts, err := st.Attempts(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printTrace(stdout, rec, atts, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
+	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list unknown operations reconciliation could not settle")
+	return cmd
+}
+
+func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			Operation journal.Record    `json:"operation"`
+			Attempts  []journal.Attempt `json:"attempts"`
+		}{rec, atts})
+	}
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	fmt.Fprintf(w, "operation  %s\n", rec.Key)
+	fmt.Fprintf(w, "type       %s → %s\n", rec.OperationType, rec.TargetSystem)
+	fmt.Fprintf(w, "status     %s\n", rec.Status)
+	fmt.Fprintf(w, "object     %s\n", orDash(rec.TargetObjectID))
+	fmt.Fprintf(w, "result     %s\n", orDash(string(rec.Result)))
+	fmt.Fprintf(w, "error      %s\n", orDash(rec.ErrorCode))
+	fmt.Fprintf(w, "event      %s   approval %s\n", orDash(rec.EventID), orDash(rec.ApprovalID))
+	fmt.Fprintf(w, "hash       %s\n", rec.RequestHash)
+	fmt.Fprintf(w, "attempts   %d   reconcile rounds %d\n", rec.AttemptCount, rec.ReconcileRounds)
+	fmt.Fprintf(w, "lease      owner %s token %d until %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, ts(rec.LeaseUntil))
+	fmt.Fprintf(w, "created    %s   completed %s\n\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tKIND\tWORKER\tTOKEN\tSTARTED\tFINISHED\tOUTCOME\tERROR\tTARGET REQUEST\tNOTE")
+	for _, a := range atts {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Kind, a.Worker, a.Token,
+			ts(a.StartedAt), ts(a.FinishedAt), orDash(string(a.Outcome)), orDash(a.ErrorCode), orDash(a.TargetRequestID), orDash(a.Note))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func resolveCmd(stdout io.Writer) *cobra.Command {
+	var as, object, code, evidence, who string
+	cmd := &cobra.Command{
+		Use:   "resolve KEY --as succeeded|failed_final --evidence TEXT",
+		Short: "Record an operator's decision on an unknown operation no lookup could settle",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, st, err := openForTools(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if who == "" {
+				who = os.Getenv("USER")
+			}
+			rec, err := st.Resolve(cmd.Context(), journal.Resolution{Key: args[0], Status: journal.Status(as),
+				TargetObjectID: object, ErrorCode: code, Evidence: evidence, Operator: who})
+			switch {
+			case errors.Is(err, journal.ErrNotFound):
+				return &exitError{code: exitUnknown, err: err}
+			case errors.Is(err, journal.ErrInvalid):
+				return &exitError{code: exitUsage, err: err}
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(stdout, "%s resolved as %s by %s\n", rec.Key, rec.Status, who)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&as, "as", "", "succeeded or failed_final")
+	f.StringVar(&object, "object", "", "the target's object id (required with --as succeeded)")
+	f.StringVar(&code, "code", "operator_resolved", "safe error code (with --as failed_final)")
+	f.StringVar(&evidence, "evidence", "", "why: what was checked in the target")
+	f.StringVar(&who, "operator", "", "who resolves (default $USER)")
+	return cmd
+}
+
+func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reconcile",
+		Short: "Run one reconciliation pass: look unknown outcomes and expired leases up in their targets",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config(cmd)
+			if err != nil {
+				return err
+			}
+			log := newLogger(c, stderr)
+			routes, err := buildAdapters(c, log)
+			if err != nil {
+				return configError(err)
+			}
+			st, _, err := openJournal(cmd.Context(), c, log, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			deps := worker.Deps{Store: st, Adapters: routes, Log: log}
+			if c.NATS.URL != "" {
+				_, js, stop, err := natsConn(c, log, false)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				deps.JS = js
+			}
+			r, err := worker.NewReconciler(worker.ReconcilerConfig{}, c.Worker, deps)
+			if err != nil {
+				return configError(err)
+			}
+			s, err := r.RunOnce(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "found %d, not found %d, unsettled %d, raised for review %d\n", s.Found, s.NotFound, s.Unsettled, s.Raised)
+			return nil
+		},
+	}
+}

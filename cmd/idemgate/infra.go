@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/journal/sqlite"
+)
+
+// openJournal opens the PostgreSQL journal when journal.url is set, else the
+// SQLite journal in the data folder, applying migrations if asked.
+func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) (journal.Store, func() (bool, error), error) {
+	if c.Journal.URL != "" {
+		st, err := postgres.Open(ctx, c.Journal.URL, postgres.Config{})
+		if err != nil {
+			return nil, nil, err
+		}
+		if migrate {
+			if _, err := postgres.Migrate(ctx, st.Pool(), log); err != nil {
+				st.Close()
+				return nil, nil, err
+			}
+		}
+		pending := func() (bool, error) { return postgres.Pending(context.Background(), st.Pool()) }
+		log.Info("journal: PostgreSQL", "application_name", "idemgate")
+		return st, pending, nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("data folder: %w", err)
+	}
+	path := filepath.Join(c.DataDir, "journal.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("journal: embedded SQLite (one replica only; use PostgreSQL for several)", "path", path)
+	return st, func() (bool, error) { return false, nil }, nil
+}
+
+// natsConn connects to nats.url, or starts the embedded JetStream server
+// when none is configured. The returned stop closes both.
+func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.JetStream, func(), error) {
+	url := c.NATS.URL
+	var ns *server.Server
+	if url == "" {
+		if !embed {
+			url = "nats://" + c.NATS.EmbeddedAddr
+		} else {
+			host, portStr, err := net.SplitHostPort(c.NATS.EmbeddedAddr)
+			if err != nil {
+				return nil, nil, nil, configError(fmt.Errorf("nats.embedded_addr: %w", err))
+			}
+			port, err := strconv.Atoi(portStr)
+			if err != nil {
+				return nil, nil, nil, configError(fmt.Errorf("nats.embedded_addr port: %w", err))
+			}
+			store := filepath.Join(c.DataDir, "nats")
+			if err := os.MkdirAll(store, 0o700); err != nil {
+				return nil, nil, nil, fmt.Errorf("data folder: %w", err)
+			}
+			ns, err = server.NewServer(&server.Options{
+				ServerName: "idemgate-embedded", Host: host, Port: port, JetStream: true, StoreDir: store,
+				NoLog: true, NoSigs: true,
+			})
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("embedded NATS: %w", err)
+			}
+			go ns.Start()
+			if !ns.ReadyForConnections(10 * time.Second) {
+				ns.Shutdown()
+				return nil, nil, nil, fmt.Errorf("embedded NATS did not start on %s (is the port taken?)", c.NATS.EmbeddedAddr)
+			}
+			url = ns.ClientURL()
+			log.Info("nats: embedded JetStream server (single node; set nats.url for a cluster)", "url", url, "store", store)
+		}
+	}
+	host, _ := os.Hostname()
+	nc, err := nats.Connect(url, nats.Name("idemgate@"+host), nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		if ns != nil {
+			ns.Shutdown()
+		}
+		return nil, nil, nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384))
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		_ = nc.Drain()
+		for nc.IsDraining() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		nc.Close()
+		if ns != nil {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}
+	return nc, js, stop, nil
+}

@@ -1,0 +1,114 @@
+// Command idemgate is the idemgate daemon and its tools: run, migrate,
+// publish, trace, resolve, reconcile.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/redact"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitConfig  = 78 // sysexits EX_CONFIG: a restart would not help
+	exitUnknown = 4  // trace/resolve: no such key
+)
+
+// exitError carries an exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func configError(err error) error { return &exitError{code: exitConfig, err: err} }
+
+func main() {
+	// The first SIGINT/SIGTERM drains gracefully; a second one aborts.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+		second := make(chan os.Signal, 1)
+		signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+		<-second
+		fmt.Fprintln(os.Stderr, "idemgate: second signal, aborting")
+		os.Exit(exitFailure)
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program, callable from tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "idemgate",
+		Short:         "At most one business effect per intent, for AI agents acting on 1C, CRMs and payments",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (YAML); default ./idemgate.yaml, ~/.config/idemgate/config.yaml, /etc/idemgate/config.yaml")
+	pf.String("env", "", "environment, the first part of every operation key")
+	pf.String("data-dir", "", "folder for the embedded NATS store and SQLite journal")
+	pf.String("nats-url", "", "NATS URL; empty runs an embedded JetStream server")
+	pf.String("journal-url", "", "PostgreSQL URL; empty uses the SQLite journal in the data folder")
+	pf.String("log-level", "", "debug, info, warn or error")
+	pf.String("log-format", "", "json or text")
+	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
+		resolveCmd(stdout), reconcileCmd(stdout, stderr))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "idemgate:", redact.String(err.Error()))
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailure
+}
+
+// newLogger builds the JSON (or text) logger on stderr, through the redactor.
+func newLogger(c Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Log.Level))
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: redact.ReplaceAttr}
+	var h slog.Handler
+	if c.Log.Format == "text" {
+		h = slog.NewTextHandler(w, opts)
+	} else {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(h).With("service", "idemgate")
+}
+
+// config loads and validates the configuration of a command.
+func config(cmd *cobra.Command) (Config, error) {
+	c, err := loadConfig(cmd.Flags())
+	if err != nil {
+		return c, configError(err)
+	}
+	if err := c.validate(); err != nil {
+		return c, configError(err)
+	}
+	return c, nil
+}
