@@ -250,9 +250,10 @@ func VerifyTBank(fields map[string]any, terminalKey string, passwords []Secret) 
 	return nil
 }
 
-// parseUnix parses unix seconds: 1–19 decimal digits, no sign.
+// parseUnix parses unix seconds: 1–19 decimal digits, no sign, no leading
+// zero (so the signed text is the number's one spelling).
 func parseUnix(s string) (int64, error) {
-	if s == "" || len(s) > 19 {
+	if s == "" || len(s) > 19 || (s[0] == '0' && len(s) > 1) {
 		return 0, errors.New("want unix seconds")
 	}
 	for i := 0; i < len(s); i++ {

@@ -18,6 +18,9 @@ type verdict struct {
 	retryIn time.Duration
 	note    string
 	code    string
+	// settling: the target's search has not settled yet; no lookup round
+	// was spent.
+	settling bool
 }
 
 // lookup asks the target about an earlier attempt by the operation key,
@@ -48,7 +51,7 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 				return verdict{status: adapters.Indeterminate, retryIn: settle, note: "lookup not settled: " + err.Error()}
 			}
 			if since < settle {
-				return verdict{status: adapters.Indeterminate, retryIn: settle - since,
+				return verdict{status: adapters.Indeterminate, retryIn: settle - since, settling: true,
 					note: fmt.Sprintf("not found yet; the target's search settles after %v", settle)}
 			}
 		}
@@ -128,7 +131,7 @@ func (w *Worker) reconcile(j *job) {
 		w.m.reconciled.WithLabelValues("indeterminate").Inc()
 		log.Warn("outcome still unknown", "note", v.note)
 		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
-			Reconciled: true, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
+			Reconciled: !v.settling, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
 			w.completionFailed(j, err)
 			return
 		}

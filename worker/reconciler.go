@@ -171,6 +171,11 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 		return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusFailedRetryable,
 			Reconciled: true, Note: v.note, ErrorCode: rec.ErrorCode})
 	default:
+		if v.settling {
+			// Not a spent round: the search has not caught up yet.
+			return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token,
+				Status: journal.StatusUnknown, Note: v.note, ErrorCode: rec.ErrorCode})
+		}
 		return r.unsettled(ctx, c, s, v.note)
 	}
 }

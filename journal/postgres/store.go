@@ -18,8 +18,17 @@ import (
 // Store is the PostgreSQL journal. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	db   querier // the pool (a transaction in tests)
 	own  bool
 	cfg  Config
+}
+
+// querier sends the store's statements: a pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -75,7 +84,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store over an existing pool, which the caller keeps owning.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, cfg: cfg.WithDefaults()}
+	return &Store{pool: pool, db: pool, cfg: cfg.WithDefaults()}
 }
 
 // Pool returns the underlying pool.
@@ -91,7 +100,7 @@ func (s *Store) Close() {
 // Now returns the database clock.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var t time.Time
-	if err := s.pool.QueryRow(ctx, selectNow).Scan(&t); err != nil {
+	if err := s.db.QueryRow(ctx, selectNow).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("journal clock: %w", err)
 	}
 	return t, nil
@@ -105,192 +114,6 @@ func retryable(err error) bool {
 		return pe.Code == "40P01" || pe.Code == "40001"
 	}
 	return false
-}
-
-// Claim decides every request of the batch in one round trip: the insert of
-// new keys, the conditional take-over of re-claimable rows and a plain read of
-// the rest travel as one pipelined implicit transaction. Keys whose state moved
-// between those statements are decided again, at most ClaimRounds times.
-func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
-	out := make([]journal.Claim, len(reqs))
-	if len(reqs) == 0 {
-		return out, nil
-	}
-	for _, r := range reqs {
-		if err := r.Validate(); err != nil {
-			return nil, err
-		}
-	}
-	// One decision per key: later duplicates of a key in the batch see the
-	// first one's lease as in progress.
-	first := make(map[string]int, len(reqs))
-	pending := make([]int, 0, len(reqs))
-	for i, r := range reqs {
-		if _, dup := first[r.Key]; dup {
-			continue
-		}
-		first[r.Key] = i
-		pending = append(pending, i)
-	}
-	slices.SortFunc(pending, func(a, b int) int {
-		switch {
-		case reqs[a].Key < reqs[b].Key:
-			return -1
-		case reqs[a].Key > reqs[b].Key:
-			return 1
-		}
-		return 0
-	})
-	for round := 0; len(pending) > 0; round++ {
-		var undecided []int
-		var err error
-		for try := 0; ; try++ {
-			undecided, err = s.claimRound(ctx, reqs, pending, out, round+1 >= s.cfg.ClaimRounds)
-			if err == nil || !retryable(err) || try >= s.cfg.Retries {
-				break
-			}
-		}
-		if err != nil {
-			return nil, claimFailed(err)
-		}
-		pending = undecided
-	}
-	for i, r := range reqs {
-		if j := first[r.Key]; j != i {
-			out[i] = out[j]
-			if out[j].Owns() {
-				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[j].Record}
-			}
-		}
-	}
-	return out, nil
-}
-
-// claimRound runs the three claim statements for the pending requests and
-// fills out. It returns the requests whose state moved under it; on the last
-// round those are reported as in progress (the caller redelivers later).
-func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, last bool) ([]int, error) {
-	n := len(pending)
-	keys := make([]string, n)
-	types := make([]string, n)
-	hashes := make([]string, n)
-	targets := make([]string, n)
-	events := make([]string, n)
-	approvals := make([]string, n)
-	owners := make([]string, n)
-	ttls := make([]int64, n)
-	for j, i := range pending {
-		r := reqs[i]
-		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
-		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
-	}
-
-	b := &pgx.Batch{}
-	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls)
-	b.Queue(claimTakeOver, keys, hashes, owners, ttls)
-	b.Queue(selectRecords, keys)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-
-	inserted := make(map[string]bool, n)
-	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim insert: %w", err)
-		}
-		inserted[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
-	}
-
-	takenOver := make(map[string]journal.Status, n)
-	rows, err = br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-	for rows.Next() {
-		var k string
-		var old journal.Status
-		if err := rows.Scan(&k, &old); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim take-over: %w", err)
-		}
-		takenOver[k] = old
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-
-	recs, err := scanRecords(br.Query())
-	if err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("claim commit: %w", err)
-	}
-
-	var undecided []int
-	for _, i := range pending {
-		r := reqs[i]
-		rec, ok := recs[r.Key]
-		if !ok {
-			// Purged between the statements: claim it afresh.
-			undecided = append(undecided, i)
-			continue
-		}
-		switch {
-		case inserted[r.Key]:
-			out[i] = journal.Claim{Decision: journal.Execute, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record}
-		case takenOver[r.Key] != "":
-			d := journal.Reconcile
-			if takenOver[r.Key] == journal.StatusFailedRetryable {
-				d = journal.Execute
-			}
-			out[i] = journal.Claim{Decision: d, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record}
-		default:
-			d, settled := decideExisting(r, rec)
-			if !settled && !last {
-				undecided = append(undecided, i)
-				continue
-			}
-			out[i] = journal.Claim{Decision: d, Record: rec.Record}
-		}
-	}
-	return undecided, nil
-}
-
-// decideExisting decides a key this claim neither inserted nor took over.
-// settled is false when the row is claimable again (its state moved between
-// the statements) and the claim should run once more.
-func decideExisting(r journal.ClaimRequest, rec storedRecord) (journal.Decision, bool) {
-	if rec.RequestHash != r.RequestHash {
-		return journal.Conflict, true
-	}
-	switch rec.Status {
-	case journal.StatusSucceeded:
-		return journal.ReplaySucceeded, true
-	case journal.StatusFailedFinal:
-		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown:
-		if rec.leaseLive {
-			return journal.InProgress, true
-		}
-	}
-	return journal.InProgress, false
-}
-
-// claimFailed wraps a claim batch that failed. Its commit may have applied:
-// leases it took stay with an owner that does not know their tokens, expire,
-// and are reconciled (looked up in the target) before anything executes
-// again, so the safe answer is an error and a later redelivery.
-func claimFailed(err error) error {
-	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
 }
 
 type storedRecord struct {
@@ -344,147 +167,9 @@ func scanRecord(row pgx.Row) (storedRecord, error) {
 	return r, nil
 }
 
-// Complete applies a batch of outcomes in one statement. Items that did not
-// apply are re-read once to tell a stale token, an illegal transition and an
-// outcome already applied (by an earlier call whose commit seemed to fail).
-func (s *Store) Complete(ctx context.Context, cs []journal.Completion) ([]error, error) {
-	out := make([]error, len(cs))
-	if len(cs) == 0 {
-		return out, nil
-	}
-	for _, c := range cs {
-		if err := c.Validate(); err != nil {
-			return nil, err
-		}
-	}
-	// A key twice in one batch is applied in order, one statement per repeat.
-	for rest := indexes(len(cs)); len(rest) > 0; {
-		var group, later []int
-		seen := make(map[string]bool, len(rest))
-		for _, i := range rest {
-			if seen[cs[i].Key] {
-				later = append(later, i)
-				continue
-			}
-			seen[cs[i].Key] = true
-			group = append(group, i)
-		}
-		if err := s.completeGroup(ctx, cs, group, out); err != nil {
-			return nil, err
-		}
-		rest = later
-	}
-	return out, nil
-}
-
-func indexes(n int) []int {
-	ix := make([]int, n)
-	for i := range ix {
-		ix[i] = i
-	}
-	return ix
-}
-
-func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, group []int, out []error) error {
-	n := len(group)
-	keys := make([]string, n)
-	tokens := make([]int64, n)
-	statuses := make([]string, n)
-	objects := make([]string, n)
-	results := make([]*string, n)
-	codes := make([]string, n)
-	reqIDs := make([]string, n)
-	notes := make([]string, n)
-	reconciled := make([]bool, n)
-	slices.SortFunc(group, func(a, b int) int {
-		switch {
-		case cs[a].Key < cs[b].Key:
-			return -1
-		case cs[a].Key > cs[b].Key:
-			return 1
-		}
-		return 0
-	})
-	for j, i := range group {
-		c := cs[i]
-		keys[j], tokens[j], statuses[j], objects[j] = c.Key, c.Token, string(c.Status), c.TargetObjectID
-		if len(c.Result) > 0 {
-			r := string(c.Result)
-			results[j] = &r
-		}
-		codes[j], reqIDs[j], notes[j], reconciled[j] = c.ErrorCode, c.TargetRequestID, c.Note, c.Reconciled
-	}
-	applied := make(map[string]bool, n)
-	var execErr error
-	for try := 0; ; try++ {
-		clear(applied)
-		execErr = s.queryKeys(ctx, applied, complete, keys, tokens, statuses, objects, results, codes, reqIDs, notes, reconciled)
-		if execErr == nil || !retryable(execErr) || try >= s.cfg.Retries {
-			break
-		}
-	}
-	if execErr != nil && ctx.Err() != nil {
-		return fmt.Errorf("complete: %w", execErr)
-	}
-	var check []string
-	for _, i := range group {
-		if !applied[cs[i].Key] {
-			check = append(check, cs[i].Key)
-		}
-	}
-	if len(check) == 0 {
-		return nil
-	}
-	// Not applied, or the statement failed and may have applied: re-read.
-	type state struct {
-		status journal.Status
-		token  int64
-	}
-	states := make(map[string]state, len(check))
-	rows, err := s.pool.Query(ctx, completeCheck, check)
-	if err != nil {
-		if execErr != nil {
-			return fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
-		}
-		return fmt.Errorf("complete re-read: %w", err)
-	}
-	for rows.Next() {
-		var k, st string
-		var tok int64
-		if err := rows.Scan(&k, &st, &tok); err != nil {
-			rows.Close()
-			return fmt.Errorf("complete re-read: %w", err)
-		}
-		states[k] = state{journal.Status(st), tok}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("complete re-read: %w", err)
-	}
-	for _, i := range group {
-		c := cs[i]
-		if applied[c.Key] {
-			continue
-		}
-		st, ok := states[c.Key]
-		switch {
-		case !ok:
-			out[i] = fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
-		case st.token != c.Token:
-			out[i] = fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
-		case st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable):
-			// Already applied by an earlier call with this token.
-		case execErr != nil && journal.CanComplete(st.status, c.Status):
-			return fmt.Errorf("complete: %w", execErr)
-		default:
-			out[i] = fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
-		}
-	}
-	return nil
-}
-
 // queryKeys runs a statement returning one key per row and marks those keys.
 func (s *Store) queryKeys(ctx context.Context, into map[string]bool, sql string, args ...any) error {
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -543,7 +228,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	recs, err := scanRecords(s.pool.Query(ctx, selectRecords, keys))
+	recs, err := scanRecords(s.db.Query(ctx, selectRecords, keys))
 	if err != nil {
 		return nil, fmt.Errorf("take over stale: read: %w", err)
 	}
@@ -580,7 +265,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 
 // Get returns one operation.
 func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, selectRecord, key))
+	rec, err := scanRecord(s.db.QueryRow(ctx, selectRecord, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return journal.Record{}, fmt.Errorf("get %s: %w", key, journal.ErrNotFound)
 	}
@@ -592,7 +277,7 @@ func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
 
 // Attempts returns the attempts trail of an operation, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, error) {
-	rows, err := s.pool.Query(ctx, selectAttempts, key)
+	rows, err := s.db.Query(ctx, selectAttempts, key)
 	if err != nil {
 		return nil, fmt.Errorf("attempts %s: %w", key, err)
 	}
@@ -623,7 +308,7 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, listUnresolved, minRounds, limit)
+	rows, err := s.db.Query(ctx, listUnresolved, minRounds, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list unresolved: %w", err)
 	}
@@ -643,7 +328,7 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 func (s *Store) Purge(ctx context.Context, operationType string, before time.Time) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, purge, before, operationType, s.cfg.PurgeChunk)
+		tag, err := s.db.Exec(ctx, purge, before, operationType, s.cfg.PurgeChunk)
 		if err != nil {
 			return total, fmt.Errorf("purge: %w", err)
 		}

@@ -4,6 +4,10 @@ package sqlite
 // array parameter, each element an array of the item's fields, read with
 // json_each; so a batch of any size is one statement per step.
 //
+// In an UPDATE … FROM json_each, a "+status" keeps SQLite from driving the
+// update through the status index (every in-flight row) instead of looking
+// each batch item up by its primary key.
+//
 // Times are INTEGER milliseconds since the Unix epoch on SQLite's clock. A
 // write transaction reads that clock once (selectNow) and binds it to every
 // statement it runs, as PostgreSQL's now() is fixed for a transaction: a
@@ -70,7 +74,7 @@ UPDATE agent_operation_log SET
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND request_hash = i.value ->> 1
-  AND status = 'failed_retryable'
+  AND +status = 'failed_retryable'
 RETURNING ` + recordColumns + `, 1`
 
 // claimTakeOver takes over unknown outcomes and expired leases with the same
@@ -85,7 +89,7 @@ UPDATE agent_operation_log SET
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND request_hash = i.value ->> 1
-  AND status IN ('started', 'unknown')
+  AND +status IN ('started', 'unknown')
   AND (lease_until IS NULL OR lease_until < ?2)
 RETURNING ` + recordColumns + `, 1`
 
@@ -113,7 +117,7 @@ UPDATE agent_operation_log SET
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND lease_token = i.value ->> 1
-  AND status IN ('started', 'unknown')
+  AND +status IN ('started', 'unknown')
 RETURNING operation_key`
 
 // completeAttempts closes the attempts of the completions that applied, once.
@@ -145,7 +149,7 @@ UPDATE agent_operation_log SET
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND lease_token = i.value ->> 1
-  AND status IN ('started', 'unknown')
+  AND +status IN ('started', 'unknown')
 RETURNING operation_key`
 
 // takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
