@@ -1,0 +1,407 @@
+package onec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// OpInvoiceCreate is the operation type this adapter performs.
+const OpInvoiceCreate = "invoice.create"
+
+// Adapter is the 1C adapter. It is safe for concurrent use.
+type Adapter struct {
+	cfg      Config
+	password adapters.Secret
+	client   *http.Client
+	locks    adapters.KeyLocks
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// New validates cfg (after WithDefaults), resolves the password and returns
+// the adapter.
+func New(cfg Config) (*Adapter, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pw, err := adapters.LoadCredential(cfg.Password, cfg.PasswordEnv, cfg.PasswordFile, cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("onec: password: %w", err)
+	}
+	return &Adapter{cfg: cfg, password: pw, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+}
+
+// Name returns the instance name.
+func (a *Adapter) Name() string { return a.cfg.Name }
+
+// TargetSystem returns "1c".
+func (a *Adapter) TargetSystem() string { return "1c" }
+
+// Capabilities: the HTTP service deduplicates by our key; plain OData does
+// not (single-flight in the adapter, key in an extension attribute).
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	if a.cfg.Mode == ModeOData {
+		return adapters.Capabilities{Lookup: true, SingleFlight: true, MappingTable: true, MaxKeyLen: a.cfg.MaxKeyLen}
+	}
+	return adapters.Capabilities{NativeKey: true, Lookup: true, MaxKeyLen: a.cfg.MaxKeyLen}
+}
+
+func (a *Adapter) targetKey(op operation.Operation) string {
+	return adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
+}
+
+func bodyOf(op operation.Operation) (invoiceBody, error) {
+	if op.Type != OpInvoiceCreate {
+		return invoiceBody{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: unsupported operation %q", op.Type))
+	}
+	b := invoiceBody{
+		OrderID:     op.String("order_id"),
+		CustomerID:  op.String("customer_id"),
+		AmountMinor: op.Int("amount_minor"),
+		Currency:    strings.ToUpper(op.String("currency")),
+		Description: op.String("description"),
+	}
+	if t := op.Time("due_date"); !t.IsZero() {
+		b.DueDate = t.UTC().Format("2006-01-02")
+	} else {
+		b.DueDate = op.String("due_date")
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"order_id", b.OrderID}, {"customer_id", b.CustomerID}, {"currency", b.Currency}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: missing %s", strings.Join(missing, ", ")))
+	case b.AmountMinor <= 0:
+		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: amount_minor must be positive"))
+	}
+	return b, nil
+}
+
+func (a *Adapter) newRequest(ctx context.Context, method, rawURL string, body []byte) (*http.Request, error) {
+	req, err := adapters.NewRequest(ctx, method, rawURL, body)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(a.cfg.User, a.password.Reveal())
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// Execute creates the invoice once.
+func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
+	b, err := bodyOf(op)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	if a.cfg.Mode == ModeOData {
+		return a.executeOData(ctx, op, b)
+	}
+	return a.executeService(ctx, op, b)
+}
+
+// Lookup finds the invoice created for op's key.
+func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	if a.cfg.Mode == ModeOData {
+		found, err := a.searchOData(ctx, a.targetKey(op))
+		if err != nil {
+			return adapters.LookupResult{}, err
+		}
+		if len(found) == 0 {
+			return adapters.LookupResult{Status: adapters.NotFound}, nil
+		}
+		a.warnDuplicates(op, len(found))
+		return adapters.LookupResult{Status: adapters.Found, Outcome: odataOutcome(found[0], true, len(found))}, nil
+	}
+	return a.lookupService(ctx, op)
+}
+
+// --- HTTP service ---
+
+func (a *Adapter) serviceURL(parts ...string) string {
+	u := a.cfg.BaseURL + a.cfg.ServicePath + "/invoices"
+	for _, p := range parts {
+		u += "/" + url.PathEscape(p)
+	}
+	return u
+}
+
+func (a *Adapter) executeService(ctx context.Context, op operation.Operation, b invoiceBody) (adapters.Outcome, error) {
+	key := a.targetKey(op)
+	payload, err := jsonBody(b)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	req, err := a.newRequest(ctx, http.MethodPost, a.serviceURL(), payload)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := adapters.Send(a.client, req, 0)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	switch resp.StatusCode {
+	case http.StatusCreated, http.StatusOK:
+		ans, err := parseInvoiceAnswer(resp.Body, adapters.ReconcileBeforeRetry)
+		if err != nil {
+			return adapters.Outcome{}, err
+		}
+		out := serviceOutcome(ans)
+		if ans.Key != key {
+			// The service did not store our key (a connector dropped the
+			// header, or an old service): a replay would not be recognised.
+			out.Details["key_stored"] = false
+			a.cfg.Logger.Error("1C stored the invoice without our key: replays are not deduplicated",
+				"operation_key", op.Key.String(), "target_system", "1c", "target_object_id", ans.Ref)
+		}
+		return out, nil
+	}
+	return adapters.Outcome{}, a.serviceError(resp)
+}
+
+func (a *Adapter) serviceError(resp *adapters.HTTPResponse) *adapters.Error {
+	se := parseServiceError(resp.Body)
+	now := a.cfg.Clock()
+	switch {
+	case resp.StatusCode == http.StatusConflict && se.Error == "idempotency_key_reused":
+		return adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("onec: key reused with another payload (HTTP 409)"))
+	case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests:
+		e := adapters.StatusError(resp, now)
+		e.RetryAfter = retryAfterOf(resp, se, now)
+		return e
+	case resp.StatusCode == http.StatusBadGateway:
+		// The web server in front of 1C gave up; the 1C process may have
+		// committed (TARGETS.md §1): reconcile.
+		return adapters.NewError(adapters.CodeHTTP502, adapters.ReconcileBeforeRetry, errors.New("onec: HTTP 502 from the web server"))
+	}
+	return adapters.StatusError(resp, now)
+}
+
+func (a *Adapter) lookupService(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	key := a.targetKey(op)
+	req, err := a.newRequest(ctx, http.MethodGet, a.serviceURL(key), nil)
+	if err != nil {
+		return adapters.LookupResult{}, err
+	}
+	resp, err := adapters.Send(a.client, req, 0)
+	if err != nil {
+		return adapters.LookupResult{}, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		ans, err := parseInvoiceAnswer(resp.Body, adapters.ReconcileBeforeRetry)
+		if err != nil {
+			return adapters.LookupResult{}, err
+		}
+		if ans.Key != key {
+			return adapters.LookupResult{}, adapters.Unexpected(adapters.ReconcileBeforeRetry, "onec: lookup answered for another key")
+		}
+		return adapters.LookupResult{Status: adapters.Found, Outcome: serviceOutcome(ans)}, nil
+	case http.StatusNotFound:
+		// Only the service's own "not_found" is a verdict; a 404 from the
+		// web server (service not published) is not.
+		if parseServiceError(resp.Body).Error == "not_found" {
+			return adapters.LookupResult{Status: adapters.NotFound}, nil
+		}
+		return adapters.LookupResult{}, adapters.Unexpected(adapters.ReconcileBeforeRetry, "onec: lookup HTTP 404 without the service's not_found")
+	}
+	e := a.serviceError(resp)
+	if e.Class == adapters.NeverRetry && e.Code != adapters.CodeAuthorizationDenied {
+		e.Class = adapters.ReconcileBeforeRetry
+	}
+	return adapters.LookupResult{}, e
+}
+
+func serviceOutcome(ans invoiceAnswer) adapters.Outcome {
+	status := "created"
+	if ans.Posted {
+		status = "posted"
+	}
+	return adapters.Outcome{
+		ObjectID:       ans.Ref,
+		BusinessStatus: status,
+		Details:        map[string]any{"number": safeText(ans.Number, 32), "posted": ans.Posted, "replayed": ans.Replayed},
+	}
+}
+
+// --- OData ---
+
+func (a *Adapter) odataURL(query url.Values) string {
+	u := a.cfg.BaseURL + a.cfg.ODataPath + "/" + url.PathEscape(a.cfg.Document)
+	if query != nil {
+		u += "?" + strings.ReplaceAll(query.Encode(), "+", "%20")
+	}
+	return u
+}
+
+func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, error) {
+	q := url.Values{}
+	q.Set("$format", "json")
+	q.Set("$filter", a.cfg.KeyAttribute+" eq '"+strings.ReplaceAll(key, "'", "''")+"' and DeletionMark eq false")
+	q.Set("$select", strings.Join([]string{"Ref_Key", "Number", "Posted", "DeletionMark", a.cfg.KeyAttribute, "НомерЗаказа", "СуммаДокумента", "ВалютаДокумента"}, ","))
+	req, err := a.newRequest(ctx, http.MethodGet, a.odataURL(q), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := adapters.Send(a.client, req, 0)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := a.odataError(resp)
+		if e.Class == adapters.NeverRetry && e.Code != adapters.CodeAuthorizationDenied {
+			e.Class = adapters.ReconcileBeforeRetry
+		}
+		return nil, e
+	}
+	found, err := parseODataList(resp.Body, a.cfg.KeyAttribute, adapters.ReconcileBeforeRetry)
+	if err != nil {
+		return nil, err
+	}
+	out := found[:0]
+	for _, e := range found {
+		if e.Key == key && !e.Deleted {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (a *Adapter) odataError(resp *adapters.HTTPResponse) *adapters.Error {
+	e := adapters.StatusError(resp, a.cfg.Clock())
+	if resp.StatusCode == http.StatusBadGateway {
+		e.Class = adapters.ReconcileBeforeRetry
+	}
+	if c := odataErrorCode(resp.Body); c == "13" {
+		e = adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: OData error 13"))
+	}
+	return e
+}
+
+func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b invoiceBody) (adapters.Outcome, error) {
+	key := a.targetKey(op)
+	unlock, err := a.locks.Lock(ctx, key)
+	if err != nil {
+		return adapters.Outcome{}, adapters.NewError(adapters.CodeRequestNotSent, adapters.Retry, fmt.Errorf("onec: wait for single-flight: %w", err))
+	}
+	defer unlock()
+
+	found, err := a.searchOData(ctx, key)
+	if err != nil {
+		return adapters.Outcome{}, notSentIfLookupFailed(err)
+	}
+	if len(found) > 0 {
+		a.warnDuplicates(op, len(found))
+		if !sameInvoice(found[0], b) {
+			return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("onec: a document with this key holds another payload"))
+		}
+		return odataOutcome(found[0], true, len(found)), nil
+	}
+
+	payload, err := jsonBody(map[string]any{
+		"Date":             a.cfg.Clock().UTC().Format("2006-01-02T15:04:05"),
+		a.cfg.KeyAttribute: key,
+		"НомерЗаказа":      b.OrderID,
+		"КодКонтрагента":   b.CustomerID,
+		"СуммаДокумента":   jsonNumber(formatMinor(b.AmountMinor)),
+		"ВалютаДокумента":  b.Currency,
+		"СрокОплаты":       b.DueDate,
+		"Комментарий":      b.Description,
+	})
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	q := url.Values{}
+	q.Set("$format", "json")
+	req, err := a.newRequest(ctx, http.MethodPost, a.odataURL(q), payload)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	resp, err := adapters.Send(a.client, req, 0)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		return adapters.Outcome{}, a.odataError(resp)
+	}
+	ent, err := parseODataEntity(resp.Body, a.cfg.KeyAttribute, adapters.ReconcileBeforeRetry)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	out := odataOutcome(ent, false, 1)
+	// Re-search: more than one document for the key means a race outside
+	// this process (another replica without the journal's lease) or a
+	// connector that dropped the attribute.
+	if again, err := a.searchOData(ctx, key); err == nil {
+		if len(again) > 1 {
+			a.warnDuplicates(op, len(again))
+			out.Details["duplicates"] = len(again)
+		} else if len(again) == 0 {
+			out.Details["key_stored"] = false
+			a.cfg.Logger.Error("1C stored the document without our key: replays are not deduplicated",
+				"operation_key", op.Key.String(), "target_system", "1c", "target_object_id", ent.Ref)
+		}
+	}
+	return out, nil
+}
+
+// notSentIfLookupFailed: a failed search before create sent no create, so
+// every such failure may be retried (authorization stays final).
+func notSentIfLookupFailed(err error) error {
+	e := adapters.AsError(err)
+	if e.Code == adapters.CodeAuthorizationDenied {
+		return e
+	}
+	c := *e
+	c.Class = adapters.Retry
+	return &c
+}
+
+func (a *Adapter) warnDuplicates(op operation.Operation, n int) {
+	if n > 1 {
+		a.cfg.Logger.Error("1C holds several documents for one operation key; the oldest is used, the rest need an operator",
+			"operation_key", op.Key.String(), "target_system", "1c", "documents", n, "error_code", adapters.CodeDuplicateObjects)
+	}
+}
+
+func sameInvoice(e odataEntity, b invoiceBody) bool {
+	m, ok := minorOf(e.Amount)
+	return ok && m == b.AmountMinor && e.OrderID == b.OrderID && strings.EqualFold(e.Currency, b.Currency)
+}
+
+func odataOutcome(e odataEntity, replayed bool, n int) adapters.Outcome {
+	status := "created"
+	if e.Posted {
+		status = "posted"
+	}
+	d := map[string]any{"number": safeText(e.Number, 32), "posted": e.Posted, "replayed": replayed}
+	if n > 1 {
+		d["duplicates"] = n
+	}
+	return adapters.Outcome{ObjectID: e.Ref, BusinessStatus: status, Details: d}
+}
+
+func safeText(s string, n int) string {
+	if !plainID(s) {
+		return ""
+	}
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

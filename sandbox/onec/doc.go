@@ -1,0 +1,27 @@
+// Package onec emulates a 1C:Enterprise 8.3 infobase published on a web
+// server, with both integration paths idemgate uses (TARGETS.md §1):
+//
+//   - the integration HTTP service (our contract, not a 1C standard):
+//     POST <base>/hs/integration/invoices with Idempotency-Key (≤ 100
+//     characters) → 201 {"key","ref","number","posted","replayed":false};
+//     the same key and body → 200 with "replayed":true; the same key with
+//     another body → 409 {"error":"idempotency_key_reused"}; validation →
+//     422 {"error":"validation"}; a lock conflict → 503 {"error":
+//     "lock_timeout","retry_after":N}; GET <base>/hs/integration/invoices/{key}
+//     → 200 {"key","ref","number","posted","state":"done"} or 404
+//     {"error":"not_found"}. The key is unique per infobase (an information
+//     register with the key as its dimension, under a managed lock), and the
+//     document Ref is UUIDv5(key) as integrators do;
+//   - the standard OData v3 interface with an extension attribute holding our
+//     key (default ВнешнийКлюч): POST <base>/odata/standard.odata/<Document>
+//     → 201 entity (no uniqueness: a second POST with the same key makes a
+//     second document, as in a real base), GET <Document>?$filter=… with the
+//     subset eq / and / string, guid, bool and number literals, $format=json,
+//     $select, $top; errors in the {"odata.error":{…}} shape.
+//
+// Both paths use HTTP Basic with an infobase user. Documents created by the
+// HTTP service are visible over OData too. Every created document is a ledger
+// effect under the key the client sent.
+//
+// Imports: the standard library, github.com/google/uuid and sandbox.
+package onec
