@@ -30,6 +30,8 @@ type Store struct {
 	path      string
 	w         *sql.DB // the one writer connection
 	r         *sql.DB // read-only connections
+	ws        stmtCache
+	rd        readDB
 	cfg       Config
 	closeOnce sync.Once
 }
@@ -145,7 +147,20 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
-	return &Store{path: abs, w: w, r: r, cfg: cfg}, nil
+	ws, err := prepareAll(ctx, w, writeQueries...)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+	}
+	rs, err := prepareAll(ctx, r, readQueries...)
+	if err != nil {
+		ws.close()
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+	}
+	return &Store{path: abs, w: w, r: r, ws: ws, rd: readDB{r, rs}, cfg: cfg}, nil
 }
 
 // openWriter opens the one writer connection and checks that WAL took: a
@@ -178,6 +193,8 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store's connections; it is safe to call twice.
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
+		s.rd.stmts.close()
+		s.ws.close()
 		s.r.Close()
 		s.w.Close()
 	})
@@ -186,7 +203,7 @@ func (s *Store) Close() {
 // Now returns SQLite's clock.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var ms int64
-	if err := s.r.QueryRowContext(ctx, selectNow).Scan(&ms); err != nil {
+	if err := s.rd.QueryRowContext(ctx, selectNow).Scan(&ms); err != nil {
 		return time.Time{}, fmt.Errorf("journal clock: %w", err)
 	}
 	return fromMS(ms), nil
@@ -209,11 +226,10 @@ func busy(err error) bool {
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
-// connection) at the transaction's time now, on SQLite's clock, in
-// milliseconds, and commits: one fsync for all fn wrote. A transaction that
+// connection) whose time tx.now is read once from SQLite's clock, and commits: one fsync for all fn wrote. A transaction that
 // found the database busy is run again, at most Retries times; fn must
 // therefore derive everything from what it reads.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx, now int64) error) error {
+func (s *Store) write(ctx context.Context, fn func(tx *writeTx) error) error {
 	for try := 0; ; try++ {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || !busy(err) || try >= s.cfg.Retries || ctx.Err() != nil {
@@ -222,7 +238,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx, now int64) error)
 	}
 }
 
-func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx, now int64) error) (err error) {
+func (s *Store) writeOnce(ctx context.Context, fn func(tx *writeTx) error) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -232,11 +248,11 @@ func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx, now int64) er
 			_ = tx.Rollback() // a failed commit is already rolled back by the driver
 		}
 	}()
-	var now int64
-	if err := tx.QueryRowContext(ctx, selectNow).Scan(&now); err != nil {
+	w := &writeTx{tx: tx, stmts: s.ws}
+	if err := w.QueryRowContext(ctx, selectNow).Scan(&w.now); err != nil {
 		return fmt.Errorf("clock: %w", err)
 	}
-	if err := fn(tx, now); err != nil {
+	if err := fn(w); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -309,7 +325,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 		pending = append(pending, i)
 	}
 
-	recs, err := readRecords(ctx, s.r, selectRecords, keysJSON(reqs, pending))
+	recs, err := readRecords(ctx, s.rd, selectRecords, keysJSON(reqs, pending))
 	if err != nil {
 		return nil, fmt.Errorf("claim read: %w", err)
 	}
@@ -324,8 +340,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 		writes = append(writes, i)
 	}
 	if len(writes) > 0 {
-		err := s.write(ctx, func(tx *sql.Tx, now int64) error {
-			return claimTx(ctx, tx, now, reqs, writes, out)
+		err := s.write(ctx, func(tx *writeTx) error {
+			return claimTx(ctx, tx, reqs, writes, out)
 		})
 		if err != nil {
 			return nil, claimFailed(err)
@@ -347,8 +363,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 // reads their rows, inserts the absent keys, re-claims retryable failures and
 // takes over unknown outcomes and expired leases, and opens an attempt for
 // every lease taken. Nothing else writes meanwhile, so what it read holds.
-func claimTx(ctx context.Context, tx *sql.Tx, now int64, reqs []journal.ClaimRequest, idx []int, out []journal.Claim) error {
-	recs, err := readRecords(ctx, tx, selectRecordsAt, keysJSON(reqs, idx), now)
+func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx []int, out []journal.Claim) error {
+	recs, err := readRecords(ctx, tx, selectRecordsAt, keysJSON(reqs, idx), tx.now)
 	if err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
@@ -388,7 +404,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, now int64, reqs []journal.ClaimReq
 		if len(st.idx) == 0 {
 			continue
 		}
-		got, err := readRecords(ctx, tx, st.sql, st.args(reqs, st.idx), now)
+		got, err := readRecords(ctx, tx, st.sql, st.args(reqs, st.idx), tx.now)
 		if err != nil {
 			return fmt.Errorf("%s: %w", st.name, err)
 		}
@@ -487,11 +503,6 @@ type storedRecord struct {
 	leaseLive bool
 }
 
-// querier is what reads need from *sql.DB and *sql.Tx.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 func readRecords(ctx context.Context, q querier, query string, args ...any) (map[string]storedRecord, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -569,10 +580,10 @@ func (s *Store) Complete(ctx context.Context, cs []journal.Completion) ([]error,
 		groups = append(groups, group)
 		rest = later
 	}
-	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.write(ctx, func(tx *writeTx) error {
 		clear(out)
 		for _, g := range groups {
-			if err := completeGroup(ctx, tx, now, cs, g, out); err != nil {
+			if err := completeGroup(ctx, tx, cs, g, out); err != nil {
 				return err
 			}
 		}
@@ -627,9 +638,9 @@ type tokenState struct {
 	token  int64
 }
 
-func completeGroup(ctx context.Context, tx *sql.Tx, now int64, cs []journal.Completion, group []int, out []error) error {
+func completeGroup(ctx context.Context, tx *writeTx, cs []journal.Completion, group []int, out []error) error {
 	applied := make(map[string]bool, len(group))
-	if err := queryKeys(ctx, tx, applied, complete, completionJSON(cs, group), now); err != nil {
+	if err := queryKeys(ctx, tx, applied, complete, completionJSON(cs, group), tx.now); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
 	var done, check []int
@@ -641,7 +652,7 @@ func completeGroup(ctx context.Context, tx *sql.Tx, now int64, cs []journal.Comp
 		}
 	}
 	if len(done) > 0 {
-		if _, err := tx.ExecContext(ctx, completeAttempts, completionJSON(cs, done), now); err != nil {
+		if _, err := tx.ExecContext(ctx, completeAttempts, completionJSON(cs, done), tx.now); err != nil {
 			return fmt.Errorf("complete attempts: %w", err)
 		}
 	}
@@ -706,7 +717,7 @@ func readStates(ctx context.Context, q querier, cs []journal.Completion, idx []i
 // still apply, the whole call fails with the transaction's error (the caller
 // completes again with the same token, which is safe).
 func (s *Store) completeRecheck(ctx context.Context, cs []journal.Completion, execErr error) ([]error, error) {
-	states, err := readStates(ctx, s.r, cs, indexes(len(cs)))
+	states, err := readStates(ctx, s.rd, cs, indexes(len(cs)))
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
 	}
@@ -759,9 +770,9 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 	}
 	arg := j.String()
 	live := make(map[string]bool, len(refs))
-	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.write(ctx, func(tx *writeTx) error {
 		clear(live)
-		return queryKeys(ctx, tx, live, heartbeat, arg, now, ttl.Milliseconds())
+		return queryKeys(ctx, tx, live, heartbeat, arg, tx.now, ttl.Milliseconds())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
@@ -786,9 +797,9 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		return nil, err
 	}
 	var out []journal.Claim
-	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.write(ctx, func(tx *writeTx) error {
 		out = out[:0]
-		got, err := readRecords(ctx, tx, takeOverStale, owner, now, ttl.Milliseconds(), limit)
+		got, err := readRecords(ctx, tx, takeOverStale, owner, tx.now, ttl.Milliseconds(), limit)
 		if err != nil {
 			return err
 		}
@@ -835,17 +846,17 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		}
 	}
 	var done bool
-	err := s.write(ctx, func(tx *sql.Tx, now int64) error {
+	err := s.write(ctx, func(tx *writeTx) error {
 		done = false
 		var attempt, token int64
-		err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, now).Scan(&attempt, &token)
+		err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, now, string(r.Status), r.ErrorCode, r.Evidence); err != nil {
+		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, r.Evidence); err != nil {
 			return fmt.Errorf("attempt: %w", err)
 		}
 		done = true
@@ -867,7 +878,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 
 // Get returns one operation.
 func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
-	rec, err := scanRecord(s.r.QueryRowContext(ctx, selectRecord, key))
+	rec, err := scanRecord(s.rd.QueryRowContext(ctx, selectRecord, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return journal.Record{}, fmt.Errorf("get %s: %w", key, journal.ErrNotFound)
 	}
@@ -879,7 +890,7 @@ func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
 
 // Attempts returns the attempts trail of an operation, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, error) {
-	rows, err := s.r.QueryContext(ctx, selectAttempts, key)
+	rows, err := s.rd.QueryContext(ctx, selectAttempts, key)
 	if err != nil {
 		return nil, fmt.Errorf("attempts %s: %w", key, err)
 	}
@@ -909,7 +920,7 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, listUnresolved, minRounds, limit)
+	rows, err := s.rd.QueryContext(ctx, listUnresolved, minRounds, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list unresolved: %w", err)
 	}
@@ -934,7 +945,7 @@ func (s *Store) Purge(ctx context.Context, operationType string, before time.Tim
 	var total int64
 	for {
 		var n int64
-		err := s.write(ctx, func(tx *sql.Tx, _ int64) error {
+		err := s.write(ctx, func(tx *writeTx) error {
 			res, err := tx.ExecContext(ctx, purge, before.UnixMilli(), operationType, s.cfg.PurgeChunk)
 			if err != nil {
 				return err

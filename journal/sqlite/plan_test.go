@@ -1,0 +1,50 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBatchStatementsLookUpByKey keeps every batch statement driven by the
+// batch: json_each outside, a primary-key lookup of the journal inside. A
+// plan that walks the status index instead costs every in-flight row per
+// batch item.
+func TestBatchStatementsLookUpByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "journal.db"), Config{})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	byKey := `SEARCH (agent_operation_log|l) USING PRIMARY KEY \(operation_key=\?\)`
+	for name, tc := range map[string]struct{ query, want string }{
+		"selectRecords":    {selectRecords, byKey},
+		"selectRecordsAt":  {selectRecordsAt, byKey},
+		"claimRetry":       {claimRetry, byKey},
+		"claimTakeOver":    {claimTakeOver, byKey},
+		"insertAttempts":   {insertAttempts, byKey},
+		"complete":         {complete, byKey},
+		"completeCheck":    {completeCheck, byKey},
+		"heartbeat":        {heartbeat, byKey},
+		"completeAttempts": {completeAttempts, `SEARCH agent_operation_attempts USING PRIMARY KEY \(operation_key=\? AND lease_token=\?\)`},
+	} {
+		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, `[]`, 0, 0)
+		require.NoError(t, err, name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		all := strings.Join(plan, "\n")
+		require.Regexp(t, tc.want, all, "%s does not look keys up by primary key:\n%s", name, all)
+		require.NotContains(t, all, "agent_operation_log_status_idx", "%s walks the status index:\n%s", name, all)
+		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
+	}
+}
