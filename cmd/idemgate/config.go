@@ -94,16 +94,18 @@ func defaultDataDir() string {
 // loadConfig reads defaults < file < environment < flags into a Config.
 // Unknown keys in the file are an error.
 func loadConfig(flags *pflag.FlagSet) (Config, error) {
-	v := viper.New()
+	// Operation types contain dots (payment.charge) and appear as map keys,
+	// so nesting uses another delimiter.
+	v := viper.NewWithOptions(viper.KeyDelimiter(keyDelim))
 	v.SetEnvPrefix("IDEMGATE")
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.SetEnvKeyReplacer(strings.NewReplacer(keyDelim, "_", "-", "_"))
 	v.AutomaticEnv()
 	// viper's Unmarshal sees an environment variable only for keys it knows:
 	// every key gets a default from one defaults struct.
 	setDefaults(v, "", reflect.ValueOf(defaults()))
 	// Ecosystem fallbacks, explicit IDEMGATE_ names first.
-	_ = v.BindEnv("journal.url", "IDEMGATE_JOURNAL_URL", "DATABASE_URL")
-	_ = v.BindEnv("nats.url", "IDEMGATE_NATS_URL", "NATS_URL")
+	_ = v.BindEnv("journal"+keyDelim+"url", "IDEMGATE_JOURNAL_URL", "DATABASE_URL")
+	_ = v.BindEnv("nats"+keyDelim+"url", "IDEMGATE_NATS_URL", "NATS_URL")
 
 	path, _ := flags.GetString("config")
 	if path == "" {
@@ -134,7 +136,7 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 		"admin-addr": "admin.addr", "log-level": "log.level", "log-format": "log.format",
 	} {
 		if f := flags.Lookup(flag); f != nil {
-			if err := v.BindPFlag(key, f); err != nil {
+			if err := v.BindPFlag(strings.ReplaceAll(key, ".", keyDelim), f); err != nil {
 				return Config{}, err
 			}
 		}
@@ -178,11 +180,13 @@ func setDefaults(v *viper.Viper, prefix string, val reflect.Value) {
 	}
 }
 
+const keyDelim = "::"
+
 func joinKey(prefix, name string) string {
 	if prefix == "" {
 		return name
 	}
-	return prefix + "." + name
+	return prefix + keyDelim + name
 }
 
 // validate checks the configuration as a whole and refuses unsafe horizons
