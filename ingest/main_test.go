@@ -88,6 +88,7 @@ type setupOpts struct {
 	cfg      func(*ingest.Config)
 	opts     []ingest.Option
 	pubTimer time.Duration
+	logLevel slog.Level // default debug
 }
 
 // setup starts NATS with the IDEMGATE_COMMANDS stream (2-minute dedup
@@ -128,7 +129,11 @@ func setup(t testing.TB, so setupOpts) *bundle {
 	if so.cfg != nil {
 		so.cfg(&cfg)
 	}
-	log := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if so.logLevel != 0 {
+		level = so.logLevel
+	}
+	log := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: level}))
 	opts := append([]ingest.Option{ingest.WithClock(func() time.Time { return fixedNow })}, so.opts...)
 	b.srv, err = ingest.New(cfg, b.js, log, opts...)
 	require.NoError(t, err)

@@ -34,6 +34,7 @@ const MaxEventIDLen = 128
 // (operation.ValidateID: an out-of-alphabet character, something looking
 // like a card number or a secret) or exceed MaxEventIDLen, it is
 // "<source>:sha256-" plus the first 32 hex digits of the SHA-256 of the parts
+// encoded as a compact JSON array of strings
 // instead: still stable across redeliveries, and safe to log.
 func EventID(source string, parts ...string) string {
 	id := source + ":" + strings.Join(parts, ":")

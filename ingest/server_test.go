@@ -453,3 +453,32 @@ func TestListenAndServe(t *testing.T) {
 		t.Fatal("ListenAndServe did not return")
 	}
 }
+
+func TestIntentPathsMakeOneOperationOfTwoEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: func(c *ingest.Config) {
+		r := &c.Sources[0].Routes[0]
+		r.IntentPaths = []string{"type", "data.object.id"}
+		r.KeyVersion = "v2"
+	}})
+	// Stripe may send two Event objects for one change: other ids, same object.
+	for _, id := range []string{"evt_first", "evt_second"} {
+		body := stripeEvent(id, "payment_intent.succeeded", "cust-1")
+		require.Equal(t, 200, b.post(t, "stripe", body, stripeHeader(stripeNew, fixedNow, body), "").Code)
+	}
+	require.Equal(t, uint64(2), b.msgs(t), "two events, two messages")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dec := operation.Decoder{Env: "prod"}
+	var keys []string
+	for seq := uint64(1); seq <= 2; seq++ {
+		m, err := b.stream.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		op, err := dec.Decode(m.Data)
+		require.NoError(t, err)
+		keys = append(keys, op.Key.String())
+	}
+	// ... but one operation key, so the journal lets one of them act.
+	require.Equal(t, "prod:crm.task.create:stripe:payment_intent.succeeded:pi_3MtwBw:v2", keys[0])
+	require.Equal(t, keys[0], keys[1])
+}
