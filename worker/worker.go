@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Config tunes the worker. Zero fields take the documented defaults.
@@ -141,6 +142,7 @@ type Deps struct {
 	Log      *slog.Logger
 	Metrics  *Metrics
 	// Redact cleans normalised results before they are stored or published.
+	// Default redact.JSON.
 	Redact func(json.RawMessage) json.RawMessage
 }
 
@@ -544,7 +546,7 @@ func fillDeps(d *Deps) {
 		d.Metrics = NewMetrics(nil)
 	}
 	if d.Redact == nil {
-		d.Redact = func(r json.RawMessage) json.RawMessage { return r }
+		d.Redact = func(r json.RawMessage) json.RawMessage { return redact.JSON(r) }
 	}
 }
 
