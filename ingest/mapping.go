@@ -34,15 +34,18 @@ const MaxEventIDLen = 128
 // (operation.ValidateID: an out-of-alphabet character, something looking
 // like a card number or a secret) or exceed MaxEventIDLen, it is
 // "<source>:sha256-" plus the first 32 hex digits of the SHA-256 of the parts
-// encoded as a compact JSON array of strings
-// instead: still stable across redeliveries, and safe to log.
+// as a compact JSON array of strings (no HTML escaping) instead: still
+// stable across redeliveries, and safe to log.
 func EventID(source string, parts ...string) string {
 	id := source + ":" + strings.Join(parts, ":")
 	if len(id) <= MaxEventIDLen && operation.ValidateID("event_id", id) == nil && !slicesHasEmpty(parts) {
 		return id
 	}
-	enc, _ := json.Marshal(parts) // injective over the parts
-	sum := sha256.Sum256(enc)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(parts) // injective over the parts; strings always encode
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}))
 	return source + ":sha256-" + hex.EncodeToString(sum[:16])
 }
 
