@@ -1,0 +1,764 @@
+package worker_test
+
+// End-to-end benchmarks of the daemon on this machine, beside a raw baseline
+// measured in the same process:
+//
+//	go test -run '^$' -bench 'Daemon|RawBaseline|InFlight' -benchtime=1x -count=3 ./worker/
+//
+// Every iteration pre-loads its commands (20 % of them duplicates of an
+// earlier command) into a fresh embedded JetStream server and migrates a fresh
+// PostgreSQL schema, then measures from the first fetch until JetStream
+// reports every command acknowledged. Figures are per command: ops/s, the
+// fetch-to-ack latency p50/p99 in milliseconds and the allocations of the
+// whole process (the embedded NATS server included, the same for both).
+//
+//   - BenchmarkRawBaseline fetches, decodes with encoding/json, claims with the
+//     store's exact SQL (the plain read, then insert + take-over + read
+//     pipelined), calls the no-op adapter inline, completes with the store's
+//     exact statement, publishes results asynchronously and acks each command
+//     as its PubAck arrives: the work the daemon does, with no abstraction.
+//   - BenchmarkDaemon runs the worker with its defaults and a no-op adapter,
+//     and reports x-raw, its ops/s over the median of the raw runs made
+//     earlier in the same process (run both in one command).
+//   - BenchmarkInFlightMemory holds 1,000 commands in flight against an adapter
+//     that takes 200 ms and reports the process's peak RSS.
+//
+// The machine is shared: compare ratios within one run, not absolute figures
+// across runs.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/consumer/natstest"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/worker"
+)
+
+var (
+	benchCommands = flag.Int("idemgate.commands", 20_000, "commands pre-loaded per benchmark iteration")
+	benchRawLoops = flag.Int("idemgate.rawloops", 4, "concurrent fetch loops of the raw baseline")
+)
+
+const (
+	// benchDupGap: a duplicate repeats the command this many places earlier in
+	// the stream. It exceeds MaxInFlight, so the original is finished when the
+	// duplicate arrives and the duplicate is a replay (a duplicate arriving
+	// while its original runs is answered pending and comes back after the
+	// lease, which would measure the lease, not the daemon).
+	benchDupGap = 4001
+	// benchPoolConns: claims of concurrent fetch batches, the group commit and
+	// the heartbeat each hold a connection for one round trip.
+	benchPoolConns = 8
+	benchEnv       = "bench"
+	benchOwner     = "bench-worker"
+	benchApproval  = "appr-bench"
+	benchResult    = `{"business_status":"succeeded"}`
+)
+
+// rawOps holds the ops/s of the raw baseline runs made in this process.
+var rawOps struct {
+	sync.Mutex
+	runs []float64
+}
+
+// noop is the target of the benchmarks: it answers at once (or after delay)
+// with an object id derived from the key, and tracks how many calls run at once.
+type noop struct {
+	delay          time.Duration
+	running, peak  atomic.Int64
+	calls, lookups atomic.Int64
+}
+
+func (*noop) Name() string         { return "noop" }
+func (*noop) TargetSystem() string { return "payments" }
+func (*noop) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{NativeKey: true, Lookup: true, MaxKeyLen: 255}
+}
+
+func (n *noop) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
+	n.calls.Add(1)
+	if n.delay > 0 {
+		now := n.running.Add(1)
+		defer n.running.Add(-1)
+		for p := n.peak.Load(); now > p && !n.peak.CompareAndSwap(p, now); p = n.peak.Load() {
+		}
+		t := time.NewTimer(n.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return adapters.Outcome{}, adapters.NewError(adapters.CodeTimeoutAfterRequestSent, adapters.ReconcileBeforeRetry, ctx.Err())
+		}
+	}
+	return adapters.Outcome{ObjectID: objectID(op.EventID), BusinessStatus: "succeeded"}, nil
+}
+
+func (n *noop) Lookup(context.Context, operation.Operation) (adapters.LookupResult, error) {
+	n.lookups.Add(1)
+	return adapters.LookupResult{Status: adapters.NotFound}, nil
+}
+
+func objectID(eventID string) string { return "obj-" + eventID }
+
+// stage is one benchmark iteration's infrastructure: a JetStream server with
+// the commands pre-loaded and a migrated PostgreSQL schema.
+type stage struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cons     jetstream.Consumer
+	ncfg     consumer.Config
+	pool     *pgxpool.Pool
+	total    int // commands pre-loaded
+	distinct int // distinct operation keys among them
+}
+
+func newStage(b *testing.B, commands int, duplicates bool) *stage {
+	b.Helper()
+	ctx := context.Background()
+	ns := natstest.Start(b)
+	nc, js := ns.Connect(b)
+	s := &stage{nc: nc, js: js, total: commands}
+	s.ncfg = consumer.Config{FetchWait: 50 * time.Millisecond}.WithDefaults()
+	cons, err := consumer.Ensure(ctx, js, s.ncfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.cons = cons
+
+	// Commands are published without Nats-Msg-Id, as redeliveries and late
+	// duplicates past the dedup window reach the daemon.
+	events := make([]int, commands)
+	futs := make([]jetstream.PubAckFuture, 0, 1000)
+	for p := range commands {
+		if duplicates && p >= benchDupGap && p%4 == 0 {
+			events[p] = events[p-benchDupGap]
+		} else {
+			events[p] = s.distinct
+			s.distinct++
+		}
+		ev := "evt-" + strconv.Itoa(events[p])
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: consumer.CommandSubject("payment.charge"),
+			Data: charge(ev, "order-"+ev, 1000+events[p])})
+		if err != nil {
+			b.Fatalf("pre-load: %v", err)
+		}
+		futs = append(futs, f)
+		if len(futs) == cap(futs) || p == commands-1 {
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					b.Fatalf("pre-load: %v", err)
+				}
+			}
+			futs = futs[:0]
+		}
+	}
+
+	pcfg, err := pgxpool.ParseConfig(pgtest.Schema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if pcfg.ConnConfig.TLSConfig != nil {
+		b.Logf("TLS is on for %s: expect about 30%% less throughput than with sslmode=disable", pgtest.URL())
+	}
+	pcfg.MaxConns = benchPoolConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	s.pool = pool
+	// Open every connection before the clock starts.
+	var conns []*pgxpool.Conn
+	for range benchPoolConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	return s
+}
+
+// drained waits until JetStream holds no pending or unacknowledged command.
+func (s *stage) drained(b *testing.B) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ci, err := s.cons.Info(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Stream >= uint64(s.total) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not drained: %d pending, %d unacknowledged", ci.NumPending, ci.NumAckPending)
+		}
+		time.Sleep(2 * time.Millisecond) // polling the server, not waiting for our own goroutines
+	}
+}
+
+// latencies collects fetch-to-ack durations and signals when want arrived.
+type latencies struct {
+	mu   sync.Mutex
+	d    []time.Duration
+	want int
+	all  chan struct{}
+}
+
+func newLatencies(want int) *latencies {
+	return &latencies{d: make([]time.Duration, 0, want), want: want, all: make(chan struct{})}
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	if len(l.d) == l.want {
+		close(l.all)
+	}
+	l.mu.Unlock()
+}
+
+func (l *latencies) quantile(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	s := slices.Clone(l.d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// measure runs body with the benchmark timer on and reports the figures.
+func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
+	b.Helper()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	body()
+	select {
+	case <-lat.all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("only %d of %d commands finished", len(lat.d), s.total)
+	}
+	s.drained(b)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	ops := float64(s.total) / b.Elapsed().Seconds()
+	b.ReportMetric(ops, "ops/s")
+	b.ReportMetric(float64(lat.quantile(0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat.quantile(0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(s.total), "allocs/cmd")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(s.total), "B/cmd")
+	b.ReportMetric(0, "ns/op")
+	return ops
+}
+
+// BenchmarkRawBaseline is the daemon's work with no daemon around it: see the
+// file comment.
+func BenchmarkRawBaseline(b *testing.B) {
+	s := newStage(b, *benchCommands*b.N, true)
+	q := journalSQL(b)
+	lat := newLatencies(s.total)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var loops sync.WaitGroup
+	errs := make(chan error, *benchRawLoops)
+	ops := measure(b, s, lat, func() {
+		for range *benchRawLoops {
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				if err := newRawLoop(s, q, lat).run(ctx); err != nil {
+					errs <- err
+					cancel()
+				}
+			}()
+		}
+		go func() {
+			select {
+			case err := <-errs:
+				b.Errorf("raw loop: %v", err)
+				lat.mu.Lock()
+				if len(lat.d) < lat.want {
+					lat.want = -1
+					close(lat.all)
+				}
+				lat.mu.Unlock()
+			case <-ctx.Done():
+			}
+		}()
+	})
+	cancel()
+	loops.Wait()
+	rawOps.Lock()
+	rawOps.runs = append(rawOps.runs, ops)
+	rawOps.Unlock()
+}
+
+// BenchmarkDaemon runs the worker with its default configuration.
+func BenchmarkDaemon(b *testing.B) {
+	s := newStage(b, *benchCommands*b.N, true)
+	target := &noop{}
+	lat := newLatencies(s.total)
+	m := worker.NewMetrics(nil)
+	worker.ObserveDurations(m, lat.add)
+	w, err := worker.New(worker.Config{Owner: benchOwner}, s.ncfg, worker.Deps{
+		Store: postgres.New(s.pool, postgres.Config{}), JS: s.js, NC: s.nc, Consumer: s.cons,
+		Decoder:  &operation.Decoder{Env: benchEnv},
+		Adapters: map[string]adapters.Adapter{"payment.charge": target},
+		Metrics:  m,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops := measure(b, s, lat, func() {
+		if err := w.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	})
+	w.Stop()
+	if got := int(target.calls.Load()); got != s.distinct {
+		b.Fatalf("%d calls for %d distinct keys", got, s.distinct)
+	}
+	rawOps.Lock()
+	defer rawOps.Unlock()
+	if len(rawOps.runs) > 0 {
+		runs := slices.Clone(rawOps.runs)
+		slices.Sort(runs)
+		b.ReportMetric(ops/runs[len(runs)/2], "x-raw")
+	}
+}
+
+// BenchmarkInFlightMemory holds 1,000 commands (the default MaxInFlight) in
+// flight against an adapter that takes 200 ms, and reports the peak RSS of
+// the whole process (embedded NATS server included) and the peak number of
+// calls running at once.
+func BenchmarkInFlightMemory(b *testing.B) {
+	const calls = 5000
+	s := newStage(b, calls*b.N, false)
+	target := &noop{delay: 200 * time.Millisecond}
+	lat := newLatencies(s.total)
+	m := worker.NewMetrics(nil)
+	worker.ObserveDurations(m, lat.add)
+	w, err := worker.New(worker.Config{Owner: benchOwner}, s.ncfg, worker.Deps{
+		Store: postgres.New(s.pool, postgres.Config{}), JS: s.js, NC: s.nc, Consumer: s.cons,
+		Decoder:  &operation.Decoder{Env: benchEnv},
+		Adapters: map[string]adapters.Adapter{"payment.charge": target},
+		Metrics:  m,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := rss()
+	var peak atomic.Uint64
+	quit, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if r := rss(); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-t.C:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	measure(b, s, lat, func() {
+		if err := w.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	})
+	close(quit)
+	<-sampled
+	w.Stop()
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(base)/(1<<20), "base-RSS-MiB")
+	b.ReportMetric(float64(target.peak.Load()), "peak-in-flight")
+}
+
+// rss returns the process's resident set in bytes: VmRSS on Linux, the Go
+// runtime's mapped memory elsewhere.
+func rss() uint64 {
+	if st, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.Lines(string(st)) {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				if err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	sm := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sm)
+	return sm[0].Value.Uint64()
+}
+
+// journalQueries are the statements journal/postgres sends, read from its
+// source so the baseline cannot drift from the store.
+type journalQueries struct {
+	selectRecords, claimInsert, claimTakeOver, complete string
+}
+
+func journalSQL(tb testing.TB) journalQueries {
+	tb.Helper()
+	path := filepath.Join("..", "journal", "postgres", "queries.go")
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		tb.Fatalf("journal SQL: %v", err)
+	}
+	decls := map[string]ast.Expr{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i < len(vs.Values) {
+					decls[name.Name] = vs.Values[i]
+				}
+			}
+		}
+	}
+	var eval func(ast.Expr) string
+	eval = func(e ast.Expr) string {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			s, err := strconv.Unquote(e.Value)
+			if err != nil {
+				tb.Fatalf("journal SQL: %v", err)
+			}
+			return s
+		case *ast.Ident:
+			v, ok := decls[e.Name]
+			if !ok {
+				tb.Fatalf("journal SQL: no constant %s", e.Name)
+			}
+			return eval(v)
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				return eval(e.X) + eval(e.Y)
+			}
+		case *ast.ParenExpr:
+			return eval(e.X)
+		}
+		tb.Fatalf("journal SQL: cannot evaluate %T", e)
+		return ""
+	}
+	get := func(name string) string { return eval(&ast.Ident{Name: name}) }
+	return journalQueries{selectRecords: get("selectRecords"), claimInsert: get("claimInsert"),
+		claimTakeOver: get("claimTakeOver"), complete: get("complete")}
+}
+
+// rawLoop is one fetch loop of the baseline, with its reused argument arrays.
+type rawLoop struct {
+	s    *stage
+	q    journalQueries
+	lat  *latencies
+	acks chan rawAck
+
+	cmds  []rawCmd
+	order []int // cmds indexes sorted by key
+	// claim arrays
+	keys, types, hashes, targets, events, approvals, owners []string
+	ttls                                                    []int64
+	// complete arrays
+	ckeys, statuses, objects, codes, reqIDs, notes []string
+	tokens                                         []int64
+	results                                        []*string
+	reconciled                                     []bool
+	resultText                                     string
+	// scan targets
+	sKey, sType, sHash, sStatus, sTarget, sObject, sCode, sEvent, sApproval, sOwner string
+	sResult                                                                         []byte
+	sAttempts, sRounds                                                              int
+	sToken                                                                          int64
+	sLeaseUntil, sCompleted                                                         *time.Time
+	sCreated, sUpdated                                                              time.Time
+	sLive                                                                           bool
+}
+
+type rawCmd struct {
+	msg       jetstream.Msg
+	cmd       operation.Command
+	key, hash string
+	found     bool // the journal knew the key: replay
+	status    string
+	token     int64
+	attempts  int
+	object    string
+	result    []byte
+}
+
+type rawAck struct {
+	msg     jetstream.Msg
+	fut     jetstream.PubAckFuture
+	fetched time.Time
+}
+
+func newRawLoop(s *stage, q journalQueries, lat *latencies) *rawLoop {
+	return &rawLoop{s: s, q: q, lat: lat, acks: make(chan rawAck, 4*s.ncfg.FetchBatch), resultText: benchResult}
+}
+
+// run fetches and handles batches until ctx ends; a goroutine acks each
+// command as its result's PubAck arrives.
+func (r *rawLoop) run(ctx context.Context) error {
+	ackErr := make(chan error, 1)
+	go func() {
+		var first error
+		for a := range r.acks {
+			select {
+			case <-a.fut.Ok():
+				if err := a.msg.Ack(); err != nil && first == nil {
+					first = err
+				}
+				r.lat.add(time.Since(a.fetched))
+			case err := <-a.fut.Err():
+				_ = a.msg.Nak()
+				if first == nil {
+					first = err
+				}
+			}
+		}
+		ackErr <- first
+	}()
+	err := r.fetchLoop(ctx)
+	close(r.acks)
+	if aerr := <-ackErr; err == nil {
+		err = aerr
+	}
+	return err
+}
+
+func (r *rawLoop) fetchLoop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		batch, err := r.s.cons.Fetch(r.s.ncfg.FetchBatch, jetstream.FetchMaxWait(r.s.ncfg.FetchWait))
+		if err != nil {
+			return err
+		}
+		r.cmds = r.cmds[:0]
+		for m := range batch.Messages() {
+			r.cmds = append(r.cmds, rawCmd{msg: m})
+		}
+		if len(r.cmds) == 0 {
+			continue
+		}
+		if err := r.handle(ctx, time.Now()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
+	// Decode: the envelope with encoding/json, the key, the payload's hash.
+	for i := range r.cmds {
+		c := &r.cmds[i]
+		if err := json.Unmarshal(c.msg.Data(), &c.cmd); err != nil {
+			return err
+		}
+		c.key = benchEnv + ":" + c.cmd.Operation + ":" + c.cmd.EventID + ":" + operation.DefaultKeyVersion
+		sum := sha256.Sum256(c.cmd.Payload)
+		c.hash = hex.EncodeToString(sum[:])
+	}
+	r.order = r.order[:0]
+	for i := range r.cmds {
+		r.order = append(r.order, i)
+	}
+	slices.SortFunc(r.order, func(a, b int) int { return strings.Compare(r.cmds[a].key, r.cmds[b].key) })
+	for j := 1; j < len(r.order); j++ {
+		if r.cmds[r.order[j]].key == r.cmds[r.order[j-1]].key {
+			return fmt.Errorf("duplicate %s in one batch: the stage places duplicates further apart", r.cmds[r.order[j]].key)
+		}
+	}
+
+	// The plain read decides replays.
+	r.keys = r.keys[:0]
+	for _, i := range r.order {
+		r.keys = append(r.keys, r.cmds[i].key)
+	}
+	rows, _ := r.s.pool.Query(ctx, r.q.selectRecords, r.keys)
+	if err := r.scanRecords(rows, true); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+
+	// The claim proper for the keys the journal does not know.
+	r.keys, r.types, r.hashes, r.targets = r.keys[:0], r.types[:0], r.hashes[:0], r.targets[:0]
+	r.events, r.approvals, r.owners, r.ttls = r.events[:0], r.approvals[:0], r.owners[:0], r.ttls[:0]
+	for _, i := range r.order {
+		c := &r.cmds[i]
+		if c.found {
+			if c.status != "succeeded" {
+				return fmt.Errorf("%s: status %s, want succeeded", c.key, c.status)
+			}
+			continue
+		}
+		r.keys, r.types, r.hashes = append(r.keys, c.key), append(r.types, c.cmd.Operation), append(r.hashes, c.hash)
+		r.targets, r.events = append(r.targets, "payments"), append(r.events, c.cmd.EventID)
+		r.approvals, r.owners = append(r.approvals, c.cmd.ApprovalID), append(r.owners, benchOwner)
+		r.ttls = append(r.ttls, (30 * time.Second).Milliseconds())
+	}
+	if len(r.keys) > 0 {
+		if err := r.claim(ctx); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if err := r.complete(ctx); err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+	}
+
+	// Publish every result; the ack goroutine acks on each PubAck.
+	for i := range r.cmds {
+		c := &r.cmds[i]
+		res := operation.Result{OperationKey: c.key, EventID: c.cmd.EventID, Operation: c.cmd.Operation,
+			Status: operation.ResultSucceeded, TargetSystem: "payments", TargetObjectID: c.object,
+			Result: c.result, Attempts: c.attempts, Replayed: c.found}
+		if !c.found {
+			res.TargetObjectID, res.Result = objectID(c.cmd.EventID), json.RawMessage(benchResult)
+		}
+		m, err := consumer.ResultMsg(res)
+		if err != nil {
+			return err
+		}
+		fut, err := r.s.js.PublishMsgAsync(m)
+		if err != nil {
+			return err
+		}
+		r.acks <- rawAck{msg: c.msg, fut: fut, fetched: fetched}
+	}
+	return nil
+}
+
+// claim sends the store's pipelined claim (insert, take-over, read) for r.keys.
+func (r *rawLoop) claim(ctx context.Context) error {
+	b := &pgx.Batch{}
+	b.Queue(r.q.claimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls)
+	b.Queue(r.q.claimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
+	b.Queue(r.q.selectRecords, r.keys)
+	br := r.s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	inserted := 0
+	rows, _ := br.Query()
+	for rows.Next() {
+		inserted++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, _ = br.Query()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if inserted != len(r.keys) {
+		return fmt.Errorf("%d of %d keys inserted", inserted, len(r.keys))
+	}
+	rows, _ = br.Query()
+	if err := r.scanRecords(rows, false); err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// scanRecords reads journal rows into the batch's commands. read marks the
+// rows found by the plain read (replays); otherwise the rows are the claim's.
+func (r *rawLoop) scanRecords(rows pgx.Rows, read bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(&r.sKey, &r.sType, &r.sHash, &r.sStatus, &r.sTarget,
+			&r.sObject, &r.sResult, &r.sCode, &r.sAttempts,
+			&r.sEvent, &r.sApproval, &r.sOwner, &r.sToken, &r.sLeaseUntil,
+			&r.sRounds, &r.sCreated, &r.sUpdated, &r.sCompleted, &r.sLive); err != nil {
+			return err
+		}
+		j, ok := slices.BinarySearchFunc(r.order, r.sKey, func(i int, k string) int { return strings.Compare(r.cmds[i].key, k) })
+		if !ok {
+			return fmt.Errorf("a row for %s, which the batch did not send", r.sKey)
+		}
+		c := &r.cmds[r.order[j]]
+		c.found = read
+		c.status, c.token, c.attempts = r.sStatus, r.sToken, r.sAttempts
+		if read {
+			c.object, c.result = r.sObject, r.sResult
+		}
+		r.sResult = nil
+	}
+	return rows.Err()
+}
+
+// complete sends the store's completion for the claimed keys.
+func (r *rawLoop) complete(ctx context.Context) error {
+	r.ckeys, r.tokens, r.statuses, r.objects = r.ckeys[:0], r.tokens[:0], r.statuses[:0], r.objects[:0]
+	r.results, r.codes, r.reqIDs, r.notes, r.reconciled = r.results[:0], r.codes[:0], r.reqIDs[:0], r.notes[:0], r.reconciled[:0]
+	for _, i := range r.order {
+		c := &r.cmds[i]
+		if c.found {
+			continue
+		}
+		r.ckeys, r.tokens, r.statuses = append(r.ckeys, c.key), append(r.tokens, c.token), append(r.statuses, "succeeded")
+		r.objects, r.results = append(r.objects, objectID(c.cmd.EventID)), append(r.results, &r.resultText)
+		r.codes, r.reqIDs, r.notes, r.reconciled = append(r.codes, ""), append(r.reqIDs, ""), append(r.notes, ""), append(r.reconciled, false)
+	}
+	rows, _ := r.s.pool.Query(ctx, r.q.complete, r.ckeys, r.tokens, r.statuses, r.objects,
+		r.results, r.codes, r.reqIDs, r.notes, r.reconciled)
+	applied := 0
+	for rows.Next() {
+		applied++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if applied != len(r.ckeys) {
+		return fmt.Errorf("%d of %d completions applied", applied, len(r.ckeys))
+	}
+	return nil
+}
