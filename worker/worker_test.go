@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +86,8 @@ func (t *target) Execute(ctx context.Context, op operation.Operation) (adapters.
 		return adapters.Outcome{}, adapters.NewError(adapters.CodeTimeoutAfterRequestSent, adapters.ReconcileBeforeRetry, nil)
 	}
 	return adapters.Outcome{ObjectID: id, BusinessStatus: "succeeded", RequestID: "rq-" + id,
-		Details: map[string]any{"card_token": "tok_canary_secret"}}, nil
+		Details: map[string]any{"card_token": "tok_canary_secret", "payer": "card 5500 0055 5555 5559 paid",
+			"authorization": "Bearer canary-bearer-token"}}, nil
 }
 
 func (t *target) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
@@ -141,6 +144,10 @@ func setup(t *testing.T) *bundle {
 }
 
 func (b *bundle) worker(t *testing.T, owner string, cfg worker.Config) *worker.Worker {
+	return b.workerWithLog(t, owner, cfg, nil)
+}
+
+func (b *bundle) workerWithLog(t *testing.T, owner string, cfg worker.Config, log *slog.Logger) *worker.Worker {
 	t.Helper()
 	ctx := context.Background()
 	cons, err := consumer.Ensure(ctx, b.js, b.ncfg)
@@ -163,6 +170,7 @@ func (b *bundle) worker(t *testing.T, owner string, cfg worker.Config) *worker.W
 		Store: b.store, JS: b.js, NC: b.nc, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: "test"},
 		Adapters: map[string]adapters.Adapter{"payment.charge": b.target, "invoice.create": b.target},
+		Log:      log,
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
@@ -459,4 +467,71 @@ func TestShutdownMidFlightLosesNothing(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, b.target.total(), "one effect per command, none lost")
+}
+
+// TestCanarySecretsLeakNowhere plants card numbers and tokens in a command
+// and in the target's response, and looks for them in the journal, the
+// published results and the worker's own logs (captured raw, with no
+// redacting handler in between).
+func TestCanarySecretsLeakNowhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs lockedBuffer
+	b.workerWithLog(t, "w1", worker.Config{}, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	canaries := []string{"4111111111111111", "4111 1111 1111 1111", "5500 0055 5555 5559", "tok_canary_secret", "canary-bearer-token"}
+	body := `{"event_id":"evt-canary","operation":"invoice.create","payload":{"order_id":"order-1","customer_id":"c-1",
+		"amount_minor":100,"currency":"RUB","description":"pay with card 4111 1111 1111 1111 cvv 123"}}`
+	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"), []byte(body))
+	require.NoError(t, err)
+	// A poison command carrying a card number in a field the decoder refuses.
+	_, err = b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"),
+		[]byte(`{"event_id":"evt-canary-2","operation":"invoice.create","payload":{"card":"4111111111111111"}}`))
+	require.NoError(t, err)
+	var published []string
+	deadline := time.After(30 * time.Second)
+	for len(published) < 2 {
+		select {
+		case r := <-b.results:
+			if r.Status == operation.ResultPending {
+				continue
+			}
+			raw, _ := json.Marshal(r)
+			published = append(published, string(raw))
+		case <-deadline:
+			t.Fatalf("results: %v", published)
+		}
+	}
+	rec, err := b.store.Get(context.Background(), "test:invoice.create:evt-canary:v1")
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusSucceeded, rec.Status)
+	row, _ := json.Marshal(rec)
+	atts, err := b.store.Attempts(context.Background(), rec.Key)
+	require.NoError(t, err)
+	trail, _ := json.Marshal(atts)
+	for _, c := range canaries {
+		require.NotContains(t, string(row), c, "journal row")
+		require.NotContains(t, string(trail), c, "attempts trail")
+		for _, p := range published {
+			require.NotContains(t, p, c, "published result")
+		}
+		require.NotContains(t, logs.String(), c, "worker logs")
+	}
+	require.Contains(t, string(rec.Result), "5500 00** **** 5559", "a masked card keeps its first six and last four digits")
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/stripe"
 	"github.com/idemgate/idemgate/adapters/tbank"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 )
@@ -16,6 +17,7 @@ import (
 type AdaptersConfig struct {
 	YooKassa *yookassa.Config `mapstructure:"yookassa"`
 	TBank    *tbank.Config    `mapstructure:"tbank"`
+	Stripe   *stripe.Config   `mapstructure:"stripe"`
 }
 
 // buildAdapters builds the configured adapters and maps each routed
@@ -43,6 +45,13 @@ func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, err
 		cfg.Logger = log
 		a, err := tbank.New(*cfg)
 		if err := add(a, wrap("tbank", err)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg := c.Adapters.Stripe; cfg != nil {
+		cfg.Logger = log
+		a, err := stripe.New(*cfg)
+		if err := add(a, wrap("stripe", err)); err != nil {
 			return nil, err
 		}
 	}
