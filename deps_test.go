@@ -1,0 +1,58 @@
+package idemgate_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection keeps imports flowing one way:
+// cmd → consumer/worker/ingest/producer → journal/adapters → operation,
+// with sandbox standing alone, and viper only inside cmd.
+func TestDependencyDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports ","}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/idemgate/idemgate/"
+	// For each package prefix: the project packages it must not import.
+	forbidden := map[string][]string{
+		"operation":  {""}, // standard library only (checked below)
+		"redact":     {""},
+		"journal":    {"consumer", "worker", "ingest", "cmd", "adapters", "sandbox", "producer"},
+		"migrations": {"journal", "consumer", "worker", "ingest", "cmd", "adapters", "sandbox"},
+		"adapters":   {"journal", "consumer", "worker", "ingest", "cmd", "producer"},
+		"sandbox":    {"adapters", "journal", "consumer", "worker", "ingest", "cmd", "producer", "operation"},
+		"consumer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox", "producer"},
+		"producer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox"},
+		"worker":     {"ingest", "cmd", "sandbox", "producer"},
+		"ingest":     {"worker", "cmd", "journal", "sandbox"},
+	}
+	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "|")
+		rel := strings.TrimPrefix(pkg, mod)
+		top, _, _ := strings.Cut(rel, "/")
+		for _, imp := range strings.Split(imports, ",") {
+			if imp == "" {
+				continue
+			}
+			if strings.Contains(imp, "spf13/viper") && top != "cmd" {
+				t.Errorf("%s imports viper: configuration is read only in cmd", rel)
+			}
+			if stdlibOnly[rel] && strings.Contains(strings.Split(imp, "/")[0], ".") {
+				t.Errorf("%s must import only the standard library, imports %s", rel, imp)
+			}
+			if !strings.HasPrefix(imp, mod) {
+				continue
+			}
+			impRel := strings.TrimPrefix(imp, mod)
+			impTop, _, _ := strings.Cut(impRel, "/")
+			for _, f := range forbidden[top] {
+				if f != "" && impTop == f {
+					t.Errorf("%s imports %s: dependencies flow cmd → consumer/worker/ingest → journal/adapters → operation", rel, impRel)
+				}
+			}
+		}
+	}
+}
