@@ -10,30 +10,40 @@
 //     Config.TrustedProxies, by default from no one);
 //  2. checks the content type (415 unless application/json) and the size
 //     (413 past Config.MaxBodyBytes, read through http.MaxBytesReader);
-//  3. verifies the raw body before parsing it, by the source's scheme
-//     (401 when it does not verify):
-//     - "stripe": Stripe-Signature t=…,v1=… (HMAC-SHA256 over "t.body"),
-//     - "standard": Standard Webhooks webhook-id / webhook-timestamp /
-//     webhook-signature "v1,<base64>" (HMAC-SHA256 over "id.timestamp.body",
-//     secret "whsec_<base64>"),
-//     - "tbank": the notification's Token (SHA-256 over the sorted root scalar
-//     values plus the terminal Password) and its TerminalKey,
-//     - "yookassa": no signature exists; the allow-list (YooKassa's published
-//     addresses by default) plus a re-fetch of the object from the provider
-//     (Refetcher), whose copy is the only one trusted;
-//     several secrets may be active at once (rotation), timestamps must be
-//     within Source.Tolerance either way, and every comparison is constant-time;
+//  3. verifies the raw body before parsing it, by the source's scheme (401
+//     when it does not verify; see the schemes below);
 //  4. parses the body (400 when malformed), derives a stable event id (see
 //     EventID) and finds the route for the event type; an unrouted event is
 //     acknowledged with 200 and counted, nothing is published;
-//  5. maps the body to the route's operation payload (422 when the mapping or
+//  5. for a re-fetching source, asks the provider for the object: 401 when
+//     it does not know it (forged), 409 when its state differs from the
+//     notification's (id, status, amount) so the sender retries and a
+//     notification that ran ahead of the provider is taken on a later
+//     delivery, 503 when the provider cannot be asked;
+//  6. maps the body to the route's operation payload (422 when the mapping or
 //     the resulting command does not hold, so the sender retries after the
 //     configuration is fixed) and publishes the command envelope on
 //     idemgate.cmd.<operation> with Nats-Msg-Id = event_id;
-//  6. answers 200 "OK" only after JetStream acknowledged the publish — a
+//  7. answers 200 "OK" only after JetStream acknowledged the publish — a
 //     duplicate delivery inside the stream's dedup window is acknowledged too,
 //     without a second message — and 503 when the publish was not
 //     acknowledged, so the sender retries and nothing is lost.
+//
+// Schemes. "stripe": Stripe-Signature t=…,v1=…, HMAC-SHA256 over "t.body".
+// "standard": Standard Webhooks webhook-id, webhook-timestamp and
+// webhook-signature "v1,<base64>", HMAC-SHA256 over "id.timestamp.body" with
+// the secret "whsec_<base64>". "tbank": the notification's Token, SHA-256
+// over the sorted root scalar values plus the terminal Password, and its
+// TerminalKey; the Token does not sign nested objects, so routes may only map
+// root fields. "yookassa": no signature exists; the allow-list (YooKassa's
+// published addresses by default) plus a re-fetch of the object from the
+// provider (Refetcher), whose copy is the only one trusted. Several secrets
+// may be active at once (rotation), signed timestamps must be within
+// Source.Tolerance either way, and every comparison is constant-time.
+//
+// The stream's dedup window (Nats-Msg-Id) drops redeliveries within it; a
+// later redelivery is published again and the daemon's journal, keyed by the
+// same event id (or Route.IntentPaths), replays instead of acting twice.
 //
 // Counters (accepted, duplicate, unrouted, rejected{reason}) are kept in the
 // Server (Stats) and exported through a Prometheus collector (WithRegisterer).
