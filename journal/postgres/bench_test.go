@@ -1,0 +1,531 @@
+package postgres_test
+
+// Benchmarks of the journal's two hot paths, each beside a raw baseline that
+// sends the same SQL straight through pgx with as little Go as possible:
+//
+//	go test -run '^$' -bench . -benchmem -benchtime=3s ./journal/postgres/
+//
+// Every benchmark runs benchCallers concurrent callers on a pool of as many
+// connections. One benchmark iteration is one batch; ops/s counts operations
+// (keys), and allocs/operation and B/operation divide the allocations of the
+// whole process by the number of operations. Compare store with raw within one
+// run: the machine is shared and its absolute figures move.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
+)
+
+const (
+	benchCallers = 32
+	benchHash    = "28a4262860864e5110d391a4556da2ad2f539ae2f87e52871f80cb7381d86aa6"
+	benchOwner   = "bench-worker"
+	benchTTL     = time.Minute
+	// replayKeys is how many finished operations the replay benchmarks read.
+	replayKeys = 10_000
+)
+
+var (
+	benchBatches = []int{1, 10, 100}
+	benchResult  = json.RawMessage(`{"business_status":"succeeded"}`)
+	benchRun     atomic.Int64
+)
+
+// benchEnv is one private schema with a pool of benchCallers connections.
+type benchEnv struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	dsn := pgtest.Schema(b)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		b.Fatalf("parse DSN: %v", err)
+	}
+	if cfg.ConnConfig.TLSConfig != nil {
+		b.Logf("TLS is on for %s: expect about 30%% less throughput than with sslmode=disable", pgtest.URL())
+	}
+	cfg.MaxConns = benchCallers
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatalf("pool: %v", err)
+	}
+	return &benchEnv{pool: pool, store: postgres.New(pool, postgres.Config{})}
+}
+
+// close releases the connections at once, so that sub-benchmarks never hold
+// more than one pool's worth of the server's connections.
+func (e *benchEnv) close() { e.pool.Close() }
+
+// benchKeys returns n fresh keys, unique in the process.
+func benchKeys(n int) []string {
+	prefix := "bench:payment.charge:run" + strconv.FormatInt(benchRun.Add(1), 10) + "-"
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i) + ":v1"
+	}
+	return keys
+}
+
+func benchRequest(key string) journal.ClaimRequest {
+	return journal.ClaimRequest{
+		Key: key, OperationType: "payment.charge", RequestHash: benchHash, TargetSystem: "payments",
+		EventID: key, ApprovalID: "appr-bench", Owner: benchOwner, LeaseTTL: benchTTL,
+	}
+}
+
+// batchFunc runs batch number i of a benchmark.
+type batchFunc func(ctx context.Context, i int) error
+
+// runCallers runs batches [0, b.N) on benchCallers goroutines, after a warm-up
+// of batches [b.N, b.N+benchCallers) that fills the pool and its statement
+// caches, and reports operations per second and allocations per operation.
+func runCallers(b *testing.B, batch int, newCaller func() batchFunc) {
+	b.Helper()
+	ctx := context.Background()
+	callers := make([]batchFunc, benchCallers)
+	for i := range callers {
+		callers[i] = newCaller()
+	}
+	if err := drive(ctx, callers, b.N, b.N+benchCallers); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	err := drive(ctx, callers, 0, b.N)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops := float64(b.N * batch)
+	b.ReportMetric(ops/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/operation")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/operation")
+}
+
+// drive hands batches [from, to) to the callers, each on its own goroutine,
+// and returns the first error (the others stop at their next batch).
+func drive(ctx context.Context, callers []batchFunc, from, to int) error {
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		once   sync.Once
+		first  error
+		wg     sync.WaitGroup
+	)
+	next.Store(int64(from))
+	for _, call := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					return
+				}
+				if err := call(ctx, i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// BenchmarkClaimComplete claims a batch of fresh keys and completes them as
+// succeeded: the path of every new operation. raw sends the store's
+// statements (a read, the pipelined claim, the completion) straight through
+// pgx; pipeline sends the claim without the read first, for comparison.
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, batch := range benchBatches {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			for _, v := range []struct {
+				name string
+				call func(env *benchEnv, keys []string) batchFunc
+			}{
+				{"store", func(env *benchEnv, keys []string) batchFunc { return storeClaimComplete(env.store, keys, batch) }},
+				{"raw", func(env *benchEnv, keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, true) }},
+				{"pipeline", func(env *benchEnv, keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, false) }},
+			} {
+				env := newBenchEnv(b)
+				b.Run(v.name, func(b *testing.B) {
+					keys := benchKeys((b.N + benchCallers) * batch)
+					runCallers(b, batch, func() batchFunc { return v.call(env, keys) })
+				})
+				env.close()
+			}
+		})
+	}
+}
+
+// BenchmarkReplay claims a batch of keys that succeeded earlier: the path of
+// every redelivered command. raw sends the store's statement (the read)
+// straight through pgx; pipeline sends the three claim statements, as a claim
+// without the read first would.
+func BenchmarkReplay(b *testing.B) {
+	for _, batch := range benchBatches {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			env := newBenchEnv(b)
+			keys := finishedKeys(b, env.store, replayKeys)
+			b.Run("store", func(b *testing.B) {
+				runCallers(b, batch, func() batchFunc { return storeReplay(env.store, keys, batch) })
+			})
+			b.Run("raw", func(b *testing.B) {
+				runCallers(b, batch, func() batchFunc { return rawReplay(env.pool, keys, batch, true) })
+			})
+			b.Run("pipeline", func(b *testing.B) {
+				runCallers(b, batch, func() batchFunc { return rawReplay(env.pool, keys, batch, false) })
+			})
+			env.close()
+		})
+	}
+}
+
+// finishedKeys claims and completes n keys as succeeded.
+func finishedKeys(b *testing.B, s *postgres.Store, n int) []string {
+	b.Helper()
+	keys := benchKeys(n)
+	call := storeClaimComplete(s, keys, 100)
+	for i := 0; i*100 < n; i++ {
+		if err := call(context.Background(), i); err != nil {
+			b.Fatalf("populate: %v", err)
+		}
+	}
+	return keys
+}
+
+// window returns the keys of replay batch i.
+func window(keys []string, batch, i int) []string {
+	start := (i * batch) % (len(keys) - len(keys)%batch)
+	return keys[start : start+batch]
+}
+
+func storeClaimComplete(s *postgres.Store, keys []string, batch int) batchFunc {
+	reqs := make([]journal.ClaimRequest, batch)
+	comps := make([]journal.Completion, batch)
+	return func(ctx context.Context, i int) error {
+		ks := keys[i*batch : (i+1)*batch]
+		for j, k := range ks {
+			reqs[j] = benchRequest(k)
+		}
+		claims, err := s.Claim(ctx, reqs)
+		if err != nil {
+			return err
+		}
+		for j, c := range claims {
+			if c.Decision != journal.Execute {
+				return fmt.Errorf("claim %s: %s, want execute", ks[j], c.Decision)
+			}
+			comps[j] = journal.Completion{Key: ks[j], Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: ks[j], Result: benchResult}
+		}
+		errs, err := s.Complete(ctx, comps)
+		if err != nil {
+			return err
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func storeReplay(s *postgres.Store, keys []string, batch int) batchFunc {
+	reqs := make([]journal.ClaimRequest, batch)
+	return func(ctx context.Context, i int) error {
+		for j, k := range window(keys, batch, i) {
+			reqs[j] = benchRequest(k)
+		}
+		claims, err := s.Claim(ctx, reqs)
+		if err != nil {
+			return err
+		}
+		for j, c := range claims {
+			if c.Decision != journal.ReplaySucceeded || len(c.Record.Result) == 0 {
+				return fmt.Errorf("claim %s: %s, want a replay with its result", reqs[j].Key, c.Decision)
+			}
+		}
+		return nil
+	}
+}
+
+// rawClaim holds one raw caller's argument arrays, reused batch after batch.
+type rawClaim struct {
+	pool                                                     *pgxpool.Pool
+	keys, types, hashes, targets, events, approvals, owners  []string
+	ttls                                                     []int64
+	doneKeys, statuses, objects, codes, reqIDs, notes        []string
+	tokens                                                   []int64
+	results                                                  []*string
+	reconciled                                               []bool
+	resultText                                               string
+	inserted, takenOver, read, completed                     int
+	scanKey, scanType, scanHash, scanStatus, scanTarget      string
+	scanObject, scanCode, scanEvent, scanApproval, scanOwner string
+	scanResult                                               []byte
+	scanAttempts, scanRounds                                 int
+	scanToken                                                int64
+	scanLeaseUntil, scanCompletedAt                          *time.Time
+	scanCreated, scanUpdated                                 time.Time
+	scanLive                                                 bool
+}
+
+func newRawClaim(pool *pgxpool.Pool, batch int) *rawClaim {
+	r := &rawClaim{pool: pool, resultText: string(benchResult)}
+	fill := func(v string) []string {
+		s := make([]string, batch)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	r.keys, r.events = make([]string, batch), make([]string, batch)
+	r.types, r.hashes, r.targets = fill("payment.charge"), fill(benchHash), fill("payments")
+	r.approvals, r.owners = fill("appr-bench"), fill(benchOwner)
+	r.ttls = make([]int64, batch)
+	for i := range r.ttls {
+		r.ttls[i] = benchTTL.Milliseconds()
+	}
+	r.doneKeys, r.objects = make([]string, 0, batch), make([]string, 0, batch)
+	r.tokens = make([]int64, 0, batch)
+	r.statuses, r.codes, r.reqIDs, r.notes = fill("succeeded"), fill(""), fill(""), fill("")
+	r.results = make([]*string, batch)
+	for i := range r.results {
+		r.results[i] = &r.resultText
+	}
+	r.reconciled = make([]bool, batch)
+	return r
+}
+
+// claim sends the store's pipelined claim for ks and scans every row.
+func (r *rawClaim) claim(ctx context.Context, ks []string) error {
+	copy(r.keys, ks)
+	copy(r.events, ks)
+	r.inserted, r.takenOver = 0, 0
+	b := &pgx.Batch{}
+	b.Queue(postgres.ClaimInsertSQL, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls)
+	b.Queue(postgres.ClaimTakeOverSQL, r.keys, r.hashes, r.owners, r.ttls)
+	b.Queue(postgres.SelectRecordsSQL, r.keys)
+	br := r.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, _ := br.Query()
+	for rows.Next() {
+		if err := rows.Scan(&r.scanKey); err != nil {
+			rows.Close()
+			return err
+		}
+		r.inserted++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, _ = br.Query()
+	for rows.Next() {
+		if err := rows.Scan(&r.scanKey, &r.scanStatus); err != nil {
+			rows.Close()
+			return err
+		}
+		r.takenOver++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, _ = br.Query()
+	if err := r.scanRecords(rows); err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// readRecords sends the store's plain read for ks and scans every row.
+func (r *rawClaim) readRecords(ctx context.Context, ks []string) error {
+	copy(r.keys, ks)
+	r.inserted, r.takenOver = 0, 0
+	rows, _ := r.pool.Query(ctx, postgres.SelectRecordsSQL, r.keys)
+	return r.scanRecords(rows)
+}
+
+// scanRecords scans rows of journal records into reused variables and keeps
+// each key and token for the completion.
+func (r *rawClaim) scanRecords(rows pgx.Rows) error {
+	r.read = 0
+	r.doneKeys, r.tokens, r.objects = r.doneKeys[:0], r.tokens[:0], r.objects[:0]
+	for rows.Next() {
+		if err := rows.Scan(&r.scanKey, &r.scanType, &r.scanHash, &r.scanStatus, &r.scanTarget,
+			&r.scanObject, &r.scanResult, &r.scanCode, &r.scanAttempts,
+			&r.scanEvent, &r.scanApproval, &r.scanOwner, &r.scanToken, &r.scanLeaseUntil,
+			&r.scanRounds, &r.scanCreated, &r.scanUpdated, &r.scanCompletedAt, &r.scanLive); err != nil {
+			rows.Close()
+			return err
+		}
+		r.read++
+		r.doneKeys = append(r.doneKeys, r.scanKey)
+		r.objects = append(r.objects, r.scanKey)
+		r.tokens = append(r.tokens, r.scanToken)
+	}
+	return rows.Err()
+}
+
+func (r *rawClaim) complete(ctx context.Context) error {
+	n := len(r.doneKeys)
+	rows, _ := r.pool.Query(ctx, postgres.CompleteSQL, r.doneKeys, r.tokens, r.statuses[:n], r.objects,
+		r.results[:n], r.codes[:n], r.reqIDs[:n], r.notes[:n], r.reconciled[:n])
+	r.completed = 0
+	for rows.Next() {
+		if err := rows.Scan(&r.scanKey); err != nil {
+			rows.Close()
+			return err
+		}
+		r.completed++
+	}
+	return rows.Err()
+}
+
+func rawClaimComplete(pool *pgxpool.Pool, keys []string, batch int, readFirst bool) batchFunc {
+	r := newRawClaim(pool, batch)
+	return func(ctx context.Context, i int) error {
+		ks := keys[i*batch : (i+1)*batch]
+		if readFirst {
+			if err := r.readRecords(ctx, ks); err != nil {
+				return err
+			}
+			if r.read != 0 {
+				return fmt.Errorf("raw read: %d of %d fresh keys found", r.read, batch)
+			}
+		}
+		if err := r.claim(ctx, ks); err != nil {
+			return err
+		}
+		if r.inserted != batch || r.read != batch {
+			return fmt.Errorf("raw claim: %d inserted, %d read of %d", r.inserted, r.read, batch)
+		}
+		if err := r.complete(ctx); err != nil {
+			return err
+		}
+		if r.completed != batch {
+			return fmt.Errorf("raw complete: %d of %d applied", r.completed, batch)
+		}
+		return nil
+	}
+}
+
+func rawReplay(pool *pgxpool.Pool, keys []string, batch int, readOnly bool) batchFunc {
+	r := newRawClaim(pool, batch)
+	return func(ctx context.Context, i int) error {
+		var err error
+		if readOnly {
+			err = r.readRecords(ctx, window(keys, batch, i))
+		} else {
+			err = r.claim(ctx, window(keys, batch, i))
+		}
+		if err != nil {
+			return err
+		}
+		if r.inserted != 0 || r.takenOver != 0 || r.read != batch || r.scanStatus != "succeeded" {
+			return fmt.Errorf("raw replay: %d inserted, %d taken over, %d read of %d", r.inserted, r.takenOver, r.read, batch)
+		}
+		return nil
+	}
+}
+
+// BenchmarkPaired runs the store and its raw baseline on one pool, in turns
+// of up to a twentieth of the run each, and reports both rates and their ratio:
+// on a shared machine, load that comes and goes falls on both alike, where
+// the separate benchmarks above may catch it in one and miss it in the other.
+func BenchmarkPaired(b *testing.B) {
+	for _, path := range []string{"ClaimComplete", "Replay"} {
+		b.Run(path, func(b *testing.B) {
+			env := newBenchEnv(b)
+			defer env.close()
+			var keys []string
+			if path == "Replay" {
+				keys = finishedKeys(b, env.store, replayKeys)
+			}
+			for _, batch := range benchBatches {
+				b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+					var store, raw []batchFunc
+					for range benchCallers {
+						if path == "Replay" {
+							store = append(store, storeReplay(env.store, keys, batch))
+							raw = append(raw, rawReplay(env.pool, keys, batch, true))
+							continue
+						}
+						store = append(store, freshCaller(func(keys []string) batchFunc { return storeClaimComplete(env.store, keys, batch) }, batch))
+						raw = append(raw, freshCaller(func(keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, true) }, batch))
+					}
+					runPaired(b, batch, store, raw)
+				})
+			}
+		})
+	}
+}
+
+// runPaired runs b.N batches on each of store and raw, in turns.
+func runPaired(b *testing.B, batch int, store, raw []batchFunc) {
+	b.Helper()
+	ctx := context.Background()
+	if err := drive(ctx, store, 0, benchCallers); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	if err := drive(ctx, raw, 0, benchCallers); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	b.ResetTimer()
+	// Up to 20 turns, each long enough to keep every caller busy.
+	turns := max(1, min(20, b.N/(4*benchCallers)))
+	var storeTime, rawTime time.Duration
+	done := 0
+	for t := range turns {
+		n := (b.N*(t+1))/turns - done
+		for _, v := range []struct {
+			calls []batchFunc
+			spent *time.Duration
+		}{{store, &storeTime}, {raw, &rawTime}} {
+			start := time.Now()
+			if err := drive(ctx, v.calls, 0, n); err != nil {
+				b.Fatal(err)
+			}
+			*v.spent += time.Since(start)
+		}
+		done += n
+	}
+	ops := float64(b.N * batch)
+	b.ReportMetric(ops/storeTime.Seconds(), "store-ops/s")
+	b.ReportMetric(ops/rawTime.Seconds(), "raw-ops/s")
+	b.ReportMetric(rawTime.Seconds()/storeTime.Seconds(), "store/raw")
+}
+
+// freshCaller returns a caller that runs every batch it is given on keys never
+// used before, drawn in blocks of 64 batches.
+func freshCaller(newCall func(keys []string) batchFunc, batch int) batchFunc {
+	var call batchFunc
+	used := 64
+	return func(ctx context.Context, _ int) error {
+		if used == 64 {
+			call, used = newCall(benchKeys(64*batch)), 0
+		}
+		used++
+		return call(ctx, used-1)
+	}
+}

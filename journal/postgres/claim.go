@@ -1,0 +1,415 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// errUnexpectedKey: the server returned a key the batch did not send.
+var errUnexpectedKey = errors.New("a row for a key the batch did not send")
+
+// Claim decides every request of the batch. It first reads the batch's rows
+// with a plain SELECT, which takes no lock and writes nothing: a batch of
+// replays, conflicts and live leases is decided in that one round trip and
+// needs no commit to wait for. Only the keys left (new keys, retryable
+// failures, unknown outcomes and expired leases) go on to the claim proper in
+// a second round trip: the insert of new keys, the conditional take-over of
+// re-claimable rows and a read of the result, pipelined as one implicit
+// transaction. Keys whose state moved between those statements are claimed
+// again, at most ClaimRounds times.
+func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
+	out := make([]journal.Claim, len(reqs))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	// Sorted by key, so that concurrent batches lock rows in one order and a
+	// returned key's place is found by binary search. The sort is stable: of
+	// equal keys the first comes first, and it alone is decided; later
+	// duplicates see its lease as in progress.
+	order := byKey(len(reqs), func(i int) string { return reqs[i].Key })
+	pending := make([]int, 0, len(order))
+	dups := false
+	for j, i := range order {
+		if j > 0 && reqs[i].Key == reqs[order[j-1]].Key {
+			dups = true
+			continue
+		}
+		pending = append(pending, i)
+	}
+
+	sc := newRecordScanner()
+	pending, err := s.claimRead(ctx, reqs, pending, out, sc)
+	if err != nil {
+		return nil, fmt.Errorf("claim read: %w", err)
+	}
+	for round := 0; len(pending) > 0; round++ {
+		var undecided []int
+		for try := 0; ; try++ {
+			undecided, err = s.claimRound(ctx, reqs, pending, out, sc, round+1 >= s.cfg.ClaimRounds)
+			if err == nil || !retryable(err) || try >= s.cfg.Retries {
+				break
+			}
+		}
+		if err != nil {
+			return nil, claimFailed(err)
+		}
+		pending = undecided
+	}
+	if dups {
+		first := order[0]
+		for _, i := range order[1:] {
+			if reqs[i].Key != reqs[first].Key {
+				first = i
+				continue
+			}
+			out[i] = out[first]
+			if out[first].Owns() {
+				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[first].Record}
+			}
+		}
+	}
+	return out, nil
+}
+
+// claimKeys returns the keys of the pending requests, in their (sorted) order.
+func claimKeys(reqs []journal.ClaimRequest, pending []int) []string {
+	keys := make([]string, len(pending))
+	for j, i := range pending {
+		keys[j] = reqs[i].Key
+	}
+	return keys
+}
+
+// claimRead decides every pending key whose row settles it without a write:
+// a replay, a conflict or a live lease. It returns the keys that need the
+// claim statements.
+func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
+	keys := claimKeys(reqs, pending)
+	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
+	flags := make([]bool, 2*len(keys))
+	found, live := flags[:len(keys)], flags[len(keys):]
+	rows, err := s.db.Query(ctx, selectRecords, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			return nil, errUnexpectedKey
+		}
+		i := pending[j]
+		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
+			return nil, err
+		}
+		found[j] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var next []int
+	for j, i := range pending {
+		if found[j] {
+			if d, settled := decideExisting(&reqs[i], &out[i].Record, live[j]); settled {
+				out[i].Decision = d
+				continue
+			}
+		}
+		next = append(next, i)
+	}
+	return next, nil
+}
+
+// Outcomes of the claim statements for one key.
+const (
+	claimNone      = iota
+	claimInserted  // a new key: execute
+	claimRetry     // a retryable failure taken over: execute a new attempt
+	claimReconcile // an unknown outcome or expired lease taken over: reconcile
+)
+
+// claimRound runs the three claim statements for the pending requests and
+// fills out. It returns the requests whose state moved under it; on the last
+// round those are reported as in progress (the caller redelivers later).
+func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner, last bool) ([]int, error) {
+	n := len(pending)
+	cols := make([]string, 7*n)
+	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
+	events, approvals, owners := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:]
+	ttls := make([]int64, n)
+	for j, i := range pending {
+		r := &reqs[i]
+		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
+		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls)
+	b.Queue(claimTakeOver, keys, hashes, owners, ttls)
+	b.Queue(selectRecords, keys)
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+
+	// state[j] is the claim statements' outcome for keys[j]; found and live
+	// as in claimRead.
+	state := make([]uint8, n)
+	flags := make([]bool, 2*n)
+	found, live := flags[:n], flags[n:]
+
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim insert: %w", err)
+	}
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			rows.Close()
+			return nil, fmt.Errorf("claim insert: %w", errUnexpectedKey)
+		}
+		state[j] = claimInserted
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim insert: %w", err)
+	}
+
+	rows, err = br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim take-over: %w", err)
+	}
+	for rows.Next() {
+		raw := rows.RawValues()
+		j := position(keys, raw[0])
+		if j < 0 {
+			rows.Close()
+			return nil, fmt.Errorf("claim take-over: %w", errUnexpectedKey)
+		}
+		state[j] = claimReconcile
+		if string(raw[1]) == string(journal.StatusFailedRetryable) {
+			state[j] = claimRetry
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim take-over: %w", err)
+	}
+
+	rows, err = br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("claim read: %w", err)
+	}
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			rows.Close()
+			return nil, fmt.Errorf("claim read: %w", errUnexpectedKey)
+		}
+		i := pending[j]
+		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim read: %w", err)
+		}
+		found[j] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim read: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("claim commit: %w", err)
+	}
+
+	var undecided []int
+	for j, i := range pending {
+		c := &out[i]
+		if !found[j] {
+			// Purged between the statements: claim it afresh.
+			undecided = append(undecided, i)
+			continue
+		}
+		switch state[j] {
+		case claimInserted, claimRetry:
+			c.Decision, c.Token, c.Attempt = journal.Execute, c.Record.LeaseToken, c.Record.AttemptCount
+		case claimReconcile:
+			c.Decision, c.Token, c.Attempt = journal.Reconcile, c.Record.LeaseToken, c.Record.AttemptCount
+		default:
+			d, settled := decideExisting(&reqs[i], &c.Record, live[j])
+			if !settled && !last {
+				undecided = append(undecided, i)
+				continue
+			}
+			c.Decision = d
+		}
+	}
+	return undecided, nil
+}
+
+// decideExisting decides a key this claim neither inserted nor took over.
+// settled is false when the row is claimable (a retryable failure, an unknown
+// outcome or an expired lease): the claim statements must take it over.
+func decideExisting(r *journal.ClaimRequest, rec *journal.Record, leaseLive bool) (journal.Decision, bool) {
+	if rec.RequestHash != r.RequestHash {
+		return journal.Conflict, true
+	}
+	switch rec.Status {
+	case journal.StatusSucceeded:
+		return journal.ReplaySucceeded, true
+	case journal.StatusFailedFinal:
+		return journal.ReplayFailed, true
+	case journal.StatusStarted, journal.StatusUnknown:
+		if leaseLive {
+			return journal.InProgress, true
+		}
+	}
+	return journal.InProgress, false
+}
+
+// claimFailed wraps a claim batch that failed. Its commit may have applied:
+// leases it took stay with an owner that does not know their tokens, expire,
+// and are reconciled (looked up in the target) before anything executes
+// again, so the safe answer is an error and a later redelivery.
+func claimFailed(err error) error {
+	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
+}
+
+// byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares
+// strings), equal keys in their original order.
+func byKey(n int, key func(int) string) []int {
+	ix := indexes(n)
+	slices.SortStableFunc(ix, func(a, b int) int { return strings.Compare(key(a), key(b)) })
+	return ix
+}
+
+func indexes(n int) []int {
+	ix := make([]int, n)
+	for i := range ix {
+		ix[i] = i
+	}
+	return ix
+}
+
+// position returns the index of raw in the sorted keys, or -1. raw is a
+// returned text value, compared without copying it.
+func position(keys []string, raw []byte) int {
+	lo, hi := 0, len(keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if keys[m] < string(raw) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(keys) && keys[lo] == string(raw) {
+		return lo
+	}
+	return -1
+}
+
+// recordScanner reads journal rows (recordColumns) straight into their place
+// in a batch's results. One scanner serves a whole batch: it reuses one
+// destination list, and a text column equal to the request's value (type,
+// hash, target, event, approval, owner) or to a known status shares that
+// string instead of allocating a copy, so a replayed record costs about two
+// allocations: its object id and its result. Not safe for concurrent use.
+type recordScanner struct {
+	dest                                    []any
+	typ, hash, target, event, approval, own textScan
+	object, code                            textScan
+	status                                  statusScan
+	result                                  []byte
+	leaseUntil, completedAt                 pgtype.Timestamptz
+	live                                    bool
+}
+
+func newRecordScanner() *recordScanner {
+	sc := &recordScanner{}
+	// The order of recordColumns; the key (first) is read raw by the caller,
+	// and the record's fields are pointed at before each row.
+	sc.dest = []any{nil, &sc.typ, &sc.hash, &sc.status, &sc.target,
+		&sc.object, &sc.result, &sc.code, nil,
+		&sc.event, &sc.approval, &sc.own, nil, &sc.leaseUntil,
+		nil, nil, nil, &sc.completedAt, &sc.live}
+	return sc
+}
+
+// scan reads the current row into rec, the record of request r, and reports
+// whether the row holds a live lease. rec.Key is r.Key: the caller found the
+// row by that key.
+func (sc *recordScanner) scan(rows pgx.Rows, rec *journal.Record, r *journal.ClaimRequest) (bool, error) {
+	rec.Key = r.Key
+	sc.typ.set(&rec.OperationType, r.OperationType)
+	sc.hash.set(&rec.RequestHash, r.RequestHash)
+	sc.status.dst = &rec.Status
+	sc.target.set(&rec.TargetSystem, r.TargetSystem)
+	sc.object.set(&rec.TargetObjectID, "")
+	sc.code.set(&rec.ErrorCode, "")
+	sc.event.set(&rec.EventID, r.EventID)
+	sc.approval.set(&rec.ApprovalID, r.ApprovalID)
+	sc.own.set(&rec.LeaseOwner, r.Owner)
+	sc.dest[8], sc.dest[12], sc.dest[14] = &rec.AttemptCount, &rec.LeaseToken, &rec.ReconcileRounds
+	sc.dest[15], sc.dest[16] = &rec.CreatedAt, &rec.UpdatedAt
+	if err := rows.Scan(sc.dest...); err != nil {
+		return false, err
+	}
+	rec.Result = nil
+	if len(sc.result) > 0 {
+		rec.Result = sc.result // a fresh copy per row
+	}
+	sc.result = nil
+	rec.LeaseUntil, rec.CompletedAt = time.Time{}, time.Time{}
+	if sc.leaseUntil.Valid {
+		rec.LeaseUntil = sc.leaseUntil.Time
+	}
+	if sc.completedAt.Valid {
+		rec.CompletedAt = sc.completedAt.Time
+	}
+	return sc.live, nil
+}
+
+// textScan scans a text column into dst, sharing known when equal to it.
+type textScan struct {
+	dst   *string
+	known string
+}
+
+func (t *textScan) set(dst *string, known string) { t.dst, t.known = dst, known }
+
+// ScanBytes implements pgtype.BytesScanner; src is only valid during the call.
+func (t *textScan) ScanBytes(src []byte) error {
+	if string(src) == t.known {
+		*t.dst = t.known
+	} else {
+		*t.dst = string(src)
+	}
+	return nil
+}
+
+// statusScan scans the status column into one of the status constants.
+type statusScan struct{ dst *journal.Status }
+
+var statuses = [...]journal.Status{journal.StatusSucceeded, journal.StatusStarted, journal.StatusFailedFinal,
+	journal.StatusFailedRetryable, journal.StatusUnknown}
+
+// ScanBytes implements pgtype.BytesScanner.
+func (t *statusScan) ScanBytes(src []byte) error {
+	for _, st := range statuses {
+		if string(src) == string(st) {
+			*t.dst = st
+			return nil
+		}
+	}
+	*t.dst = journal.Status(src)
+	return nil
+}

@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// Complete applies a batch of outcomes in one statement. Items that did not
+// apply are re-read once to tell a stale token, an illegal transition and an
+// outcome already applied (by an earlier call whose commit seemed to fail).
+func (s *Store) Complete(ctx context.Context, cs []journal.Completion) ([]error, error) {
+	out := make([]error, len(cs))
+	if len(cs) == 0 {
+		return out, nil
+	}
+	for i := range cs {
+		if err := cs[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	// Sorted by key, so that concurrent batches lock rows in one order. The
+	// sort is stable: a key twice in one batch is applied in order, one
+	// statement per repeat.
+	key := func(i int) string { return cs[i].Key }
+	for rest := byKey(len(cs), key); len(rest) > 0; {
+		group, later := firstOfEachKey(rest, key)
+		if err := s.completeGroup(ctx, cs, group, out); err != nil {
+			return nil, err
+		}
+		rest = later
+	}
+	return out, nil
+}
+
+// firstOfEachKey splits indexes sorted by key into the first of each key and
+// the repeats, in order. Without repeats it returns sorted itself.
+func firstOfEachKey(sorted []int, key func(int) string) (first, repeats []int) {
+	for j := 1; j < len(sorted); j++ {
+		if key(sorted[j]) != key(sorted[j-1]) {
+			continue
+		}
+		first = append(make([]int, 0, len(sorted)), sorted[:j]...)
+		for _, i := range sorted[j:] {
+			if key(i) == key(first[len(first)-1]) {
+				repeats = append(repeats, i)
+			} else {
+				first = append(first, i)
+			}
+		}
+		return first, repeats
+	}
+	return sorted, nil
+}
+
+// completeGroup completes cs[group], whose keys are distinct and sorted.
+func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, group []int, out []error) error {
+	n := len(group)
+	cols := make([]string, 7*n)
+	keys, statuses, objects, codes := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
+	reqIDs, notes, resultText := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:]
+	tokens := make([]int64, n)
+	results := make([]*string, n)
+	flags := make([]bool, 2*n)
+	reconciled, applied := flags[:n:n], flags[n:]
+	// The results share one string: one copy for the whole batch.
+	size := 0
+	for _, i := range group {
+		size += len(cs[i].Result)
+	}
+	buf := make([]byte, 0, size)
+	for _, i := range group {
+		buf = append(buf, cs[i].Result...)
+	}
+	all, off := string(buf), 0
+	for j, i := range group {
+		c := &cs[i]
+		keys[j], tokens[j], statuses[j], objects[j] = c.Key, c.Token, string(c.Status), c.TargetObjectID
+		if len(c.Result) > 0 {
+			resultText[j] = all[off : off+len(c.Result)]
+			off += len(c.Result)
+			results[j] = &resultText[j]
+		}
+		codes[j], reqIDs[j], notes[j], reconciled[j] = c.ErrorCode, c.TargetRequestID, c.Note, c.Reconciled
+	}
+	var execErr error
+	for try := 0; ; try++ {
+		clear(applied)
+		execErr = s.markKeys(ctx, keys, applied, complete, keys, tokens, statuses, objects, results, codes, reqIDs, notes, reconciled)
+		if execErr == nil || !retryable(execErr) || try >= s.cfg.Retries {
+			break
+		}
+	}
+	if execErr != nil && ctx.Err() != nil {
+		return fmt.Errorf("complete: %w", execErr)
+	}
+	var check []string
+	for j, ok := range applied {
+		if !ok {
+			check = append(check, keys[j])
+		}
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	// Not applied, or the statement failed and may have applied: re-read.
+	type state struct {
+		found  bool
+		status journal.Status
+		token  int64
+	}
+	states := make([]state, n)
+	rows, err := s.db.Query(ctx, completeCheck, check)
+	if err != nil {
+		if execErr != nil {
+			return fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
+		}
+		return fmt.Errorf("complete re-read: %w", err)
+	}
+	for rows.Next() {
+		var k, st string
+		var tok int64
+		if err := rows.Scan(&k, &st, &tok); err != nil {
+			rows.Close()
+			return fmt.Errorf("complete re-read: %w", err)
+		}
+		if j := position(keys, []byte(k)); j >= 0 {
+			states[j] = state{true, journal.Status(st), tok}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("complete re-read: %w", err)
+	}
+	for j, i := range group {
+		if applied[j] {
+			continue
+		}
+		c, st := &cs[i], states[j]
+		switch {
+		case !st.found:
+			out[i] = fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
+		case st.token != c.Token:
+			out[i] = fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
+		case st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable):
+			// Already applied by an earlier call with this token.
+		case execErr != nil && journal.CanComplete(st.status, c.Status):
+			return fmt.Errorf("complete: %w", execErr)
+		default:
+			out[i] = fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
+		}
+	}
+	return nil
+}
+
+// markKeys runs a statement returning one key per row and sets marks[j] for
+// each returned keys[j]; keys are sorted.
+func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql string, args ...any) error {
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			return errUnexpectedKey
+		}
+		marks[j] = true
+	}
+	return rows.Err()
+}
