@@ -535,3 +535,31 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestPlainNATSPublishInterop: a command published the way `nats pub
+// idemgate.cmd.… --header Nats-Msg-Id:…` does it (a core NATS publish with
+// one header) is processed like any other, and the header de-duplicates.
+func TestPlainNATSPublishInterop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker(t, "w1", worker.Config{})
+	_, err := consumer.Ensure(context.Background(), b.js, b.ncfg)
+	require.NoError(t, err)
+	for range 2 {
+		m := nats.NewMsg("idemgate.cmd.payment.charge")
+		m.Header.Set("Nats-Msg-Id", "evt-cli")
+		m.Data = charge("evt-cli", "order-cli", 700)
+		require.NoError(t, b.nc.PublishMsg(m))
+	}
+	require.NoError(t, b.nc.Flush())
+	r := b.await(t, "test:payment.charge:evt-cli:v1", 1)[0]
+	require.Equal(t, operation.ResultSucceeded, r.Status)
+	effects, calls := b.target.count("test:payment.charge:evt-cli:v1")
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, calls)
+	info, err := b.js.Stream(context.Background(), b.ncfg.CommandsStream)
+	require.NoError(t, err)
+	si, err := info.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, si.State.Msgs, "the second publish was a JetStream duplicate")
+}
