@@ -1,0 +1,409 @@
+package amocrm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Operation types this adapter performs.
+const (
+	OpDealCreate = "crm.deal.create"
+	OpTaskCreate = "crm.task.create"
+)
+
+// Adapter is the amoCRM adapter. It is safe for concurrent use.
+type Adapter struct {
+	cfg    Config
+	token  adapters.Secret
+	client *http.Client
+	locks  adapters.KeyLocks
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// New validates cfg (after WithDefaults), resolves the token and returns the
+// adapter.
+func New(cfg Config) (*Adapter, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tok, err := adapters.LoadCredential(cfg.Token, cfg.TokenEnv, cfg.TokenFile, cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("amocrm: token: %w", err)
+	}
+	return &Adapter{cfg: cfg, token: tok, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+}
+
+// Name returns the instance name.
+func (a *Adapter) Name() string { return a.cfg.Name }
+
+// TargetSystem returns "crm".
+func (a *Adapter) TargetSystem() string { return "crm" }
+
+// Capabilities: no native key, the key in a field/tag/marker of ours,
+// single-flight, search lag as settle time.
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{Lookup: true, SingleFlight: true, MappingTable: true, SettleTime: a.cfg.SettleTime, MaxKeyLen: a.cfg.MaxKeyLen}
+}
+
+func bad(msg string) error {
+	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("amocrm: "+msg))
+}
+
+func marker(key string) string { return "[op:" + key + "]" }
+
+func numericID(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
+}
+
+func (a *Adapter) request(ctx context.Context, method, path string, q url.Values, body any) (*adapters.HTTPResponse, error) {
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return nil, bad("encode request: " + err.Error())
+		}
+	}
+	u := a.cfg.BaseURL + path
+	if q != nil {
+		u += "?" + q.Encode()
+	}
+	req, err := adapters.NewRequest(ctx, method, u, b)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
+	req.Header.Set("Accept", "application/hal+json, application/json")
+	if b != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return adapters.Send(a.client, req, 0)
+}
+
+func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
+	e := adapters.StatusError(resp, a.cfg.Clock())
+	if e == nil {
+		return adapters.Unexpected(adapters.ReconcileBeforeRetry, "amocrm: unexpected HTTP %d", resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusConflict {
+		e = adapters.NewError(adapters.CodeUnexpectedResponse, adapters.ReconcileBeforeRetry, errors.New("amocrm: HTTP 409"))
+	}
+	if resp.StatusCode == http.StatusPaymentRequired {
+		e = adapters.NewError(adapters.CodeAuthorizationDenied, adapters.NeverRetry, errors.New("amocrm: account unpaid (HTTP 402)"))
+	}
+	return e
+}
+
+// notSent: a failed search before the create sent no create.
+func notSent(err error) error {
+	e := adapters.AsError(err)
+	if e.Code == adapters.CodeAuthorizationDenied {
+		return e
+	}
+	c := *e
+	c.Class = adapters.Retry
+	return &c
+}
+
+// lookupError: a failed search is never a final answer about the operation.
+func lookupError(err error) error {
+	e := adapters.AsError(err)
+	if e.Class == adapters.NeverRetry && e.Code != adapters.CodeAuthorizationDenied {
+		c := *e
+		c.Class = adapters.ReconcileBeforeRetry
+		return &c
+	}
+	return e
+}
+
+// Execute creates the lead or task once per key (single-flight).
+func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
+	key := adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
+	var create func() (adapters.Outcome, error)
+	var search func() (found, error)
+	switch op.Type {
+	case OpDealCreate:
+		l, err := a.leadOf(op, key)
+		if err != nil {
+			return adapters.Outcome{}, err
+		}
+		search = func() (found, error) { return a.searchLead(ctx, key) }
+		create = func() (adapters.Outcome, error) { return a.createLead(ctx, l, key) }
+	case OpTaskCreate:
+		t, err := a.taskOf(op, key)
+		if err != nil {
+			return adapters.Outcome{}, err
+		}
+		search = func() (found, error) { return a.searchTask(ctx, key) }
+		create = func() (adapters.Outcome, error) { return a.createTask(ctx, t, key) }
+	default:
+		return adapters.Outcome{}, bad(fmt.Sprintf("unsupported operation %q", op.Type))
+	}
+	unlock, err := a.locks.Lock(ctx, key)
+	if err != nil {
+		return adapters.Outcome{}, adapters.NewError(adapters.CodeRequestNotSent, adapters.Retry, fmt.Errorf("amocrm: wait for single-flight: %w", err))
+	}
+	defer unlock()
+
+	f, err := search()
+	if err != nil {
+		return adapters.Outcome{}, notSent(err)
+	}
+	if f.exhausted {
+		// The scan could not prove absence: creating now risks a duplicate.
+		return adapters.Outcome{}, adapters.NewError("lookup_indeterminate", adapters.ReconcileBeforeRetry, errors.New("amocrm: search before create hit its page cap"))
+	}
+	if len(f.items) > 0 {
+		a.warnDuplicates(op, len(f.items))
+		if !f.items[0].sameAs(op) {
+			return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("amocrm: the object with this key holds another payload"))
+		}
+		return f.items[0].outcome(true, len(f.items)), nil
+	}
+	return create()
+}
+
+// Lookup searches by the key.
+func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	key := adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
+	var f found
+	var err error
+	switch op.Type {
+	case OpDealCreate:
+		f, err = a.searchLead(ctx, key)
+	case OpTaskCreate:
+		f, err = a.searchTask(ctx, key)
+	default:
+		return adapters.LookupResult{}, bad(fmt.Sprintf("unsupported operation %q", op.Type))
+	}
+	if err != nil {
+		return adapters.LookupResult{}, lookupError(err)
+	}
+	switch {
+	case len(f.items) > 0:
+		a.warnDuplicates(op, len(f.items))
+		return adapters.LookupResult{Status: adapters.Found, Outcome: f.items[0].outcome(true, len(f.items))}, nil
+	case f.exhausted:
+		return adapters.LookupResult{Status: adapters.Indeterminate, Code: "lookup_page_cap"}, nil
+	}
+	return adapters.LookupResult{Status: adapters.NotFound}, nil
+}
+
+func (a *Adapter) warnDuplicates(op operation.Operation, n int) {
+	if n > 1 {
+		a.cfg.Logger.Error("amoCRM holds several objects for one operation key; the oldest is used, the rest need an operator",
+			"operation_key", op.Key.String(), "target_system", "crm", "objects", n, "error_code", adapters.CodeDuplicateObjects)
+	}
+}
+
+// --- leads ---
+
+func (a *Adapter) leadOf(op operation.Operation, key string) (leadIn, error) {
+	title, amount := op.String("title"), op.Int("amount_minor")
+	switch {
+	case title == "":
+		return leadIn{}, bad("title is required")
+	case op.String("customer_id") == "":
+		return leadIn{}, bad("customer_id is required")
+	case amount < 0:
+		return leadIn{}, bad("amount_minor must not be negative")
+	case amount%100 != 0:
+		return leadIn{}, bad("amoCRM prices are whole currency units: amount_minor must be a multiple of 100")
+	}
+	l := leadIn{Name: title, Price: amount / 100, PipelineID: a.cfg.PipelineID, RequestID: "0"}
+	if st, ok := numericID(op.String("stage")); ok {
+		l.StatusID = st
+	}
+	if a.cfg.KeyFieldID > 0 {
+		l.CustomFieldsValues = []customField{{FieldID: a.cfg.KeyFieldID, Values: []fieldValue{{Value: key}}}}
+	}
+	l.Embedded.Tags = []tagIn{{Name: key}}
+	if c, ok := numericID(op.String("customer_id")); ok {
+		l.Embedded.Contacts = []idRef{{ID: c}}
+	}
+	return l, nil
+}
+
+func (a *Adapter) searchLead(ctx context.Context, key string) (found, error) {
+	resp, err := a.request(ctx, http.MethodGet, "/api/v4/leads", url.Values{"query": {key}, "limit": {"50"}}, nil)
+	if err != nil {
+		return found{}, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return found{}, nil
+	case http.StatusOK:
+	default:
+		return found{}, a.statusError(resp)
+	}
+	leads, err := parseLeads(resp.Body)
+	if err != nil {
+		return found{}, err
+	}
+	var f found
+	for _, l := range leads {
+		if l.holdsKey(key, a.cfg.KeyFieldID) {
+			f.items = append(f.items, item{kind: "lead", id: l.ID, name: l.Name, price: l.Price})
+		}
+	}
+	f.sort()
+	return f, nil
+}
+
+func (a *Adapter) createLead(ctx context.Context, l leadIn, key string) (adapters.Outcome, error) {
+	resp, err := a.request(ctx, http.MethodPost, "/api/v4/leads", nil, []leadIn{l})
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return adapters.Outcome{}, a.statusError(resp)
+	}
+	id, err := parseCreated(resp.Body, "leads", l.RequestID)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	return item{kind: "lead", id: id}.outcome(false, 1), nil
+}
+
+// --- tasks ---
+
+func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
+	title := op.String("title")
+	if title == "" {
+		return taskIn{}, bad("title is required")
+	}
+	resp, ok := numericID(op.String("responsible_id"))
+	if !ok {
+		return taskIn{}, bad("responsible_id must be a numeric amoCRM user id")
+	}
+	text := title
+	if d := op.String("description"); d != "" {
+		text += "\n" + d
+	}
+	text += "\n" + marker(key)
+	due := op.Time("deadline")
+	if due.IsZero() {
+		due = a.cfg.Clock().Add(DefaultTaskDue)
+	}
+	t := taskIn{Text: text, CompleteTill: due.Unix(), TaskTypeID: a.cfg.TaskTypeID, ResponsibleUserID: resp, RequestID: "0"}
+	if c, ok := numericID(op.String("customer_id")); ok {
+		t.EntityID, t.EntityType = c, "contacts"
+	}
+	return t, nil
+}
+
+func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
+	now := a.cfg.Clock()
+	q := url.Values{
+		"filter[updated_at][from]": {strconv.FormatInt(now.Add(-a.cfg.LookupWindow).Unix(), 10)},
+		"filter[updated_at][to]":   {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+		"limit":                    {"250"},
+	}
+	var f found
+	for page := 1; page <= a.cfg.LookupMaxPages; page++ {
+		q.Set("page", strconv.Itoa(page))
+		resp, err := a.request(ctx, http.MethodGet, "/api/v4/tasks", q, nil)
+		if err != nil {
+			return found{}, err
+		}
+		if resp.StatusCode == http.StatusNoContent {
+			f.sort()
+			return f, nil
+		}
+		if resp.StatusCode != http.StatusOK {
+			return found{}, a.statusError(resp)
+		}
+		tasks, err := parseTasks(resp.Body)
+		if err != nil {
+			return found{}, err
+		}
+		for _, t := range tasks {
+			if strings.Contains(t.Text, marker(key)) {
+				f.items = append(f.items, item{kind: "task", id: t.ID, name: t.Text, completed: t.IsCompleted})
+			}
+		}
+		if len(tasks) < 250 {
+			f.sort()
+			return f, nil
+		}
+	}
+	f.sort()
+	f.exhausted = len(f.items) == 0
+	return f, nil
+}
+
+func (a *Adapter) createTask(ctx context.Context, t taskIn, key string) (adapters.Outcome, error) {
+	resp, err := a.request(ctx, http.MethodPost, "/api/v4/tasks", nil, []taskIn{t})
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return adapters.Outcome{}, a.statusError(resp)
+	}
+	id, err := parseCreated(resp.Body, "tasks", t.RequestID)
+	if err != nil {
+		return adapters.Outcome{}, err
+	}
+	return item{kind: "task", id: id}.outcome(false, 1), nil
+}
+
+// --- found objects ---
+
+type item struct {
+	kind      string
+	id        int64
+	name      string
+	price     int64
+	completed bool
+}
+
+type found struct {
+	items     []item
+	exhausted bool
+}
+
+func (f *found) sort() {
+	for i := 1; i < len(f.items); i++ {
+		for j := i; j > 0 && f.items[j].id < f.items[j-1].id; j-- {
+			f.items[j], f.items[j-1] = f.items[j-1], f.items[j]
+		}
+	}
+}
+
+func (it item) sameAs(op operation.Operation) bool {
+	switch it.kind {
+	case "lead":
+		return it.name == op.String("title") && it.price*100 == op.Int("amount_minor")
+	case "task":
+		first, _, _ := strings.Cut(it.name, "\n")
+		return first == op.String("title")
+	}
+	return false
+}
+
+func (it item) outcome(replayed bool, n int) adapters.Outcome {
+	status := "created"
+	if it.kind == "task" {
+		status = "open"
+		if it.completed {
+			status = "completed"
+		}
+	}
+	d := map[string]any{"entity": it.kind, "replayed": replayed}
+	if n > 1 {
+		d["duplicates"] = n
+	}
+	return adapters.Outcome{ObjectID: strconv.FormatInt(it.id, 10), BusinessStatus: status, Details: d}
+}

@@ -1,0 +1,187 @@
+package amocrm_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/adaptertest"
+	"github.com/idemgate/idemgate/adapters/amocrm"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+	sb "github.com/idemgate/idemgate/sandbox/amocrm"
+)
+
+func leadOp(intent string, variant int) operation.Operation {
+	return operation.Operation{
+		Key: adaptertest.Key(amocrm.OpDealCreate, intent), Type: amocrm.OpDealCreate, TargetSystem: "crm",
+		Fields:      map[string]any{"title": "Deal " + intent, "customer_id": "321", "amount_minor": int64(100000 + variant*100), "currency": "RUB"},
+		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
+	}
+}
+
+func taskOp(intent string, variant int) operation.Operation {
+	return operation.Operation{
+		Key: adaptertest.Key(amocrm.OpTaskCreate, intent), Type: amocrm.OpTaskCreate, TargetSystem: "crm",
+		Fields: map[string]any{"title": fmt.Sprintf("Call back %s v%d", intent, variant), "responsible_id": "321123",
+			"deadline": time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)},
+		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
+	}
+}
+
+// clock is a settable clock shared by emulator and adapter.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *sb.Server) {
+	t.Helper()
+	if opts.RatePerSec == 0 {
+		opts.RatePerSec = -1
+	}
+	srv := sb.New(opts)
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), adapters.Secret(srv.Token()), time.Second
+	if cfg.KeyFieldID == 0 {
+		cfg.KeyFieldID = srv.KeyFieldID()
+	} else if cfg.KeyFieldID < 0 {
+		cfg.KeyFieldID = 0
+	}
+	if cfg.SettleTime == 0 {
+		cfg.SettleTime = -1 // the emulator has no lag unless a test asks for it
+	}
+	a, err := amocrm.New(cfg)
+	require.NoError(t, err)
+	return a, srv
+}
+
+func harness(op func(string, int) operation.Operation, invalid func(string) operation.Operation) adaptertest.Harness {
+	return adaptertest.Harness{
+		New: func(t *testing.T) adaptertest.Setup {
+			a, srv := setup(t, sb.Options{}, amocrm.Config{})
+			return adaptertest.Setup{Adapter: a, Sandbox: srv}
+		},
+		Op: op, Invalid: invalid, Secret: sb.DefaultToken,
+		ReplayDedup:     true, // searched before every create
+		DetectsMismatch: true, // the found object is compared with the payload
+		// The connector drops field, tag or marker: nothing to find, the replay
+		// creates again — the residual double-write window.
+		IgnoreKeyEffects: 2,
+		ConcurrentDedup:  true,
+	}
+}
+
+func TestContractLead(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, harness(leadOp, func(intent string) operation.Operation {
+		o := leadOp(intent, 0)
+		o.Fields["amount_minor"] = int64(12345) // not whole units
+		return o
+	}))
+}
+
+func TestContractTask(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, harness(taskOp, func(intent string) operation.Operation {
+		o := taskOp(intent, 0)
+		o.Fields["title"] = ""
+		return o
+	}))
+}
+
+func TestContractLeadTagOnly(t *testing.T) {
+	t.Parallel()
+	h := harness(leadOp, nil)
+	h.New = func(t *testing.T) adaptertest.Setup {
+		a, srv := setup(t, sb.Options{}, amocrm.Config{KeyFieldID: -1})
+		return adaptertest.Setup{Adapter: a, Sandbox: srv}
+	}
+	adaptertest.Run(t, h)
+}
+
+// TestSearchLagIsTheSettleTime shows the window: a lost response, then a
+// search inside the lag misses the lead; after SettleTime it is found, and
+// only then is a re-execute safe.
+func TestSearchLagIsTheSettleTime(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	a, srv := setup(t, sb.Options{Options: sandbox.Options{Clock: clk.now}, SearchLag: 20 * time.Second},
+		amocrm.Config{SettleTime: 30 * time.Second, Clock: clk.now})
+	require.Equal(t, 30*time.Second, a.Capabilities().SettleTime)
+	op := leadOp(adaptertest.Intent("lag"), 0)
+	require.NoError(t, srv.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Count: 1}))
+	_, err := a.Execute(context.Background(), op)
+	adaptertest.RequireClass(t, err, adapters.ReconcileBeforeRetry, "")
+	require.Equal(t, 1, srv.Effects(op.Key.String()))
+
+	lr, err := a.Lookup(context.Background(), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.NotFound, lr.Status, "inside the lag the search cannot see the lead: not a verdict before SettleTime")
+
+	clk.advance(a.Capabilities().SettleTime)
+	lr, err = a.Lookup(context.Background(), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	out, err := a.Execute(context.Background(), op)
+	require.NoError(t, err)
+	require.Equal(t, lr.Outcome.ObjectID, out.ObjectID)
+	require.Equal(t, 1, srv.Effects(op.Key.String()))
+}
+
+func TestRateLimitIsRetry(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	a, srv := setup(t, sb.Options{Options: sandbox.Options{Clock: clk.now}, RatePerSec: 2}, amocrm.Config{Clock: clk.now})
+	_, err := a.Execute(context.Background(), leadOp(adaptertest.Intent("rate"), 0)) // search + create
+	require.NoError(t, err)
+	_, err = a.Execute(context.Background(), leadOp(adaptertest.Intent("rate"), 0))
+	adaptertest.RequireClass(t, err, adapters.Retry, adapters.CodeHTTP429)
+	require.Equal(t, 1, srv.TotalEffects())
+	clk.advance(time.Second)
+	_, err = a.Execute(context.Background(), leadOp(adaptertest.Intent("rate"), 0))
+	require.NoError(t, err)
+}
+
+func TestTaskScanPageCapIsIndeterminate(t *testing.T) {
+	t.Parallel()
+	a, srv := setup(t, sb.Options{}, amocrm.Config{LookupMaxPages: 1})
+	ctx := context.Background()
+	for i := range 250 {
+		_, err := a.Execute(ctx, taskOp(fmt.Sprintf("fill-%d", i), 0))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 250, srv.TotalEffects())
+	lr, err := a.Lookup(ctx, taskOp("absent", 0))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Indeterminate, lr.Status)
+	_, err = a.Execute(ctx, taskOp("absent", 0))
+	adaptertest.RequireClass(t, err, adapters.ReconcileBeforeRetry, "")
+	require.Equal(t, 250, srv.TotalEffects(), "no create without proof of absence")
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]amocrm.Config{
+		"no_url":    {},
+		"creds_url": {BaseURL: "https://u:p@x.amocrm.ru"},
+		"neg_field": {BaseURL: "https://x.amocrm.ru", KeyFieldID: -1},
+	} {
+		require.ErrorIs(t, c.WithDefaults().Validate(), amocrm.ErrInvalidConfig, name)
+	}
+	require.Equal(t, amocrm.DefaultSettleTime, amocrm.Config{}.WithDefaults().SettleTime)
+	_, err := amocrm.New(amocrm.Config{BaseURL: "https://x.amocrm.ru", Getenv: func(string) string { return "" }})
+	require.ErrorIs(t, err, adapters.ErrNoCredential)
+}

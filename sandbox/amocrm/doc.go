@@ -1,0 +1,20 @@
+// Package amocrm emulates the amoCRM (Kommo) API v4 for leads and tasks
+// (TARGETS.md §3): Bearer auth, batch-array POST /api/v4/leads and
+// /api/v4/tasks answering {"_embedded":{"leads"|"tasks":[{"id",
+// "request_id"}]}} (request_id is echoed, never stored), GET /api/v4/leads?
+// query=… (fuzzy full-text over name, custom field values and tags; 204 when
+// nothing matches), GET /api/v4/tasks with filter[updated_at][from|to],
+// page and limit (204 when empty), validation errors as
+// application/problem+json with "validation-errors", 429 above the rate
+// limit (7 requests/s by default).
+//
+// amoCRM has no external-ID field: nothing is unique, a repeated POST makes
+// another object. Search freshness is modelled by Options.SearchLag: a lead
+// appears in query= results only that long after creation on the emulator
+// clock [??: the real lag is unconfirmed]. Each created lead or task is a
+// ledger effect under the key the client sent: for leads the value of the
+// key custom field (or the tag when no field is used); for tasks the
+// "[op:<key>]" marker in the text.
+//
+// Imports: the standard library and sandbox.
+package amocrm
