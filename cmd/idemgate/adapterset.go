@@ -6,58 +6,77 @@ import (
 	"sort"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/amocrm"
+	"github.com/idemgate/idemgate/adapters/bitrix24"
+	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/stripe"
 	"github.com/idemgate/idemgate/adapters/tbank"
 	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/operation"
 )
 
 // AdaptersConfig configures each target adapter; a target left out is not
 // built. Credentials come from the adapter's own environment variables or
 // files (see each adapter's Config), never from this file in production.
 type AdaptersConfig struct {
+	OneC     *onec.Config     `mapstructure:"onec"`
+	Bitrix24 *bitrix24.Config `mapstructure:"bitrix24"`
+	AmoCRM   *amocrm.Config   `mapstructure:"amocrm"`
 	YooKassa *yookassa.Config `mapstructure:"yookassa"`
 	TBank    *tbank.Config    `mapstructure:"tbank"`
 	Stripe   *stripe.Config   `mapstructure:"stripe"`
 }
 
+// asAdapter turns a constructor's concrete result into the contract,
+// without a typed nil on error.
+func asAdapter[A adapters.Adapter](a A, err error) (adapters.Adapter, error) {
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // buildAdapters builds the configured adapters and maps each routed
 // operation type to its adapter.
 func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, error) {
+	a := c.Adapters
+	type entry struct {
+		section string
+		build   func() (adapters.Adapter, error)
+	}
+	var entries []entry
+	if cfg := a.OneC; cfg != nil {
+		entries = append(entries, entry{"onec", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(onec.New(c)) }})
+	}
+	if cfg := a.Bitrix24; cfg != nil {
+		entries = append(entries, entry{"bitrix24", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(bitrix24.New(c)) }})
+	}
+	if cfg := a.AmoCRM; cfg != nil {
+		entries = append(entries, entry{"amocrm", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(amocrm.New(c)) }})
+	}
+	if cfg := a.YooKassa; cfg != nil {
+		entries = append(entries, entry{"yookassa", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(yookassa.New(c)) }})
+	}
+	if cfg := a.TBank; cfg != nil {
+		entries = append(entries, entry{"tbank", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(tbank.New(c)) }})
+	}
+	if cfg := a.Stripe; cfg != nil {
+		entries = append(entries, entry{"stripe", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(stripe.New(c)) }})
+	}
 	byName := map[string]adapters.Adapter{}
-	add := func(a adapters.Adapter, err error) error {
+	for _, e := range entries {
+		ad, err := e.build()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("adapters.%s: %w", e.section, err)
 		}
-		if _, dup := byName[a.Name()]; dup {
-			return fmt.Errorf("adapters: two adapters named %q", a.Name())
+		if _, dup := byName[ad.Name()]; dup {
+			return nil, fmt.Errorf("adapters.%s: two adapters named %q", e.section, ad.Name())
 		}
-		byName[a.Name()] = a
-		return nil
-	}
-	if cfg := c.Adapters.YooKassa; cfg != nil {
-		cfg.Logger = log
-		a, err := yookassa.New(*cfg)
-		if err := add(a, wrap("yookassa", err)); err != nil {
-			return nil, err
-		}
-	}
-	if cfg := c.Adapters.TBank; cfg != nil {
-		cfg.Logger = log
-		a, err := tbank.New(*cfg)
-		if err := add(a, wrap("tbank", err)); err != nil {
-			return nil, err
-		}
-	}
-	if cfg := c.Adapters.Stripe; cfg != nil {
-		cfg.Logger = log
-		a, err := stripe.New(*cfg)
-		if err := add(a, wrap("stripe", err)); err != nil {
-			return nil, err
-		}
+		byName[ad.Name()] = ad
 	}
 	routes := map[string]adapters.Adapter{}
 	for op, name := range c.Routes {
-		a, ok := byName[name]
+		ad, ok := byName[name]
 		if !ok {
 			names := make([]string, 0, len(byName))
 			for n := range byName {
@@ -66,14 +85,10 @@ func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, err
 			sort.Strings(names)
 			return nil, fmt.Errorf("routes.%s: no adapter named %q is configured (configured: %v)", op, name, names)
 		}
-		routes[op] = a
+		if typ, ok := operation.DefaultRegistry().Lookup(op); ok && typ.TargetSystem != ad.TargetSystem() {
+			return nil, fmt.Errorf("routes.%s: adapter %q serves %s targets, %s needs a %s target", op, name, ad.TargetSystem(), op, typ.TargetSystem)
+		}
+		routes[op] = ad
 	}
 	return routes, nil
-}
-
-func wrap(name string, err error) error {
-	if err != nil {
-		return fmt.Errorf("adapters.%s: %w", name, err)
-	}
-	return nil
 }
