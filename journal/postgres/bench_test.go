@@ -449,10 +449,11 @@ func rawReplay(pool *pgxpool.Pool, keys []string, batch int, readOnly bool) batc
 	}
 }
 
-// BenchmarkPaired runs the store and its raw baseline on one pool, in turns
-// of up to a twentieth of the run each, and reports both rates and their ratio:
-// on a shared machine, load that comes and goes falls on both alike, where
-// the separate benchmarks above may catch it in one and miss it in the other.
+// BenchmarkPaired runs the store, its raw baseline and the pipeline without
+// the read first on one pool, in turns of up to a twentieth of the run each,
+// and reports their rates and the store's ratios to the other two: on a shared
+// machine, load that comes and goes falls on all alike, where the separate
+// benchmarks above may catch it in one and miss it in another.
 func BenchmarkPaired(b *testing.B) {
 	for _, path := range []string{"ClaimComplete", "Replay"} {
 		b.Run(path, func(b *testing.B) {
@@ -464,56 +465,57 @@ func BenchmarkPaired(b *testing.B) {
 			}
 			for _, batch := range benchBatches {
 				b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-					var store, raw []batchFunc
+					var store, raw, pipeline []batchFunc
 					for range benchCallers {
 						if path == "Replay" {
 							store = append(store, storeReplay(env.store, keys, batch))
 							raw = append(raw, rawReplay(env.pool, keys, batch, true))
+							pipeline = append(pipeline, rawReplay(env.pool, keys, batch, false))
 							continue
 						}
 						store = append(store, freshCaller(func(keys []string) batchFunc { return storeClaimComplete(env.store, keys, batch) }, batch))
 						raw = append(raw, freshCaller(func(keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, true) }, batch))
+						pipeline = append(pipeline, freshCaller(func(keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, false) }, batch))
 					}
-					runPaired(b, batch, store, raw)
+					runPaired(b, batch, store, raw, pipeline)
 				})
 			}
 		})
 	}
 }
 
-// runPaired runs b.N batches on each of store and raw, in turns.
-func runPaired(b *testing.B, batch int, store, raw []batchFunc) {
+// runPaired runs b.N batches on each of store, raw and pipeline, in turns.
+func runPaired(b *testing.B, batch int, store, raw, pipeline []batchFunc) {
 	b.Helper()
 	ctx := context.Background()
-	if err := drive(ctx, store, 0, benchCallers); err != nil {
-		b.Fatalf("warm-up: %v", err)
-	}
-	if err := drive(ctx, raw, 0, benchCallers); err != nil {
-		b.Fatalf("warm-up: %v", err)
+	variants := [][]batchFunc{store, raw, pipeline}
+	for _, calls := range variants {
+		if err := drive(ctx, calls, 0, benchCallers); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
 	}
 	b.ResetTimer()
 	// Up to 20 turns, each long enough to keep every caller busy.
 	turns := max(1, min(20, b.N/(4*benchCallers)))
-	var storeTime, rawTime time.Duration
+	spent := make([]time.Duration, len(variants))
 	done := 0
 	for t := range turns {
 		n := (b.N*(t+1))/turns - done
-		for _, v := range []struct {
-			calls []batchFunc
-			spent *time.Duration
-		}{{store, &storeTime}, {raw, &rawTime}} {
+		for v, calls := range variants {
 			start := time.Now()
-			if err := drive(ctx, v.calls, 0, n); err != nil {
+			if err := drive(ctx, calls, 0, n); err != nil {
 				b.Fatal(err)
 			}
-			*v.spent += time.Since(start)
+			spent[v] += time.Since(start)
 		}
 		done += n
 	}
 	ops := float64(b.N * batch)
-	b.ReportMetric(ops/storeTime.Seconds(), "store-ops/s")
-	b.ReportMetric(ops/rawTime.Seconds(), "raw-ops/s")
-	b.ReportMetric(rawTime.Seconds()/storeTime.Seconds(), "store/raw")
+	b.ReportMetric(ops/spent[0].Seconds(), "store-ops/s")
+	b.ReportMetric(ops/spent[1].Seconds(), "raw-ops/s")
+	b.ReportMetric(ops/spent[2].Seconds(), "pipeline-ops/s")
+	b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "store/raw")
+	b.ReportMetric(spent[2].Seconds()/spent[0].Seconds(), "store/pipeline")
 }
 
 // freshCaller returns a caller that runs every batch it is given on keys never
