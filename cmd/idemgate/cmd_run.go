@@ -87,7 +87,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	if err != nil {
 		return configError(err)
 	}
-	rec, err := worker.NewReconciler(worker.ReconcilerConfig{}, c.Worker, deps)
+	rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
 	if err != nil {
 		return configError(err)
 	}

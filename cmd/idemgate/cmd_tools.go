@@ -346,7 +346,7 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 				defer stop()
 				deps.JS = js
 			}
-			r, err := worker.NewReconciler(worker.ReconcilerConfig{}, c.Worker, deps)
+			r, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
 			if err != nil {
 				return configError(err)
 			}

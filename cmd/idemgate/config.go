@@ -56,6 +56,8 @@ type Config struct {
 		AutoMigrate bool `mapstructure:"auto_migrate"`
 	} `mapstructure:"journal"`
 	Worker worker.Config `mapstructure:"worker"`
+	// Reconciler settles unknown outcomes and expired leases.
+	Reconciler worker.ReconcilerConfig `mapstructure:"reconciler"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -79,6 +81,7 @@ func defaults() Config {
 	c.Journal.AutoMigrate = true
 	c.Worker = worker.Config{}.WithDefaults()
 	c.Worker.Owner = ""
+	c.Reconciler = worker.ReconcilerConfig{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
 	return c
