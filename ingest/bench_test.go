@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,8 @@ import (
 // against the embedded server with a file-backed stream, 16 concurrent
 // senders on keep-alive connections. The baseline is the same publish
 // (same subject, payload size and Nats-Msg-Id) straight from a JetStream
-// client at the same concurrency, measured in the same run.
+// client at the same concurrency, and the same HTTP requests against a no-op
+// handler (the transport's floor), both measured in the same run.
 //
 //	go test -run '^$' -bench BenchmarkIngest -benchtime 5s ./ingest/
 func BenchmarkIngest(b *testing.B) {
@@ -39,41 +41,19 @@ func BenchmarkIngest(b *testing.B) {
 	var seq atomic.Uint64
 	const parallelism = 8 // × GOMAXPROCS senders
 
-	b.Run("http_to_puback", func(b *testing.B) {
-		tr := &http.Transport{MaxIdleConnsPerHost: 256}
-		client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-		defer tr.CloseIdleConnections()
-		lat := newLatencies()
-		b.SetParallelism(parallelism)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			var mine []time.Duration
-			for pb.Next() {
-				n := seq.Add(1)
-				body := stripeEvent(fmt.Sprintf("evt_bench_%d", n), "payment_intent.succeeded", "cust-1")
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-				req.Header = stripeHeader(stripeNew, fixedNow, body)
-				req.Header.Set("Content-Type", "application/json")
-				start := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				mine = append(mine, time.Since(start))
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-			lat.add(mine)
-		})
-		b.StopTimer()
-		lat.report(b, "webhooks/s")
+	// The floor of the transport: the same client and requests against a
+	// handler that only reads the body and answers 200.
+	noop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "OK")
+	}))
+	defer noop.Close()
+	b.Run("baseline_http_noop", func(b *testing.B) {
+		benchHTTP(b, noop.URL+"/webhooks/stripe", &seq, parallelism)
 	})
-
+	b.Run("http_to_puback", func(b *testing.B) {
+		benchHTTP(b, url, &seq, parallelism)
+	})
 	b.Run("baseline_jetstream_publish", func(b *testing.B) {
 		body := stripeEvent("evt_bench_0000000", "payment_intent.succeeded", "cust-1")
 		lat := newLatencies()
@@ -99,6 +79,43 @@ func BenchmarkIngest(b *testing.B) {
 		b.StopTimer()
 		lat.report(b, "publishes/s")
 	})
+}
+
+// benchHTTP posts signed Stripe webhooks to url from parallelism×GOMAXPROCS
+// senders and reports the rate and latency percentiles.
+func benchHTTP(b *testing.B, url string, seq *atomic.Uint64, parallelism int) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	lat := newLatencies()
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			n := seq.Add(1)
+			body := stripeEvent(fmt.Sprintf("evt_bench_%d", n), "payment_intent.succeeded", "cust-1")
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			req.Header = stripeHeader(stripeNew, fixedNow, body)
+			req.Header.Set("Content-Type", "application/json")
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mine = append(mine, time.Since(start))
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+		lat.add(mine)
+	})
+	b.StopTimer()
+	lat.report(b, "webhooks/s")
 }
 
 type latencies struct {

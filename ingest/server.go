@@ -407,8 +407,10 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		case "unrouted":
 			src.counters.unrouted.Add(1)
 		}
-		s.log.Debug("webhook "+out.result, "source", src.name, "event_id", out.eventID,
-			"event_type", out.eventType, "operation", out.operation, "duration", s.now().Sub(start))
+		if s.log.Enabled(r.Context(), slog.LevelDebug) {
+			s.log.Debug("webhook "+out.result, "source", src.name, "event_id", out.eventID,
+				"event_type", out.eventType, "operation", out.operation, "duration", s.now().Sub(start))
+		}
 		writeText(w, http.StatusOK, "OK")
 	default:
 		src.counters.reject(out.reason)
