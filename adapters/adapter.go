@@ -24,6 +24,10 @@ type Adapter interface {
 	Execute(ctx context.Context, op operation.Operation) (Outcome, error)
 	// Lookup finds an earlier attempt by the operation key. A failure to ask is
 	// an *Error; "not found" and "cannot tell" are results, not errors.
+	// Lookup must work from the key alone: the reconciler may call it with an
+	// Operation whose Fields are nil (the command is no longer at hand). It
+	// then matches on the key only and never reports a payload mismatch; an
+	// operation that cannot be found without its fields is Indeterminate.
 	Lookup(ctx context.Context, op operation.Operation) (LookupResult, error)
 }
 

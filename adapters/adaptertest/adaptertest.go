@@ -250,6 +250,16 @@ func (s *suite) lostResponse(t *testing.T) {
 			require.Equal(t, adapters.Found, lr.Status)
 			require.NotEmpty(t, lr.Outcome.ObjectID)
 
+			// The reconciler may hold only the key: the lookup must find the
+			// same object and never call it a payload mismatch.
+			keyOnly := op
+			keyOnly.Fields = nil
+			kr, err := st.Adapter.Lookup(ctx(t), keyOnly)
+			require.NoError(t, err)
+			require.Equal(t, adapters.Found, kr.Status, "lookup by key alone")
+			require.Equal(t, lr.Outcome.ObjectID, kr.Outcome.ObjectID)
+			require.NotEqual(t, adapters.CodeKeyPayloadMismatch, kr.Code)
+
 			if s.h.ReplayDedup {
 				out, err := st.Adapter.Execute(ctx(t), op)
 				require.NoError(t, err)

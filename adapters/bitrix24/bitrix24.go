@@ -242,9 +242,16 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 // Lookup lists by ORIGIN_ID; the oldest object wins.
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	key := adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
-	ent, err := a.entityOf(op, key)
-	if err != nil {
-		return adapters.LookupResult{}, err
+	// A lookup goes by key alone: the reconciler may hold no payload.
+	var ent entity
+	switch op.Type {
+	case OpDealCreate:
+		ent = entity{name: "deal", list: "crm.deal.list"}
+	case OpTaskCreate:
+		ent = entity{name: "activity", list: "crm.activity.list"}
+	default:
+		return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry,
+			fmt.Errorf("bitrix24: unsupported operation %q", op.Type))
 	}
 	found, err := a.search(ctx, ent, key)
 	if err != nil {

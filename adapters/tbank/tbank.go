@@ -334,7 +334,9 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 		res.Outcome.Details["duplicates"] = n - 1
 	}
 	switch {
-	case op.Int("amount_minor") != pay.amount:
+	case op.Fields != nil && op.Int("amount_minor") != pay.amount:
+		// Only with the payload at hand: a key-only lookup (the reconciler
+		// without the command) cannot tell a mismatch.
 		res.Final, res.Code = true, adapters.CodeKeyPayloadMismatch
 	case succeeded[pay.status]:
 	case finalFailure[pay.status]:
