@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/bitrix24"
+	"github.com/idemgate/idemgate/adapters/onec"
+	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/demo"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/sandbox"
+)
+
+// demoOptions are the flags of `idemgate demo`.
+type demoOptions struct {
+	timeout    time.Duration
+	keep       bool
+	verbose    bool
+	only       []string
+	journalURL string
+	dataDir    string
+}
+
+func demoCmd(stdout, stderr io.Writer) *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Show the guarantees on this machine: embedded NATS, SQLite journal, target sandboxes and a scripted agent",
+		Long: `demo starts everything in this process — an embedded JetStream server, the
+SQLite journal (or PostgreSQL with --journal-url), the 1C, Bitrix24 and
+YooKassa sandboxes and the daemon — on free loopback ports, then plays an
+agent: an invoice, CRM tasks and payments, with duplicates, retries, a lost
+response, a payload conflict, two replicas racing and faults from the
+targets. It counts the effects in the sandboxes' ledgers and ends with a
+table of guarantees; the exit code is non-zero if any failed.
+
+It never reads the configuration file: nothing it does reaches a real target.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.journalURL, _ = cmd.Flags().GetString("journal-url")
+			o.dataDir, _ = cmd.Flags().GetString("data-dir")
+			return runDemo(cmd.Context(), o, stdout, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole demo")
+	f.BoolVar(&o.keep, "keep-data", false, "keep the temporary data folder (journal, NATS store, daemon log) after a passing run")
+	f.BoolVar(&o.verbose, "verbose", false, "write the daemon's logs to stderr instead of the data folder's idemgate.log")
+	f.StringSliceVar(&o.only, "scenario", nil, "run only these scenarios ("+strings.Join(demo.IDs(), ", ")+")")
+	return cmd
+}
+
+// runDemo runs the demo and turns a failed guarantee into exit code 1.
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+	if o.timeout <= 0 {
+		return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}
+	}
+	for _, id := range o.only {
+		if !contains(demo.IDs(), id) {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--scenario %q: one of %s", id, strings.Join(demo.IDs(), ", "))}
+		}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the demo did not finish within --timeout %v", o.timeout))
+	defer cancel()
+
+	sys, err := startDemo(ctx, demoSetup{dataDir: o.dataDir, journalURL: o.journalURL, keep: o.keep, logTo: logTarget(o.verbose, stderr)})
+	if err != nil {
+		return err
+	}
+	sys.writeHeader(stdout)
+	rep, runErr := demo.Run(sys.ctx, sys.runtime(), demo.Options{Out: stdout, Terminal: isTerminal(stdout), Only: o.only})
+	// A failed run keeps its data folder for inspection.
+	sys.failed = runErr != nil || !rep.Pass()
+	closeErr := sys.close()
+	if runErr != nil && rep.Rows == nil {
+		return errors.Join(runErr, closeErr)
+	}
+	fmt.Fprintln(stdout)
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if sys.keptData() {
+		fmt.Fprintf(stdout, "Data kept in %s (journal, NATS store, daemon log).\n", sys.dataDir)
+	}
+	switch {
+	case runErr != nil:
+		return errors.Join(runErr, closeErr)
+	case !rep.Pass():
+		return &exitError{code: exitFailure, err: fmt.Errorf("%d guarantee(s) failed", len(rep.Failed()))}
+	}
+	return closeErr
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// isTerminal reports whether w is a terminal (for the spinner).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// logTarget is where the daemon logs: stderr with --verbose, else a file in
+// the data folder (nil here).
+func logTarget(verbose bool, stderr io.Writer) io.Writer {
+	if verbose {
+		return stderr
+	}
+	return nil
+}
+
+// demoSetup says how to start the demo's system.
+type demoSetup struct {
+	dataDir    string // "" = a temporary folder, removed on close unless keep or a failure
+	journalURL string // "" = SQLite in dataDir
+	keep       bool
+	logTo      io.Writer // nil = dataDir/idemgate.log
+	// tune, when set, adjusts the configuration before it is validated
+	// (benchmarks).
+	tune func(*Config)
+}
+
+// demoSystem is everything `idemgate demo` runs in one process.
+type demoSystem struct {
+	ctx     context.Context // ends when the demo's context ends or replica 1 stops
+	cancel  context.CancelCauseFunc
+	cfg     Config
+	dataDir string
+	tempDir bool
+	keep    bool
+	failed  bool
+	logFile *os.File
+	log     *slog.Logger
+	sb      *demo.Sandboxes
+	store   journal.Store
+	first   *replica
+
+	mu     sync.Mutex
+	others []*replica
+}
+
+// replica is one in-process daemon.
+type replica struct {
+	owner     string
+	adminAddr string
+	cancel    context.CancelFunc
+	done      chan error
+	once      sync.Once
+	err       error
+}
+
+func (r *replica) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		r.err = <-r.done
+	})
+	return r.err
+}
+
+// startDemo starts the sandboxes, the embedded NATS and journal, replica 1
+// and a journal reader. On error nothing is left running.
+func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
+	sys := &demoSystem{dataDir: set.dataDir, keep: set.keep}
+	sys.ctx, sys.cancel = context.WithCancelCause(ctx)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, sys.close())
+		}
+	}()
+	if sys.dataDir == "" {
+		d, err := os.MkdirTemp("", "idemgate-demo-")
+		if err != nil {
+			return sys, fmt.Errorf("temporary data folder: %w", err)
+		}
+		sys.dataDir, sys.tempDir = d, true
+	}
+	logTo := set.logTo
+	if logTo == nil {
+		if err := os.MkdirAll(sys.dataDir, 0o700); err != nil {
+			return sys, fmt.Errorf("data folder: %w", err)
+		}
+		f, err := os.OpenFile(filepath.Join(sys.dataDir, "idemgate.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return sys, fmt.Errorf("daemon log: %w", err)
+		}
+		sys.logFile, logTo = f, f
+	}
+	sys.sb, err = demo.StartSandboxes(sandbox.Options{})
+	if err != nil {
+		return sys, err
+	}
+	sys.cfg, err = demoConfig(sys.dataDir, set.journalURL, sys.sb)
+	if err != nil {
+		return sys, err
+	}
+	if set.tune != nil {
+		set.tune(&sys.cfg)
+	}
+	if err := sys.cfg.validate(); err != nil {
+		return sys, configError(err)
+	}
+	sys.log = newLogger(sys.cfg, logTo)
+	sys.first, err = sys.startReplica(sys.cfg)
+	if err != nil {
+		return sys, err
+	}
+	// The demo reads attempts from the same journal, through its own handle.
+	sys.store, _, err = openJournal(sys.ctx, sys.cfg, quietLog(), false)
+	if err != nil {
+		return sys, fmt.Errorf("journal reader: %w", err)
+	}
+	return sys, nil
+}
+
+// demoConfig is the daemon's configuration in the demo: embedded NATS on a
+// free port, the journal, short leases so that waits stay short, and the
+// sandboxes as targets.
+func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) {
+	c := defaults()
+	c.Env = "demo"
+	c.DataDir = dataDir
+	c.Log.Level = "info"
+	c.Admin.Addr = "127.0.0.1:0"
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return c, err
+	}
+	c.NATS.EmbeddedAddr = addr
+	c.NATS.FetchWait = 50 * time.Millisecond
+	// Small fetches so that two replicas share a burst between them.
+	c.NATS.FetchBatch = 4
+	c.Journal.URL = journalURL
+	c.Worker.Owner = "demo-replica-1"
+	c.Worker.LeaseTTL = 5 * time.Second
+	c.Worker.HeartbeatInterval = time.Second
+	c.Worker.CallTimeout = 3 * time.Second
+	c.Worker.ShutdownTimeout = 5 * time.Second
+	c.Worker.Retry.MaxElapsed = 6 * time.Second
+	shop, secret := sb.YooKassa.Credentials()
+	user, password := sb.OneC.Credentials()
+	uid, code := sb.Bitrix24.Credentials()
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.Secret(secret)}
+	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: adapters.Secret(password)}
+	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: adapters.Secret(code)}
+	c.Routes = map[string]string{
+		"payment.charge":  yookassa.DefaultName,
+		"payment.refund":  yookassa.DefaultName,
+		"invoice.create":  onec.DefaultName,
+		"crm.task.create": bitrix24.DefaultName,
+		"crm.deal.create": bitrix24.DefaultName,
+	}
+	return c, nil
+}
+
+// freeLoopbackAddr returns a loopback address with a port free right now,
+// so that the demo never collides with a daemon on 4223.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}
+
+// startReplica runs a daemon with c until the demo ends or it is stopped.
+func (s *demoSystem) startReplica(c Config) (*replica, error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	r := &replica{owner: c.Worker.Owner, cancel: cancel, done: make(chan error, 1)}
+	started := make(chan *daemon, 1)
+	first := s.first == nil
+	go func() {
+		err := runDaemon(ctx, c, s.log.With("replica", c.Worker.Owner), func(d *daemon) { started <- d })
+		if first && s.ctx.Err() == nil {
+			s.cancel(fmt.Errorf("replica %s stopped: %w", c.Worker.Owner, errors.Join(err, errors.New("see the daemon log"))))
+		}
+		r.done <- err
+	}()
+	select {
+	case d := <-started:
+		r.adminAddr = d.adminAddr
+		return r, nil
+	case err := <-r.done:
+		r.done <- err
+		cancel()
+		if err == nil {
+			err = context.Cause(s.ctx)
+		}
+		return nil, fmt.Errorf("replica %s did not start: %w", c.Worker.Owner, err)
+	case <-s.ctx.Done():
+		cancel()
+		<-r.done
+		return nil, fmt.Errorf("replica %s did not start: %w", c.Worker.Owner, context.Cause(s.ctx))
+	}
+}
+
+// natsURL reaches the embedded server replica 1 runs.
+func (s *demoSystem) natsURL() string { return "nats://" + s.cfg.NATS.EmbeddedAddr }
+
+func (s *demoSystem) multiMachine() bool { return s.cfg.Journal.URL != "" }
+
+func (s *demoSystem) runtime() demo.Runtime {
+	kind := "SQLite (embedded) " + filepath.Join(s.dataDir, "journal.db")
+	if s.multiMachine() {
+		kind = "PostgreSQL"
+	}
+	return demo.Runtime{
+		Env: s.cfg.Env, NATSURL: s.natsURL(), Journal: s.store,
+		JournalKind: kind, NATSKind: "embedded JetStream " + s.cfg.NATS.EmbeddedAddr,
+		MultiMachine: s.multiMachine(), Sandboxes: s.sb, Routes: s.cfg.Routes, Replica: s.cfg.Worker.Owner,
+		StartReplica: s.startOther,
+	}
+}
+
+// startOther starts another replica sharing the journal and the durable
+// consumer, connected to replica 1's embedded NATS.
+func (s *demoSystem) startOther(_ context.Context, owner string) (func() error, error) {
+	c := s.cfg
+	c.NATS.URL = s.natsURL()
+	c.Admin.Addr = ""
+	c.Worker.Owner = owner
+	r, err := s.startReplica(c)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.others = append(s.others, r)
+	s.mu.Unlock()
+	return r.stop, nil
+}
+
+func (s *demoSystem) writeHeader(w io.Writer) {
+	fmt.Fprintln(w, "idemgate demo: one business intent, at most one business effect")
+	where := s.dataDir
+	if s.tempDir && !s.keep {
+		where += " (temporary, removed at the end; --keep-data keeps it)"
+	}
+	fmt.Fprintf(w, "  data       %s\n", where)
+	fmt.Fprintf(w, "  NATS       embedded JetStream on %s\n", s.cfg.NATS.EmbeddedAddr)
+	if s.multiMachine() {
+		fmt.Fprintln(w, "  journal    PostgreSQL (--journal-url)")
+	} else {
+		fmt.Fprintf(w, "  journal    SQLite %s\n", filepath.Join(s.dataDir, "journal.db"))
+	}
+	fmt.Fprintf(w, "  daemon     %s, admin http://%s/metrics\n", s.first.owner, s.first.adminAddr)
+	if s.logFile != nil {
+		fmt.Fprintf(w, "  daemon log %s\n", s.logFile.Name())
+	}
+	for _, t := range s.sb.Targets() {
+		fmt.Fprintf(w, "  sandbox    %-9s %s  (ledger: %s/_sandbox/ledger)\n", t.Name(), t.URL(), t.URL())
+	}
+}
+
+// keptData reports whether the data folder stays after close.
+func (s *demoSystem) keptData() bool { return !s.tempDir || s.keep || s.failed }
+
+// close stops the replicas, the journal reader and the sandboxes, and
+// removes a temporary data folder unless it is kept.
+func (s *demoSystem) close() error {
+	var errs []error
+	s.mu.Lock()
+	others := s.others
+	s.others = nil
+	s.mu.Unlock()
+	for _, r := range others {
+		errs = append(errs, r.stop())
+	}
+	if s.first != nil {
+		errs = append(errs, s.first.stop())
+	}
+	s.cancel(errors.New("demo closed"))
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.sb != nil {
+		errs = append(errs, s.sb.Close())
+	}
+	if s.logFile != nil {
+		errs = append(errs, s.logFile.Close())
+	}
+	err := errors.Join(errs...)
+	if s.tempDir && !s.keptData() {
+		if rerr := os.RemoveAll(s.dataDir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", s.dataDir, rerr))
+		}
+	}
+	return err
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/demo"
+	"github.com/idemgate/idemgate/sandbox"
+	// The emulators register themselves in sandbox.DefaultRegistry.
+	_ "github.com/idemgate/idemgate/sandbox/amocrm"
+	_ "github.com/idemgate/idemgate/sandbox/bitrix24"
+	_ "github.com/idemgate/idemgate/sandbox/onec"
+	_ "github.com/idemgate/idemgate/sandbox/stripe"
+	_ "github.com/idemgate/idemgate/sandbox/tbank"
+	_ "github.com/idemgate/idemgate/sandbox/yookassa"
+)
+
+func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		listen map[string]string
+		seed   uint64
+		quiet  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Run every target emulator (1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe) on loopback ports until Ctrl-C",
+		Long: `sandbox serves the emulators idemgate's tests and demo use, for manual
+work: point adapters at them, send commands, inject faults and count effects.
+Each emulator keeps its target's contract and serves an admin API:
+
+  GET    /_sandbox/ledger[?key=K]   effects (objects created) per operation key
+  GET    /_sandbox/faults           active fault rules
+  POST   /_sandbox/faults           add rules, e.g. {"kind":"lose_response_close","count":1}
+                                    or {"kind":"http_429","retry_after_ms":2000,"rate":0.2}
+  DELETE /_sandbox/faults           clear the rules
+  POST   /_sandbox/reset            clear faults, ledger and objects
+
+The credentials printed are the emulators' fixed test credentials.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSandbox(cmd.Context(), listen, sandbox.Options{Seed: seed, Logger: sandboxLogger(quiet, stderr)}, stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringToStringVar(&listen, "listen", nil, "listen address per emulator, e.g. yookassa=127.0.0.1:8443 (the others take free loopback ports)")
+	f.Uint64Var(&seed, "seed", 0, "seed of random-rate faults (the same seed and request order give the same faults)")
+	f.BoolVar(&quiet, "quiet", false, "do not log injected and fired faults on stderr")
+	return cmd
+}
+
+func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
+	if quiet {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// runSandbox starts every registered emulator, prints how to use each, and
+// serves until ctx ends.
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer) error {
+	names := sandbox.DefaultRegistry.Names()
+	addrs := make(map[string]string, len(names))
+	for _, n := range names {
+		addrs[n] = ""
+	}
+	for n, a := range listen {
+		if _, ok := addrs[n]; !ok {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--listen %s: no such emulator (%s)", n, strings.Join(names, ", "))}
+		}
+		addrs[n] = a
+	}
+	g, err := sandbox.DefaultRegistry.StartAll(addrs, opts)
+	if err != nil {
+		return err
+	}
+	infos := make([]demo.TargetInfo, 0, len(g.Targets))
+	for _, t := range g.Targets {
+		infos = append(infos, demo.Describe(t))
+	}
+	fmt.Fprintf(stdout, "idemgate sandbox: %d target emulators (test credentials only, nothing real is reached)\n\n", len(infos))
+	werr := demo.WriteTargets(stdout, infos)
+	fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
+	if werr != nil {
+		return errors.Join(werr, g.Close())
+	}
+	<-ctx.Done()
+	return g.Close()
+}
