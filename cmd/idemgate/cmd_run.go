@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/worker"
@@ -46,6 +47,7 @@ type daemon struct {
 	janitor    *worker.Janitor
 	admin      *http.Server
 	adminAddr  string
+	ingest     *ingest.Server
 	ready      atomic.Bool
 }
 
@@ -96,6 +98,18 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		return configError(err)
 	}
 	d := &daemon{worker: w, reconciler: rec, janitor: jan}
+	if c.Ingest.Enabled {
+		srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg))
+		if err != nil {
+			return configError(err)
+		}
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		defer srv.Stop()
+		d.ingest = srv
+		log.Info("webhook ingest", "addr", srv.Addr(), "sources", len(c.Ingest.Sources))
+	}
 
 	if c.Admin.Addr != "" {
 		ln, err := net.Listen("tcp", c.Admin.Addr)
@@ -132,6 +146,9 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	// anything unpublished.
 	d.ready.Store(false)
 	log.Info("draining")
+	if d.ingest != nil {
+		d.ingest.Stop() // senders get 503 and retry elsewhere or later
+	}
 	w.Stop()
 	rec.Stop()
 	jan.Stop()

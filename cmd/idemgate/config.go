@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/worker"
 )
@@ -58,6 +59,12 @@ type Config struct {
 	Worker worker.Config `mapstructure:"worker"`
 	// Reconciler settles unknown outcomes and expired leases.
 	Reconciler worker.ReconcilerConfig `mapstructure:"reconciler"`
+	// Ingest is the webhook-to-queue server: `idemgate ingest`, or inside
+	// `idemgate run` when enabled.
+	Ingest struct {
+		Enabled       bool `mapstructure:"enabled"`
+		ingest.Config `mapstructure:",squash"`
+	} `mapstructure:"ingest"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -82,6 +89,7 @@ func defaults() Config {
 	c.Worker = worker.Config{}.WithDefaults()
 	c.Worker.Owner = ""
 	c.Reconciler = worker.ReconcilerConfig{}.WithDefaults()
+	c.Ingest.Config = ingest.Config{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
 	return c
@@ -150,6 +158,8 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	// Lists from the file (webhook sources) take their per-item defaults.
+	c.Ingest.Config = c.Ingest.Config.WithDefaults()
 	return c, nil
 }
 
@@ -234,6 +244,14 @@ func (c Config) validate() error {
 	check("journal.retention", c.Journal.Retention)
 	for typ, r := range c.Journal.RetentionByType {
 		check("journal.retention_by_type."+typ, r)
+	}
+	if c.Ingest.Enabled || len(c.Ingest.Sources) > 0 {
+		if c.Ingest.Stream != c.NATS.CommandsStream {
+			errs = append(errs, fmt.Errorf("ingest.stream %q must be nats.commands_stream %q", c.Ingest.Stream, c.NATS.CommandsStream))
+		}
+		if err := c.Ingest.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, fmt.Errorf("replicas %d: at least 1", c.Replicas))
