@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/sandbox"
+	"github.com/idemgate/idemgate/sandbox/bitrix24"
+	"github.com/idemgate/idemgate/sandbox/onec"
+	"github.com/idemgate/idemgate/sandbox/yookassa"
+)
+
+// targets are the article's three kinds of target: an invoice in 1C, a
+// payment (YooKassa), a CRM task (Bitrix24).
+var targets = []target{
+	{
+		name: "1c_invoice", operation: "invoice.create", adapter: "onec",
+		start: startOneC,
+		payload: func(intent string, changed bool) json.RawMessage {
+			amount := 125000
+			if changed {
+				amount = 135000
+			}
+			return json.RawMessage(fmt.Sprintf(`{"order_id":%q,"customer_id":"cust-42","amount_minor":%d,"currency":"rub","due_date":"2030-01-31"}`, intent, amount))
+		},
+	},
+	{
+		name: "yookassa_payment", operation: "payment.charge", adapter: "yookassa", approval: true,
+		start: startYooKassa,
+		payload: func(intent string, changed bool) json.RawMessage {
+			amount := 125000
+			if changed {
+				amount = 135000
+			}
+			return json.RawMessage(fmt.Sprintf(`{"account_id":"merchant-account-17","order_id":%q,"amount_minor":%d,"currency":"rub"}`, intent, amount))
+		},
+	},
+	{
+		name: "bitrix24_task", operation: "crm.task.create", adapter: "bitrix24",
+		start: startBitrix24,
+		payload: func(intent string, changed bool) json.RawMessage {
+			// A task has no amount: the significant field changed is the title.
+			title := "Call the customer back about " + intent
+			if changed {
+				title = "Call the customer back about a refund for " + intent
+			}
+			return json.RawMessage(fmt.Sprintf(`{"title":%q,"responsible_id":"7","customer_id":"42","deadline":"2030-01-31T09:00:00+03:00"}`, title))
+		},
+	},
+}
+
+// secret returns a fresh credential, so that a leak is recognisable.
+func secret(t *testing.T, prefix string) string {
+	t.Helper()
+	var b [10]byte
+	_, err := rand.Read(b[:])
+	require.NoError(t, err)
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func sandboxOptions() sandbox.Options {
+	// A lost response hangs until the client gives up or dies; bounded
+	// anyway so a broken test cannot hang on it.
+	return sandbox.Options{MaxHang: 20 * time.Second}
+}
+
+func startOneC(t *testing.T) targetSandbox {
+	pw := secret(t, "e2e-1c-")
+	s := onec.New(onec.Options{Options: sandboxOptions(), User: "integration", Password: pw})
+	_, err := s.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return targetSandbox{
+		core:        s.Core,
+		adapterYAML: fmt.Sprintf("  onec:\n    base_url: %q\n    user: integration\n    timeout: 10s\n", s.BaseURL()),
+		env:         []string{"IDEMGATE_ONEC_PASSWORD=" + pw},
+		secrets:     []string{pw},
+	}
+}
+
+func startYooKassa(t *testing.T) targetSandbox {
+	key := secret(t, "test_e2e_")
+	s := yookassa.New(yookassa.Options{Options: sandboxOptions(), ShopID: "100500", SecretKey: key})
+	url, err := s.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return targetSandbox{
+		core:        s.Core,
+		adapterYAML: fmt.Sprintf("  yookassa:\n    base_url: %q\n    timeout: 10s\n", url),
+		env:         []string{"YOOKASSA_SHOP_ID=100500", "YOOKASSA_SECRET_KEY=" + key},
+		secrets:     []string{key},
+	}
+}
+
+func startBitrix24(t *testing.T) targetSandbox {
+	code := secret(t, "e2ehook")
+	s := bitrix24.New(bitrix24.Options{Options: sandboxOptions(), UserID: "1", WebhookCode: code})
+	url, err := s.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return targetSandbox{
+		core:        s.Core,
+		adapterYAML: fmt.Sprintf("  bitrix24:\n    portal_url: %q\n    user_id: \"1\"\n    timeout: 10s\n", url),
+		env:         []string{"IDEMGATE_BITRIX24_WEBHOOK_CODE=" + code},
+		secrets:     []string{code},
+	}
+}
