@@ -7,9 +7,13 @@ package postgres_test
 //
 // Every benchmark runs benchCallers concurrent callers on a pool of as many
 // connections. One benchmark iteration is one batch; ops/s counts operations
-// (keys), and allocs/operation and B/operation divide the allocations of the
-// whole process by the number of operations. Compare store with raw within one
-// run: the machine is shared and its absolute figures move.
+// (keys); allocs/operation and B/operation divide the allocations of the
+// whole process, and client-cpu-ns/operation its CPU time, by the number of
+// operations. The store and raw send the same SQL, so the server's work is
+// the same and the difference in client-cpu-ns/operation is the store's
+// overhead, measured without the noise that other load puts on elapsed time.
+// Compare store with raw within one run: the machine is shared and its
+// absolute figures move (BenchmarkPaired interleaves them to the same end).
 
 import (
 	"context"
@@ -20,6 +24,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,17 +117,31 @@ func runCallers(b *testing.B, batch int, newCaller func() batchFunc) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu0 := processCPU(b)
 	b.ResetTimer()
 	err := drive(ctx, callers, 0, b.N)
 	b.StopTimer()
+	cpu := processCPU(b) - cpu0
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ops := float64(b.N * batch)
 	b.ReportMetric(ops/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/ops, "client-cpu-ns/operation")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/operation")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/operation")
+}
+
+// processCPU returns the CPU time (user and system) this process has used:
+// the client's share of the work, which other load on the machine does not
+// change the way it changes elapsed time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // drive hands batches [from, to) to the callers, each on its own goroutine,
