@@ -87,20 +87,25 @@ func (c *collector) pending(eventID string) int {
 func (c *collector) wait(ctx context.Context, eventIDs []string, tick func(have, want int)) (map[string]operation.Result, error) {
 	spin := time.NewTicker(120 * time.Millisecond)
 	defer spin.Stop()
+	out := make(map[string]operation.Result, len(eventIDs))
+	missing := append([]string(nil), eventIDs...)
 	for {
 		c.mu.Lock()
 		changed := c.changed
 		c.mu.Unlock()
-		out := make(map[string]operation.Result, len(eventIDs))
-		for _, id := range eventIDs {
+		still := missing[:0]
+		for _, id := range missing {
 			if r, ok := c.final(id); ok {
 				out[id] = r
+			} else {
+				still = append(still, id)
 			}
 		}
+		missing = still
 		if tick != nil {
-			tick(len(out), len(eventIDs))
+			tick(len(eventIDs)-len(missing), len(eventIDs))
 		}
-		if len(out) == len(eventIDs) {
+		if len(missing) == 0 {
 			return out, nil
 		}
 		select {

@@ -110,7 +110,7 @@ func Describe(t sandbox.Target) TargetInfo {
 		info.Config = []string{"base_url: " + base, "user: " + quote(user), "password: " + quote(pass)}
 	case *sbbitrix24.Server:
 		uid, code := s.Credentials()
-		info.Endpoints = []string{"POST " + s.WebhookURL() + "{method}.json (crm.deal.add, crm.activity.add, crm.*.list)"}
+		info.Endpoints = []string{"POST " + s.WebhookURL() + "/{method}.json (crm.deal.add, crm.activity.add, crm.*.list)"}
 		info.Auth = "inbound webhook: user id and code in the path"
 		info.Credentials = []Credential{{"user_id", uid}, {"webhook_code", code}}
 		info.Config = []string{"portal_url: " + u, "user_id: " + quote(uid), "webhook_code: " + quote(code)}
@@ -130,7 +130,10 @@ func quote(s string) string { return strconv.Quote(s) }
 func WriteTargets(w io.Writer, infos []TargetInfo) error {
 	ew := &errWriter{w: w}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
-	for _, in := range infos {
+	for i, in := range infos {
+		if i > 0 {
+			fmt.Fprintln(ew)
+		}
 		fmt.Fprintf(ew, "%s  %s\n", in.Name, in.URL)
 		for _, e := range in.Endpoints {
 			fmt.Fprintf(ew, "    api    %s\n", e)

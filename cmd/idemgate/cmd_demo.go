@@ -96,13 +96,23 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if sys.keptData() {
 		fmt.Fprintf(stdout, "Data kept in %s (journal, NATS store, daemon log).\n", sys.dataDir)
 	}
+	return errors.Join(demoExit(rep, runErr), closeErr)
+}
+
+// demoExit turns the demo's report into the command's outcome: any failed
+// guarantee (or a run cut short) is exit code 1.
+func demoExit(rep demo.Report, runErr error) error {
 	switch {
 	case runErr != nil:
-		return errors.Join(runErr, closeErr)
+		return &exitError{code: exitFailure, err: runErr}
 	case !rep.Pass():
-		return &exitError{code: exitFailure, err: fmt.Errorf("%d guarantee(s) failed", len(rep.Failed()))}
+		failed := rep.Failed()
+		if len(failed) == 0 {
+			failed = []string{"no scenario ran"}
+		}
+		return &exitError{code: exitFailure, err: fmt.Errorf("%d guarantee(s) failed: %s", len(failed), strings.Join(failed, "; "))}
 	}
-	return closeErr
+	return nil
 }
 
 func contains(list []string, s string) bool {

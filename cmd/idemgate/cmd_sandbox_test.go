@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/sandbox"
+)
+
+// startSandboxCmd runs `idemgate sandbox args...` and returns name → URL as
+// printed, the whole banner, and a stop function returning the exit code.
+func startSandboxCmd(t *testing.T, args ...string) (map[string]string, string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		c := run(ctx, append([]string{"sandbox", "--quiet"}, args...), pw, io.Discard)
+		_ = pw.CloseWithError(io.EOF)
+		code <- c
+	}()
+	urls := map[string]string{}
+	var banner strings.Builder
+	head := regexp.MustCompile(`^([a-z0-9]+)  (http://127\.0\.0\.1:\d+)$`)
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		line := sc.Text()
+		banner.WriteString(line + "\n")
+		if m := head.FindStringSubmatch(line); m != nil {
+			urls[m[1]] = m[2]
+		}
+		if strings.HasPrefix(line, "Serving") {
+			break
+		}
+	}
+	// Keep draining so that the command never blocks on its output.
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	stop := func() int {
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("idemgate sandbox did not stop on cancel")
+			return -1
+		}
+	}
+	t.Cleanup(func() { cancel() })
+	return urls, banner.String(), stop
+}
+
+// TestSandboxCommand: every registered emulator starts, answers its admin
+// API on the printed URL, and stops when the context ends.
+func TestSandboxCommand(t *testing.T) {
+	t.Parallel()
+	urls, banner, stop := startSandboxCmd(t)
+	require.ElementsMatch(t, sandbox.DefaultRegistry.Names(), keys(urls), banner)
+	require.GreaterOrEqual(t, len(urls), 6, "1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe")
+	for name, u := range urls {
+		resp, err := httpClient.Get(u + "/_sandbox/ledger")
+		require.NoError(t, err, name)
+		var ledger struct {
+			Target string `json:"target"`
+			Total  int    `json:"total"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&ledger))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, name, ledger.Target)
+		require.Zero(t, ledger.Total)
+		require.Contains(t, banner, u+"/_sandbox/faults", name)
+	}
+	// The printed credentials work: YooKassa accepts them and counts the payment.
+	y := urls["yookassa"]
+	req, err := http.NewRequest(http.MethodPost, y+"/v3/payments", strings.NewReader(
+		`{"amount":{"value":"10.00","currency":"RUB"},"capture":true,"payment_method_id":"pm-1","description":"manual"}`))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`shop_id=(\S+)\s+secret_key=(\S+)`).FindStringSubmatch(banner)
+	require.NotNil(t, m, banner)
+	req.SetBasicAuth(m[1], m[2])
+	req.Header.Set("Idempotence-Key", "manual-1")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, httpGet(t, y+"/_sandbox/ledger?key=manual-1"), `"count":1`)
+	require.Contains(t, banner, "adapters:\n  amocrm:")
+	require.Contains(t, banner, "    base_url: "+y)
+
+	require.Equal(t, exitOK, stop())
+	for name, u := range urls {
+		_, err := httpClient.Get(u + "/_sandbox/ledger")
+		require.Error(t, err, "%s still answers after stop", name)
+	}
+}
+
+func TestSandboxListenFlag(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	urls, _, stop := startSandboxCmd(t, "--listen", "stripe="+addr)
+	require.Equal(t, "http://"+addr, urls["stripe"])
+	require.Equal(t, exitOK, stop())
+
+	var errOut strings.Builder
+	code := run(context.Background(), []string{"sandbox", "--listen", "teleport=127.0.0.1:0"}, io.Discard, &errOut)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut.String(), "no such emulator")
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
