@@ -10,40 +10,53 @@ import (
 
 // committer groups completions from concurrent operations into one journal
 // round trip per short window (group commit): a slow call never holds the
-// others back, and a burst of fast ones shares one fsync.
+// others back, and a burst of fast ones shares one fsync. Up to flushers
+// groups are in the journal at once; while all of them are busy the next group
+// keeps filling (up to max), so a slower database gets larger groups, not a
+// longer queue.
 type committer struct {
-	store  journal.Store
-	window time.Duration
-	max    int
-	in     chan commitReq
-	done   chan struct{}
-	once   sync.Once
+	store    journal.Store
+	window   time.Duration
+	max      int
+	in       chan commitReq
+	flushing chan struct{} // one token per group in the journal
+	done     chan struct{}
+	once     sync.Once
 }
 
 type commitReq struct {
-	c   journal.Completion
-	res chan error
+	c    journal.Completion
+	then func(error) // called once with the completion's outcome
 }
 
-func newCommitter(store journal.Store, window time.Duration, max int) *committer {
-	c := &committer{store: store, window: window, max: max, in: make(chan commitReq, max), done: make(chan struct{})}
+func newCommitter(store journal.Store, window time.Duration, max, flushers int) *committer {
+	c := &committer{store: store, window: window, max: max, in: make(chan commitReq, max),
+		flushing: make(chan struct{}, flushers), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
 
 // Complete queues a completion and waits for its outcome.
 func (c *committer) Complete(ctx context.Context, comp journal.Completion) error {
-	r := commitReq{c: comp, res: make(chan error, 1)}
+	res := make(chan error, 1)
+	c.Submit(ctx, comp, func(err error) { res <- err })
 	select {
-	case c.in <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.res:
+	case err := <-res:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Submit queues a completion and returns; then is called with its outcome,
+// on the goroutine that flushed its group once the journal answered (or at
+// once with ctx's error when ctx ends before the completion is queued). then
+// must not wait for another completion.
+func (c *committer) Submit(ctx context.Context, comp journal.Completion, then func(error)) {
+	select {
+	case c.in <- commitReq{c: comp, then: then}:
+	case <-ctx.Done():
+		then(ctx.Err())
 	}
 }
 
@@ -53,8 +66,11 @@ func (c *committer) close() {
 }
 
 func (c *committer) loop() {
-	defer close(c.done)
-	batch := make([]commitReq, 0, c.max)
+	var flushes sync.WaitGroup
+	defer func() {
+		flushes.Wait()
+		close(c.done)
+	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -62,13 +78,17 @@ func (c *committer) loop() {
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], first)
+		batch := make([]commitReq, 1, c.max)
+		batch[0] = first
+		open := true
+		// Fill for one window, then until a flush slot is free.
 		timer.Reset(c.window)
 	fill:
-		for len(batch) < c.max {
+		for open && len(batch) < c.max {
 			select {
 			case r, ok := <-c.in:
 				if !ok {
+					open = false
 					break fill
 				}
 				batch = append(batch, r)
@@ -77,10 +97,36 @@ func (c *committer) loop() {
 			}
 		}
 		timer.Stop()
-		c.flush(batch)
+	wait:
+		for {
+			in := c.in
+			if !open || len(batch) >= c.max {
+				in = nil
+			}
+			select {
+			case c.flushing <- struct{}{}:
+				break wait
+			case r, ok := <-in:
+				if !ok {
+					open = false
+					continue
+				}
+				batch = append(batch, r)
+			}
+		}
+		flushes.Add(1)
+		go func() {
+			defer flushes.Done()
+			c.flush(batch)
+		}()
+		if !open {
+			return
+		}
 	}
 }
 
+// flush sends one group, frees its flush slot for the next group, then hands
+// each completion its outcome.
 func (c *committer) flush(batch []commitReq) {
 	comps := make([]journal.Completion, len(batch))
 	for i, r := range batch {
@@ -89,13 +135,14 @@ func (c *committer) flush(batch []commitReq) {
 	// The completion must land even while the daemon shuts down: its own
 	// deadline, not the caller's.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	errs, err := c.store.Complete(ctx, comps)
+	cancel()
+	<-c.flushing
 	for i, r := range batch {
 		if err != nil {
-			r.res <- err
+			r.then(err)
 		} else {
-			r.res <- errs[i]
+			r.then(errs[i])
 		}
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/consumer/natstest"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
@@ -66,7 +68,18 @@ import (
 var (
 	benchCommands = flag.Int("idemgate.commands", 20_000, "commands pre-loaded per benchmark iteration")
 	benchRawLoops = flag.Int("idemgate.rawloops", 4, "concurrent fetch loops of the raw baseline")
+	// Worker settings to try; 0 keeps the worker's default.
+	benchClaimers    = flag.Int("idemgate.claimers", 0, "worker Claimers (0: default)")
+	benchCommitters  = flag.Int("idemgate.committers", 0, "worker Committers (0: default)")
+	benchMaxInFlight = flag.Int("idemgate.inflight", 0, "worker MaxInFlight (0: default)")
+	benchFetchBatch  = flag.Int("idemgate.fetchbatch", 0, "consumer FetchBatch (0: default)")
 )
+
+// benchConfig is the worker configuration under test: the defaults, unless
+// a flag sets a field.
+func benchConfig() worker.Config {
+	return worker.Config{Owner: benchOwner, Claimers: *benchClaimers, Committers: *benchCommitters, MaxInFlight: *benchMaxInFlight}
+}
 
 const (
 	// benchDupGap: a duplicate repeats the command this many places earlier in
@@ -137,6 +150,7 @@ type stage struct {
 	cons     jetstream.Consumer
 	ncfg     consumer.Config
 	pool     *pgxpool.Pool
+	pgPIDs   []int // server processes of the pool's connections
 	total    int // commands pre-loaded
 	distinct int // distinct operation keys among them
 }
@@ -147,7 +161,7 @@ func newStage(b *testing.B, commands int, duplicates bool) *stage {
 	ns := natstest.Start(b)
 	nc, js := ns.Connect(b)
 	s := &stage{nc: nc, js: js, total: commands}
-	s.ncfg = consumer.Config{FetchWait: 50 * time.Millisecond}.WithDefaults()
+	s.ncfg = consumer.Config{FetchWait: 50 * time.Millisecond, FetchBatch: *benchFetchBatch}.WithDefaults()
 	cons, err := consumer.Ensure(ctx, js, s.ncfg)
 	if err != nil {
 		b.Fatal(err)
@@ -208,6 +222,11 @@ func newStage(b *testing.B, commands int, duplicates bool) *stage {
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
+		var pid int
+		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			b.Fatal(err)
+		}
+		s.pgPIDs = append(s.pgPIDs, pid)
 		c.Release()
 	}
 	return s
@@ -270,6 +289,7 @@ func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	goCPU, pgCPU := processCPU(), s.serverCPU()
 	b.ResetTimer()
 	body()
 	select {
@@ -279,6 +299,7 @@ func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
 	}
 	s.drained(b)
 	b.StopTimer()
+	goCPU, pgCPU = processCPU()-goCPU, s.serverCPU()-pgCPU
 	runtime.ReadMemStats(&after)
 	ops := float64(s.total) / b.Elapsed().Seconds()
 	b.ReportMetric(ops, "ops/s")
@@ -286,6 +307,12 @@ func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
 	b.ReportMetric(float64(lat.quantile(0.99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(s.total), "allocs/cmd")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(s.total), "B/cmd")
+	// CPU per command, this process (worker, NATS server, pgx) and the
+	// PostgreSQL processes serving the pool: what bounds the figure when the
+	// machine's cores are the limit, whatever else runs on it.
+	n := float64(s.total)
+	b.ReportMetric(float64(goCPU.Microseconds())/n, "go-cpu-us/cmd")
+	b.ReportMetric(float64(pgCPU.Microseconds())/n, "pg-cpu-us/cmd")
 	b.ReportMetric(0, "ns/op")
 	return ops
 }
@@ -332,6 +359,34 @@ func BenchmarkRawBaseline(b *testing.B) {
 	rawOps.Unlock()
 }
 
+// countingStore counts the journal's batch calls and their sizes.
+type countingStore struct {
+	journal.Store
+	claims, claimed, completes, completed atomic.Int64
+}
+
+func (c *countingStore) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
+	c.claims.Add(1)
+	c.claimed.Add(int64(len(reqs)))
+	return c.Store.Claim(ctx, reqs)
+}
+
+func (c *countingStore) Complete(ctx context.Context, cs []journal.Completion) ([]error, error) {
+	c.completes.Add(1)
+	c.completed.Add(int64(len(cs)))
+	return c.Store.Complete(ctx, cs)
+}
+
+// report gives the mean sizes of claim and completion batches.
+func (c *countingStore) report(b *testing.B) {
+	if n := c.claims.Load(); n > 0 {
+		b.ReportMetric(float64(c.claimed.Load())/float64(n), "keys/claim")
+	}
+	if n := c.completes.Load(); n > 0 {
+		b.ReportMetric(float64(c.completed.Load())/float64(n), "keys/complete")
+	}
+}
+
 // BenchmarkDaemon runs the worker with its default configuration.
 func BenchmarkDaemon(b *testing.B) {
 	s := newStage(b, *benchCommands*b.N, true)
@@ -339,8 +394,9 @@ func BenchmarkDaemon(b *testing.B) {
 	lat := newLatencies(s.total)
 	m := worker.NewMetrics(nil)
 	worker.ObserveDurations(m, lat.add)
-	w, err := worker.New(worker.Config{Owner: benchOwner}, s.ncfg, worker.Deps{
-		Store: postgres.New(s.pool, postgres.Config{}), JS: s.js, NC: s.nc, Consumer: s.cons,
+	store := &countingStore{Store: postgres.New(s.pool, postgres.Config{})}
+	w, err := worker.New(benchConfig(), s.ncfg, worker.Deps{
+		Store: store, JS: s.js, NC: s.nc, Consumer: s.cons,
 		Decoder:  &operation.Decoder{Env: benchEnv},
 		Adapters: map[string]adapters.Adapter{"payment.charge": target},
 		Metrics:  m,
@@ -354,6 +410,7 @@ func BenchmarkDaemon(b *testing.B) {
 		}
 	})
 	w.Stop()
+	store.report(b)
 	if got := int(target.calls.Load()); got != s.distinct {
 		b.Fatalf("%d calls for %d distinct keys", got, s.distinct)
 	}
@@ -377,7 +434,7 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	lat := newLatencies(s.total)
 	m := worker.NewMetrics(nil)
 	worker.ObserveDurations(m, lat.add)
-	w, err := worker.New(worker.Config{Owner: benchOwner}, s.ncfg, worker.Deps{
+	w, err := worker.New(benchConfig(), s.ncfg, worker.Deps{
 		Store: postgres.New(s.pool, postgres.Config{}), JS: s.js, NC: s.nc, Consumer: s.cons,
 		Decoder:  &operation.Decoder{Env: benchEnv},
 		Adapters: map[string]adapters.Adapter{"payment.charge": target},
@@ -417,6 +474,38 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(float64(base)/(1<<20), "base-RSS-MiB")
 	b.ReportMetric(float64(target.peak.Load()), "peak-in-flight")
+}
+
+// processCPU returns the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU returns the CPU time the pool's PostgreSQL processes have used
+// (Linux /proc, when the server runs on this machine; 0 otherwise).
+func (s *stage) serverCPU() time.Duration {
+	var ticks int64
+	for _, pid := range s.pgPIDs {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0
+		}
+		// Fields after the command name (which may hold spaces): state is
+		// field 3, utime 14 and stime 15.
+		i := strings.LastIndexByte(string(st), ')')
+		f := strings.Fields(string(st)[i+1:])
+		if len(f) < 13 {
+			return 0
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + k
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // rss returns the process's resident set in bytes: VmRSS on Linux, the Go

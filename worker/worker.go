@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -42,6 +43,9 @@ type Config struct {
 	CompleteWindow time.Duration `mapstructure:"complete_window"`
 	// CompleteBatch caps one group commit. Default 500.
 	CompleteBatch int `mapstructure:"complete_batch"`
+	// Committers is how many group commits may be in the journal at once;
+	// while all are busy the next group keeps filling. Default 2.
+	Committers int `mapstructure:"committers"`
 	// ShutdownTimeout bounds the drain of in-flight work on Stop. Default 25s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 	// Retry is the retry policy; Rules classify error codes.
@@ -76,6 +80,9 @@ func (c Config) WithDefaults() Config {
 	if c.CompleteBatch == 0 {
 		c.CompleteBatch = 500
 	}
+	if c.Committers == 0 {
+		c.Committers = 2
+	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 25 * time.Second
 	}
@@ -99,8 +106,8 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("worker.max_in_flight %d: at least 1", c.MaxInFlight))
 	}
-	if c.Claimers < 1 || c.CompleteBatch < 1 || c.CompleteWindow <= 0 {
-		errs = append(errs, errors.New("worker.claimers, complete_batch and complete_window must be positive"))
+	if c.Claimers < 1 || c.Committers < 1 || c.CompleteBatch < 1 || c.CompleteWindow <= 0 {
+		errs = append(errs, errors.New("worker.claimers, committers, complete_batch and complete_window must be positive"))
 	}
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, err)
@@ -156,7 +163,7 @@ type Worker struct {
 	m     *Metrics
 
 	slots    chan struct{}
-	batches  chan []jetstream.Msg
+	batches  chan fetched
 	commit   *committer
 	beats    *heartbeats
 	inflight sync.WaitGroup
@@ -166,6 +173,12 @@ type Worker struct {
 	work                 context.Context
 	cancelWork           context.CancelCauseFunc
 	fetchDone, claimDone chan struct{}
+
+	// defaultRedact: Deps.Redact was left to redact.JSON, a pure function,
+	// so outcomes without details can be kept by business status.
+	defaultRedact bool
+	outcomes      sync.Map // business status → json.RawMessage
+	outcomesN     atomic.Int32
 }
 
 // ErrShutdown is the cause of contexts cancelled by Stop past its timeout.
@@ -185,11 +198,12 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 		return nil, errors.New("worker: store, JetStream, consumer and decoder are required")
 	}
 	rules, _ := cfg.Rules.compile()
+	defaultRedact := d.Redact == nil
 	fillDeps(&d)
 	w := &Worker{
-		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics,
+		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics, defaultRedact: defaultRedact,
 		slots:   make(chan struct{}, cfg.MaxInFlight),
-		batches: make(chan []jetstream.Msg, cfg.Claimers),
+		batches: make(chan fetched, cfg.Claimers),
 	}
 	return w, nil
 }
@@ -205,7 +219,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
 		fetchCtx, stop := context.WithCancel(ctx)
 		w.stopFetch = stop
-		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch)
+		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers)
 		w.beats = newHeartbeats(w)
 		w.fetchDone, w.claimDone = make(chan struct{}), make(chan struct{})
 		go w.beats.loop()
@@ -215,8 +229,8 @@ func (w *Worker) Start(ctx context.Context) error {
 			claimers.Add(1)
 			go func() {
 				defer claimers.Done()
-				for msgs := range w.batches {
-					w.handleBatch(msgs)
+				for f := range w.batches {
+					w.handleBatch(f)
 				}
 			}()
 		}
@@ -255,21 +269,23 @@ func (w *Worker) Stop() {
 	})
 }
 
-// fetchLoop pulls batches as long as there are free in-flight slots.
+// fetchLoop pulls whole batches: it waits until a batch's worth of in-flight
+// slots is free. Fetching whatever few slots were just freed would split the
+// stream into small batches, each costing a claim round trip of its own.
 func (w *Worker) fetchLoop(ctx context.Context) {
 	defer close(w.fetchDone)
 	defer close(w.batches)
+	size := min(w.ncfg.FetchBatch, w.cfg.MaxInFlight)
 	for ctx.Err() == nil {
-		// Wait for one free slot, then take as many as are free up to a batch.
-		select {
-		case w.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+		for n := 0; n < size; n++ {
+			select {
+			case w.slots <- struct{}{}:
+			case <-ctx.Done():
+				w.release(n)
+				return
+			}
 		}
-		n := 1
-		for n < w.ncfg.FetchBatch && w.tryAcquire() {
-			n++
-		}
+		n := size
 		batch, err := w.d.Consumer.Fetch(n, jetstream.FetchMaxWait(w.ncfg.FetchWait))
 		if err != nil {
 			w.release(n)
@@ -284,6 +300,7 @@ func (w *Worker) fetchLoop(ctx context.Context) {
 		for m := range batch.Messages() {
 			msgs = append(msgs, m)
 		}
+		at := time.Now()
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
 			w.log.Debug("fetch ended", "error", err.Error())
 		}
@@ -293,17 +310,14 @@ func (w *Worker) fetchLoop(ctx context.Context) {
 		}
 		w.m.fetched.Add(float64(len(msgs)))
 		w.inflight.Add(len(msgs))
-		w.batches <- msgs
+		w.batches <- fetched{msgs: msgs, at: at}
 	}
 }
 
-func (w *Worker) tryAcquire() bool {
-	select {
-	case w.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
+// fetched is one fetch's messages and when they arrived.
+type fetched struct {
+	msgs []jetstream.Msg
+	at   time.Time
 }
 
 func (w *Worker) release(n int) {
@@ -331,12 +345,11 @@ func (w *Worker) done(j *job) {
 
 // handleBatch decodes a fetched batch, claims it in one round trip and acts
 // on each decision.
-func (w *Worker) handleBatch(msgs []jetstream.Msg) {
-	now := time.Now()
-	jobs := make([]*job, 0, len(msgs))
-	reqs := make([]journal.ClaimRequest, 0, len(msgs))
-	for _, m := range msgs {
-		j := &job{msg: m, fetchedAt: now, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
+func (w *Worker) handleBatch(f fetched) {
+	jobs := make([]*job, 0, len(f.msgs))
+	reqs := make([]journal.ClaimRequest, 0, len(f.msgs))
+	for _, m := range f.msgs {
+		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
 		if md, err := m.Metadata(); err == nil {
 			j.delivered = md.NumDelivered
 		}
@@ -550,7 +563,25 @@ func fillDeps(d *Deps) {
 	}
 }
 
-func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage { return outcomeJSON(w.d, o) }
+// outcomeJSON is the normalised result of an outcome. An outcome without
+// details under the default redaction is the same document for the same
+// business status: it is built once per status and shared (never modified).
+func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage {
+	if !w.defaultRedact || len(o.Details) > 0 {
+		return outcomeJSON(w.d, o)
+	}
+	if b, ok := w.outcomes.Load(o.BusinessStatus); ok {
+		return b.(json.RawMessage)
+	}
+	b := outcomeJSON(w.d, o)
+	if w.outcomesN.Add(1) <= maxCachedOutcomes {
+		w.outcomes.Store(o.BusinessStatus, b)
+	}
+	return b
+}
+
+// maxCachedOutcomes bounds the business statuses whose outcome is kept.
+const maxCachedOutcomes = 64
 
 // outcomeJSON is the normalised result kept and replayed: the business status
 // and safe details, redacted, never the target's raw response.
@@ -568,19 +599,22 @@ func outcomeJSON(d Deps, o adapters.Outcome) json.RawMessage {
 	return d.Redact(b)
 }
 
-// completeAndPublish records a final outcome, then publishes and acks.
+// completeAndPublish records a final outcome in the next group commit, then
+// publishes and acks. It returns at once: the group's flush carries on.
 func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool) {
-	if err := w.commit.Complete(w.work, c); err != nil {
-		w.completionFailed(j, err)
-		return
-	}
-	rec := j.claim.Record
-	rec.Status = c.Status
-	rec.TargetObjectID = c.TargetObjectID
-	rec.Result = c.Result
-	rec.ErrorCode = c.ErrorCode
-	rec.AttemptCount = j.claim.Attempt
-	w.publishAndAck(j, w.resultFromRecord(j, rec, replayed))
+	w.commit.Submit(w.work, c, func(err error) {
+		if err != nil {
+			w.completionFailed(j, err)
+			return
+		}
+		rec := j.claim.Record
+		rec.Status = c.Status
+		rec.TargetObjectID = c.TargetObjectID
+		rec.Result = c.Result
+		rec.ErrorCode = c.ErrorCode
+		rec.AttemptCount = j.claim.Attempt
+		w.publishAndAck(j, w.resultFromRecord(j, rec, replayed))
+	})
 }
 
 // completionFailed handles a completion the journal refused or could not take.
