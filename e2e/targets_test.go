@@ -13,11 +13,13 @@ import (
 	"github.com/idemgate/idemgate/sandbox"
 	"github.com/idemgate/idemgate/sandbox/bitrix24"
 	"github.com/idemgate/idemgate/sandbox/onec"
+	"github.com/idemgate/idemgate/sandbox/tbank"
 	"github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
 // targets are the article's three kinds of target: an invoice in 1C, a
-// payment (YooKassa), a CRM task (Bitrix24).
+// payment (YooKassa with its Idempotence-Key, T-Bank with OrderId lookup),
+// a CRM task (Bitrix24, external id without uniqueness).
 var targets = []target{
 	{
 		name: "1c_invoice", operation: "invoice.create", adapter: "onec",
@@ -39,6 +41,19 @@ var targets = []target{
 				amount = 135000
 			}
 			return json.RawMessage(fmt.Sprintf(`{"account_id":"merchant-account-17","order_id":%q,"amount_minor":%d,"currency":"rub"}`, intent, amount))
+		},
+	},
+	{
+		// T-Bank has no idempotency key: the operation key is the OrderId,
+		// looked up (CheckOrder) before Init and Charge.
+		name: "tbank_payment", operation: "payment.charge", adapter: "tbank", approval: true,
+		start: startTBank,
+		payload: func(intent string, changed bool) json.RawMessage {
+			amount := 125000
+			if changed {
+				amount = 135000
+			}
+			return json.RawMessage(fmt.Sprintf(`{"account_id":"9000000042","order_id":%q,"amount_minor":%d,"currency":"rub"}`, intent, amount))
 		},
 	},
 	{
@@ -95,6 +110,20 @@ func startYooKassa(t *testing.T) targetSandbox {
 		adapterYAML: fmt.Sprintf("  yookassa:\n    base_url: %q\n    timeout: 10s\n", url),
 		env:         []string{"YOOKASSA_SHOP_ID=100500", "YOOKASSA_SECRET_KEY=" + key},
 		secrets:     []string{key},
+	}
+}
+
+func startTBank(t *testing.T) targetSandbox {
+	pw := secret(t, "e2e_terminal_")
+	s := tbank.New(tbank.Options{Options: sandboxOptions(), TerminalKey: "E2ETerminalDEMO", Password: pw})
+	url, err := s.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return targetSandbox{
+		core:        s.Core,
+		adapterYAML: fmt.Sprintf("  tbank:\n    base_url: %q\n    terminal_key: E2ETerminalDEMO\n    timeout: 10s\n", url),
+		env:         []string{"TBANK_PASSWORD=" + pw},
+		secrets:     []string{pw},
 	}
 }
 
