@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ func TestArticleChecks(t *testing.T) {
 				{"7_reconciliation_finds_object", s.reconciliation},
 				{"8_concurrent_twins_one_lease_owner", s.concurrentTwins},
 				{"9_sigkill_mid_call_take_over", s.sigkillTakeOver},
+				{"10_uncertain_failure_looked_up_before_retry", s.lookupBeforeRetry},
+				{"11_sigterm_drains_the_call_in_flight", s.sigtermDrain},
 			}
 			for _, st := range steps {
 				stepBegan := time.Now()
@@ -75,6 +78,8 @@ const (
 	intentLost      = "order-demo-2" // checks 6–7
 	intentTwins     = "order-demo-3" // check 8
 	intentTakenOver = "order-demo-4" // SIGKILL take-over
+	intentRetried   = "order-demo-5" // uncertain failure without effect
+	intentDrained   = "order-demo-6" // SIGTERM drain
 )
 
 // 1. Send a request with the key test:<operation>:order-demo-1:v1.
@@ -338,4 +343,84 @@ func (s *checks) sigkillTakeOver(t *testing.T) {
 	require.Regexp(t, `(?m)^object\s+`+regexp.QuoteMeta(rec.TargetObjectID)+`$`, out)
 	require.Regexp(t, `(?m)^\d+\s+execute\s+`+regexp.QuoteMeta(victim.name)+`\s`, out)
 	require.Regexp(t, `(?m)^\d+\s+reconcile\s+`+regexp.QuoteMeta(survivor.name)+`\s+\d+\s+\S+\s+\S+\s+succeeded\s`, out)
+}
+
+// An uncertain failure that did not take effect (a 500 from a proxy before
+// the target processed anything): the outcome is unknown, so the target is
+// looked up first; only when the lookup finds nothing is the call repeated,
+// with the same key, and the intent ends with exactly one effect.
+func (s *checks) lookupBeforeRetry(t *testing.T) {
+	c := s.c
+	key := c.key(intentRetried)
+	require.NoError(t, c.sb.core.InjectFault(sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1,
+		Status: 500, Body: "<html><body><h1>500 Internal Server Error</h1></body></html>"}))
+	r := c.await(c.sendAsync(c.command("evt-demo-5", intentRetried, false)))
+	require.Equal(t, operation.ResultSucceeded, r.res.Status, "%+v", r.res)
+	require.True(t, r.sawPending, "the agent was told the outcome is being settled")
+	eff := c.effects(key)
+	require.Len(t, eff, 1, "one effect after the retry")
+	require.Equal(t, eff[0].ObjectID, r.res.TargetObjectID)
+	require.Equal(t, 5, c.sb.core.TotalEffects())
+
+	waitFor(t, 10*time.Second, "the journal to record the outcome", func() (bool, string) {
+		rec, atts := c.row(key)
+		return rec.Status == journal.StatusSucceeded, describe(rec, atts)
+	})
+	rec, atts := c.row(key)
+	exec := attemptsOf(atts, "execute")
+	require.Len(t, exec, 2, describe(rec, atts))
+	require.Equal(t, journal.StatusUnknown, exec[0].Outcome, describe(rec, atts))
+	require.Equal(t, journal.StatusSucceeded, exec[1].Outcome, describe(rec, atts))
+	var notFound *journal.Attempt
+	for _, a := range attemptsOf(atts, "reconcile") {
+		if a.Outcome == journal.StatusFailedRetryable {
+			notFound = &a
+		}
+	}
+	require.NotNil(t, notFound, "a lookup found nothing before the retry: %s", describe(rec, atts))
+	require.False(t, exec[1].StartedAt.Before(notFound.FinishedAt),
+		"the retry began only after the lookup settled: %s", describe(rec, atts))
+	require.Equal(t, 2, rec.AttemptCount)
+}
+
+// SIGTERM while a call is in flight: the replica stops fetching, lets the
+// call finish, records and publishes the outcome, acks, and exits 0.
+func (s *checks) sigtermDrain(t *testing.T) {
+	c := s.c
+	key := c.key(intentDrained)
+	var live *daemon
+	for _, d := range s.replicas {
+		if !d.killed {
+			live = d
+		}
+	}
+	require.NotNil(t, live)
+	require.NoError(t, c.sb.core.InjectFault(sandbox.Fault{Kind: sandbox.FaultDelay, Delay: slowCreate, Count: 1}))
+	res := c.sendAsync(c.command("evt-demo-6", intentDrained, false))
+	waitFor(t, 30*time.Second, "the call to start", func() (bool, string) {
+		rec, atts, ok := c.rowIf(key)
+		if !ok {
+			return false, "no row"
+		}
+		return rec.Status == journal.StatusStarted && rec.LeaseOwner == live.name, describe(rec, atts)
+	})
+	require.NoError(t, live.cmd.Process.Signal(syscall.SIGTERM))
+	r := c.await(res)
+	require.Equal(t, operation.ResultSucceeded, r.res.Status, "%+v", r.res)
+	select {
+	case <-live.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not exit after draining")
+	}
+	require.True(t, live.cmd.ProcessState.Success(), "exit status %v", live.cmd.ProcessState)
+	eff := c.effects(key)
+	require.Len(t, eff, 1)
+	require.Equal(t, eff[0].ObjectID, r.res.TargetObjectID)
+	rec, atts := c.row(key)
+	require.Equal(t, journal.StatusSucceeded, rec.Status)
+	require.Len(t, atts, 1, describe(rec, atts))
+	require.Equal(t, live.name, atts[0].Worker)
+	out := live.out.String()
+	require.Contains(t, out, `"msg":"draining"`)
+	require.Contains(t, out, `"msg":"stopped"`)
 }
