@@ -48,6 +48,7 @@ func TestArticleChecks(t *testing.T) {
 			}
 			for _, st := range steps {
 				stepBegan := time.Now()
+				s.mark, _ = c.sb.requests.creates()
 				// The cluster's helpers fail the check that calls them.
 				ok := t.Run(st.name, func(st2 *testing.T) {
 					c.t = st2
@@ -71,6 +72,15 @@ type checks struct {
 
 	first, dup, retry operation.Result
 	lost              <-chan asyncResult
+	// mark is the target's create-request count when the check began.
+	mark int
+}
+
+// newCreates is how many create requests reached the target during this
+// check.
+func (s *checks) newCreates() int {
+	started, _ := s.c.sb.requests.creates()
+	return started - s.mark
 }
 
 const (
@@ -96,6 +106,7 @@ func (s *checks) send(t *testing.T) {
 	require.NotEmpty(t, s.first.TargetObjectID)
 	require.False(t, s.first.Replayed)
 	require.Len(t, c.effects(key), 1, "one effect in the target")
+	require.Equal(t, 1, s.newCreates(), "one create request reached the target")
 }
 
 // 2. Repeat the same request with the same key and body: once as the very
@@ -109,6 +120,7 @@ func (s *checks) resend(t *testing.T) {
 	require.Equal(t, operation.ResultSucceeded, s.retry.Status, "%+v", s.retry)
 	require.True(t, s.retry.Replayed, "the retry is answered from the journal")
 	require.Equal(t, "evt-demo-1-retry", s.retry.EventID)
+	require.Zero(t, s.newCreates(), "repeats never reach the target")
 }
 
 // 3. The same target_object_id comes back.
@@ -152,6 +164,7 @@ func (s *checks) conflict(t *testing.T) {
 	require.Equal(t, journal.StatusSucceeded, after.Status)
 	require.Equal(t, s.first.TargetObjectID, after.TargetObjectID)
 	require.Len(t, atts, 1, "no call was made: %s", describe(after, atts))
+	require.Zero(t, s.newCreates(), "no call was made")
 }
 
 // 6. The response is lost after the target committed: the journal shows
@@ -185,6 +198,7 @@ func (s *checks) lostResponse(t *testing.T) {
 	require.NotEmpty(t, exec[0].ErrorCode, "a safe code says why")
 	require.NotEmpty(t, attemptsOf(atts, "reconcile"), "lookups were tried: %s", describe(rec, atts))
 	require.Len(t, c.effects(key), 1, "no second object while unknown")
+	require.Equal(t, 1, s.newCreates(), "no second create request while unknown")
 	t.Logf("unknown after a lost response: error_code=%s, %d unsettled lookup rounds", exec[0].ErrorCode, rec.ReconcileRounds)
 }
 
@@ -217,6 +231,7 @@ func (s *checks) reconciliation(t *testing.T) {
 	require.Equal(t, journal.StatusSucceeded, last.Outcome, describe(rec, atts))
 	require.Equal(t, rec.LeaseToken, last.Token, "the settling lookup held the current lease")
 	require.Equal(t, 2, c.sb.core.TotalEffects())
+	require.Zero(t, s.newCreates(), "found by lookup, nothing re-sent")
 	t.Logf("reconciled by %s (note %q) after %d unsettled rounds", last.Worker, last.Note, len(rc)-1)
 }
 
@@ -269,6 +284,7 @@ func (s *checks) concurrentTwins(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1.0, calls, "one adapter call across both replicas")
+	require.Equal(t, 1, s.newCreates(), "one create request reached the target")
 	require.Equal(t, 1.0, executed)
 	require.Equal(t, 3, c.sb.core.TotalEffects())
 }
@@ -310,6 +326,7 @@ func (s *checks) sigkillTakeOver(t *testing.T) {
 	require.Equal(t, operation.ResultSucceeded, r.res.Status, "%+v", r.res)
 	require.Equal(t, eff[0].ObjectID, r.res.TargetObjectID)
 	require.Equal(t, 4, c.sb.core.TotalEffects())
+	require.Equal(t, 1, s.newCreates(), "the survivor created nothing")
 
 	waitFor(t, 10*time.Second, "the journal to record the take-over", func() (bool, string) {
 		rec, atts := c.row(key)
@@ -381,6 +398,7 @@ func (s *checks) lookupBeforeRetry(t *testing.T) {
 	require.False(t, exec[1].StartedAt.Before(notFound.FinishedAt),
 		"the retry began only after the lookup settled: %s", describe(rec, atts))
 	require.Equal(t, 2, rec.AttemptCount)
+	require.Equal(t, 2, s.newCreates(), "the failed call and its one retry")
 }
 
 // SIGTERM while a call is in flight: the replica stops fetching, lets the
@@ -420,6 +438,7 @@ func (s *checks) sigtermDrain(t *testing.T) {
 	require.Equal(t, journal.StatusSucceeded, rec.Status)
 	require.Len(t, atts, 1, describe(rec, atts))
 	require.Equal(t, live.name, atts[0].Worker)
+	require.Equal(t, 1, s.newCreates())
 	out := live.out.String()
 	require.Contains(t, out, `"msg":"draining"`)
 	require.Contains(t, out, `"msg":"stopped"`)

@@ -50,6 +50,8 @@ const (
 // targetSandbox is a started emulator and how a daemon reaches it.
 type targetSandbox struct {
 	core *sandbox.Core
+	// requests counts the create requests the target received.
+	requests *requestLog
 	// adapterYAML is the adapter's section under `adapters:` (indented two
 	// spaces), without credentials.
 	adapterYAML string

@@ -5,6 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +83,55 @@ func secret(t *testing.T, prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// serve serves an emulator on a free loopback port through a front that
+// logs the requests that may create an object (isCreate), so that tests see
+// calls reach the target and finish, not only effects. It returns the base
+// URL.
+func serve(t *testing.T, core *sandbox.Core, isCreate func(*http.Request) bool) (string, *requestLog) {
+	t.Helper()
+	log := &requestLog{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: log.wrap(core.Handler(), isCreate), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	// Runs first: releases hanging responses before the server closes.
+	t.Cleanup(func() { _ = core.Close() })
+	return "http://" + ln.Addr().String(), log
+}
+
+// requestLog counts create requests that reached the target and finished
+// (answered, hung up or aborted).
+type requestLog struct {
+	mu               sync.Mutex
+	started, settled int
+}
+
+func (l *requestLog) wrap(h http.Handler, isCreate func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isCreate(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		l.mu.Lock()
+		l.started++
+		l.mu.Unlock()
+		defer func() { // also when the emulator aborts the handler
+			l.mu.Lock()
+			l.settled++
+			l.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// creates returns how many create requests arrived and how many finished.
+func (l *requestLog) creates() (started, settled int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started, l.settled
+}
+
 func sandboxOptions() sandbox.Options {
 	// A lost response hangs until the client gives up or dies; bounded
 	// anyway so a broken test cannot hang on it.
@@ -88,12 +141,10 @@ func sandboxOptions() sandbox.Options {
 func startOneC(t *testing.T) targetSandbox {
 	pw := secret(t, "e2e-1c-")
 	s := onec.New(onec.Options{Options: sandboxOptions(), User: "integration", Password: pw})
-	_, err := s.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	url, log := serve(t, s.Core, func(r *http.Request) bool { return r.Method == http.MethodPost })
 	return targetSandbox{
-		core:        s.Core,
-		adapterYAML: fmt.Sprintf("  onec:\n    base_url: %q\n    user: integration\n    timeout: 10s\n", s.BaseURL()),
+		core: s.Core, requests: log,
+		adapterYAML: fmt.Sprintf("  onec:\n    base_url: %q\n    user: integration\n    timeout: 10s\n", url+onec.DefaultBasePath),
 		env:         []string{"IDEMGATE_ONEC_PASSWORD=" + pw},
 		secrets:     []string{pw},
 	}
@@ -102,11 +153,9 @@ func startOneC(t *testing.T) targetSandbox {
 func startYooKassa(t *testing.T) targetSandbox {
 	key := secret(t, "test_e2e_")
 	s := yookassa.New(yookassa.Options{Options: sandboxOptions(), ShopID: "100500", SecretKey: key})
-	url, err := s.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	url, log := serve(t, s.Core, func(r *http.Request) bool { return r.Method == http.MethodPost })
 	return targetSandbox{
-		core:        s.Core,
+		core: s.Core, requests: log,
 		adapterYAML: fmt.Sprintf("  yookassa:\n    base_url: %q\n    timeout: 10s\n", url),
 		env:         []string{"YOOKASSA_SHOP_ID=100500", "YOOKASSA_SECRET_KEY=" + key},
 		secrets:     []string{key},
@@ -116,11 +165,9 @@ func startYooKassa(t *testing.T) targetSandbox {
 func startTBank(t *testing.T) targetSandbox {
 	pw := secret(t, "e2e_terminal_")
 	s := tbank.New(tbank.Options{Options: sandboxOptions(), TerminalKey: "E2ETerminalDEMO", Password: pw})
-	url, err := s.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	url, log := serve(t, s.Core, func(r *http.Request) bool { return r.URL.Path == "/v2/Charge" })
 	return targetSandbox{
-		core:        s.Core,
+		core: s.Core, requests: log,
 		adapterYAML: fmt.Sprintf("  tbank:\n    base_url: %q\n    terminal_key: E2ETerminalDEMO\n    timeout: 10s\n", url),
 		env:         []string{"TBANK_PASSWORD=" + pw},
 		secrets:     []string{pw},
@@ -130,11 +177,9 @@ func startTBank(t *testing.T) targetSandbox {
 func startBitrix24(t *testing.T) targetSandbox {
 	code := secret(t, "e2ehook")
 	s := bitrix24.New(bitrix24.Options{Options: sandboxOptions(), UserID: "1", WebhookCode: code})
-	url, err := s.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	url, log := serve(t, s.Core, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ".add.json") })
 	return targetSandbox{
-		core:        s.Core,
+		core: s.Core, requests: log,
 		adapterYAML: fmt.Sprintf("  bitrix24:\n    portal_url: %q\n    user_id: \"1\"\n    timeout: 10s\n", url),
 		env:         []string{"IDEMGATE_BITRIX24_WEBHOOK_CODE=" + code},
 		secrets:     []string{code},
