@@ -19,7 +19,7 @@ func TestBatchStatementsLookUpByKey(t *testing.T) {
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "journal.db"), Config{})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	byKey := `SEARCH (agent_operation_log|l) USING PRIMARY KEY \(operation_key=\?\)`
+	byKey := `SEARCH (agent_operation_log|l) USING (COVERING )?INDEX sqlite_autoindex_agent_operation_log_1 \(operation_key=\?\)`
 	for name, tc := range map[string]struct{ query, want string }{
 		"selectRecords":    {selectRecords, byKey},
 		"selectRecordsAt":  {selectRecordsAt, byKey},
@@ -29,7 +29,7 @@ func TestBatchStatementsLookUpByKey(t *testing.T) {
 		"complete":         {complete, byKey},
 		"completeCheck":    {completeCheck, byKey},
 		"heartbeat":        {heartbeat, byKey},
-		"completeAttempts": {completeAttempts, `SEARCH agent_operation_attempts USING PRIMARY KEY \(operation_key=\? AND lease_token=\?\)`},
+		"completeAttempts": {completeAttempts, `SEARCH agent_operation_attempts USING INDEX sqlite_autoindex_agent_operation_attempts_1 \(operation_key=\? AND lease_token=\?\)`},
 	} {
 		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, `[]`, 0, 0)
 		require.NoError(t, err, name)
