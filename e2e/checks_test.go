@@ -45,6 +45,7 @@ func TestArticleChecks(t *testing.T) {
 				{"9_sigkill_mid_call_take_over", s.sigkillTakeOver},
 				{"10_uncertain_failure_looked_up_before_retry", s.lookupBeforeRetry},
 				{"11_sigterm_drains_the_call_in_flight", s.sigtermDrain},
+				{"12_killed_owners_request_lands_after_take_over", s.lateLanding},
 			}
 			for _, st := range steps {
 				stepBegan := time.Now()
@@ -90,6 +91,7 @@ const (
 	intentTakenOver = "order-demo-4" // SIGKILL take-over
 	intentRetried   = "order-demo-5" // uncertain failure without effect
 	intentDrained   = "order-demo-6" // SIGTERM drain
+	intentLate      = "order-demo-7" // a dead owner's request landing late
 )
 
 // 1. Send a request with the key test:<operation>:order-demo-1:v1.
@@ -442,4 +444,46 @@ func (s *checks) sigtermDrain(t *testing.T) {
 	out := live.out.String()
 	require.Contains(t, out, `"msg":"draining"`)
 	require.Contains(t, out, `"msg":"stopped"`)
+}
+
+// A replica is killed while its create request is still queued in the
+// target; the request lands later, after another replica took over, found
+// nothing, and executed again with the same key. The target's key protection
+// (or, for a target without one, the adapter's settle time) must absorb the
+// late request: one effect.
+func (s *checks) lateLanding(t *testing.T) {
+	fresh := s.c.startDaemons(s.c.tgt.adapter+"-replica-c", s.c.tgt.adapter+"-replica-d")
+	lateLandingScenario(t, s.c, fresh, intentLate)
+}
+
+func lateLandingScenario(t *testing.T, c *cluster, replicas []*daemon, intent string) {
+	key := c.key(intent)
+	mark, _ := c.sb.requests.creates()
+	newCreates := func() int { n, _ := c.sb.requests.creates(); return n - mark }
+	require.NoError(t, c.sb.core.InjectFault(sandbox.Fault{Kind: sandbox.FaultDelay, Delay: lateLanding, Count: 1}))
+	res := c.sendAsync(c.command("evt-"+intent, intent, false))
+	waitFor(t, 30*time.Second, "the create request to reach the target", func() (bool, string) {
+		return newCreates() == 1, fmt.Sprintf("%d create requests", newCreates())
+	})
+	rec, atts := c.row(key)
+	var victim *daemon
+	for _, d := range replicas {
+		if d.name == rec.LeaseOwner {
+			victim = d
+		}
+	}
+	require.NotNil(t, victim, describe(rec, atts))
+	c.kill(victim)
+	r := c.await(res)
+	require.Equal(t, operation.ResultSucceeded, r.res.Status, "%+v", r.res)
+	waitFor(t, lateLanding+20*time.Second, "the dead owner's request to land", func() (bool, string) {
+		started, settled := c.sb.requests.creates()
+		return started == settled, fmt.Sprintf("%d create requests, %d finished", started, settled)
+	})
+	rec, atts = c.row(key)
+	eff := c.effects(key)
+	t.Logf("after the late landing: %d effects, %d create requests; %s", len(eff), newCreates(), describe(rec, atts))
+	require.Len(t, eff, 1, "the late request of a dead owner created a second object")
+	require.Equal(t, eff[0].ObjectID, r.res.TargetObjectID)
+	require.Equal(t, eff[0].ObjectID, rec.TargetObjectID)
 }

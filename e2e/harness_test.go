@@ -45,6 +45,10 @@ const (
 	// slowCreate holds the first create of check 8 in the target, well
 	// inside callTimeout, so that the twin command meets a live lease.
 	slowCreate = 1500 * time.Millisecond
+	// lateLanding holds a dead owner's create in the target until another
+	// replica has taken over (lease), found nothing and executed again
+	// (redelivery after ack_wait).
+	lateLanding = 12 * time.Second
 )
 
 // targetSandbox is a started emulator and how a daemon reaches it.
