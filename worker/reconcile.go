@@ -25,8 +25,9 @@ type verdict struct {
 
 // lookup asks the target about an earlier attempt by the operation key,
 // before anything else happens to an unknown outcome. A "not found" counts
-// only once the adapter's settle time (its search lag) has passed since the
-// last attempt began; before that it is indeterminate.
+// only once the adapter's settle time (its search lag) — and, for targets
+// without a native key, the call timeout — has passed since the last attempt
+// began; before that it is indeterminate.
 func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, callTimeout time.Duration) verdict {
 	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	res, err := a.Lookup(callCtx, op)
@@ -44,7 +45,15 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 		}
 		return verdict{status: adapters.Found, outcome: res, note: note, code: res.Code}
 	case adapters.NotFound:
-		settle := a.Capabilities().SettleTime
+		caps := a.Capabilities()
+		settle := caps.SettleTime
+		if !caps.NativeKey {
+			// A target that does not deduplicate by our key would take a
+			// second create: "not found" counts only once the last attempt's
+			// request can no longer land (a dead owner's call may still be
+			// on its way for up to a call timeout).
+			settle = max(settle, callTimeout)
+		}
 		if settle > 0 {
 			since, err := sinceLastAttempt(ctx, store, op.Key.String())
 			if err != nil {
