@@ -19,7 +19,8 @@ type committer struct {
 	window   time.Duration
 	max      int
 	in       chan commitReq
-	flushing chan struct{} // one token per group in the journal
+	flushing chan struct{}    // one token per group in the journal
+	spare    chan []commitReq // emptied groups, for reuse
 	done     chan struct{}
 	once     sync.Once
 }
@@ -31,7 +32,7 @@ type commitReq struct {
 
 func newCommitter(store journal.Store, window time.Duration, max, flushers int) *committer {
 	c := &committer{store: store, window: window, max: max, in: make(chan commitReq, max),
-		flushing: make(chan struct{}, flushers), done: make(chan struct{})}
+		flushing: make(chan struct{}, flushers), spare: make(chan []commitReq, flushers+1), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -78,8 +79,13 @@ func (c *committer) loop() {
 		if !ok {
 			return
 		}
-		batch := make([]commitReq, 1, c.max)
-		batch[0] = first
+		var batch []commitReq
+		select {
+		case batch = <-c.spare:
+		default:
+			batch = make([]commitReq, 0, min(c.max, 64))
+		}
+		batch = append(batch, first)
 		open := true
 		// Fill for one window, then until a flush slot is free.
 		timer.Reset(c.window)
@@ -144,5 +150,10 @@ func (c *committer) flush(batch []commitReq) {
 		} else {
 			r.then(errs[i])
 		}
+	}
+	clear(batch)
+	select {
+	case c.spare <- batch[:0]:
+	default:
 	}
 }

@@ -23,8 +23,15 @@ package worker_test
 //   - BenchmarkInFlightMemory holds 1,000 commands in flight against an adapter
 //     that takes 200 ms and reports the process's peak RSS.
 //
+// Both also report the CPU each command cost this process (worker, embedded
+// NATS server, pgx) and the pool's PostgreSQL processes: on a shared machine
+// that is the steadier figure, and it names what bounds the throughput.
+//
 // The machine is shared: compare ratios within one run, not absolute figures
-// across runs.
+// across runs. Flags (after the package) try other settings:
+// -idemgate.commands, -idemgate.rawloops, -idemgate.claimers,
+// -idemgate.committers, -idemgate.completebatch, -idemgate.inflight,
+// -idemgate.fetchbatch, -idemgate.pgparams.
 
 import (
 	"context"
@@ -71,14 +78,25 @@ var (
 	// Worker settings to try; 0 keeps the worker's default.
 	benchClaimers    = flag.Int("idemgate.claimers", 0, "worker Claimers (0: default)")
 	benchCommitters  = flag.Int("idemgate.committers", 0, "worker Committers (0: default)")
+	benchCompleteMax = flag.Int("idemgate.completebatch", 0, "worker CompleteBatch (0: default)")
 	benchMaxInFlight = flag.Int("idemgate.inflight", 0, "worker MaxInFlight (0: default)")
 	benchFetchBatch  = flag.Int("idemgate.fetchbatch", 0, "consumer FetchBatch (0: default)")
+	// benchPGParams sets run-time parameters on the pool's sessions. The
+	// default plans every statement afresh: on a fresh journal table (no
+	// statistics, autovacuum off on this server) a cached generic plan of
+	// the store's read or completion can be a sequential scan or a scan of
+	// the status index, whose cost grows with every row written, and which
+	// connection caches which plan is luck; the figures then measure that
+	// luck, not the daemon. -idemgate.pgparams= runs the server's stock
+	// settings.
+	benchPGParams = flag.String("idemgate.pgparams", "plan_cache_mode=force_custom_plan",
+		"session parameters for the journal pool, name=value,...")
 )
 
 // benchConfig is the worker configuration under test: the defaults, unless
 // a flag sets a field.
 func benchConfig() worker.Config {
-	return worker.Config{Owner: benchOwner, Claimers: *benchClaimers, Committers: *benchCommitters, MaxInFlight: *benchMaxInFlight}
+	return worker.Config{Owner: benchOwner, Claimers: *benchClaimers, Committers: *benchCommitters, CompleteBatch: *benchCompleteMax, MaxInFlight: *benchMaxInFlight}
 }
 
 const (
@@ -151,8 +169,8 @@ type stage struct {
 	ncfg     consumer.Config
 	pool     *pgxpool.Pool
 	pgPIDs   []int // server processes of the pool's connections
-	total    int // commands pre-loaded
-	distinct int // distinct operation keys among them
+	total    int   // commands pre-loaded
+	distinct int   // distinct operation keys among them
 }
 
 func newStage(b *testing.B, commands int, duplicates bool) *stage {
@@ -206,6 +224,11 @@ func newStage(b *testing.B, commands int, duplicates bool) *stage {
 		b.Logf("TLS is on for %s: expect about 30%% less throughput than with sslmode=disable", pgtest.URL())
 	}
 	pcfg.MaxConns = benchPoolConns
+	for _, kv := range strings.Split(*benchPGParams, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			pcfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		b.Fatal(err)

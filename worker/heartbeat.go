@@ -2,15 +2,12 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
 )
-
-// errLeaseLost cancels a call whose lease another owner took over.
-var errLeaseLost = errors.New("worker: lease lost")
 
 // heartbeats renews, in one batch per interval, the journal lease of every
 // running call and the AckWait of every command held (InProgress): one
@@ -29,15 +26,33 @@ type leaseEntry struct {
 	key    string
 	token  int64 // 0: only the command's AckWait is kept alive
 	ctx    context.Context
-	cancel context.CancelCauseFunc
+	cancel context.CancelFunc
+	// lost is set (before ctx is cancelled) when another owner took the
+	// lease over.
+	lost atomic.Bool
 }
 
 func newHeartbeats(w *Worker) *heartbeats {
 	return &heartbeats{w: w, set: map[*leaseEntry]struct{}{}, quit: make(chan struct{}), ended: make(chan struct{})}
 }
 
+// track keeps a command's AckWait (and, with a token, its lease) alive until
+// untrack. The entry's context ends at untrack, on shutdown and when the
+// lease is lost.
 func (h *heartbeats) track(j *job, key string, token int64) *leaseEntry {
-	ctx, cancel := context.WithCancelCause(h.w.work)
+	return h.trackCall(j, key, token, 0)
+}
+
+// trackCall is track whose context also ends after timeout (when positive):
+// one context serves as both the lease's and the call's.
+func (h *heartbeats) trackCall(j *job, key string, token int64, timeout time.Duration) *leaseEntry {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(h.w.work, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(h.w.work)
+	}
 	e := &leaseEntry{j: j, key: key, token: token, ctx: ctx, cancel: cancel}
 	h.mu.Lock()
 	h.set[e] = struct{}{}
@@ -49,7 +64,7 @@ func (h *heartbeats) untrack(e *leaseEntry) {
 	h.mu.Lock()
 	delete(h.set, e)
 	h.mu.Unlock()
-	e.cancel(nil)
+	e.cancel()
 }
 
 func (h *heartbeats) stop() {
@@ -105,7 +120,8 @@ func (h *heartbeats) beat() {
 	}
 	for i, e := range leased {
 		if errs[i] != nil {
-			e.cancel(errLeaseLost)
+			e.lost.Store(true)
+			e.cancel()
 		}
 	}
 }

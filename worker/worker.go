@@ -173,6 +173,8 @@ type Worker struct {
 	work                 context.Context
 	cancelWork           context.CancelCauseFunc
 	fetchDone, claimDone chan struct{}
+	pubAcks              chan pubWait // results published, oldest first
+	ackDone              chan struct{}
 
 	// defaultRedact: Deps.Redact was left to redact.JSON, a pure function,
 	// so outcomes without details can be kept by business status.
@@ -222,6 +224,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers)
 		w.beats = newHeartbeats(w)
 		w.fetchDone, w.claimDone = make(chan struct{}), make(chan struct{})
+		w.pubAcks, w.ackDone = make(chan pubWait, w.cfg.MaxInFlight), make(chan struct{})
+		go w.ackLoop()
 		go w.beats.loop()
 		go w.fetchLoop(fetchCtx)
 		var claimers sync.WaitGroup
@@ -266,6 +270,8 @@ func (w *Worker) Stop() {
 		w.cancelWork(ErrShutdown)
 		w.beats.stop()
 		w.commit.close()
+		close(w.pubAcks) // every command is done: nothing publishes any more
+		<-w.ackDone
 	})
 }
 
@@ -331,9 +337,17 @@ type job struct {
 	msg       jetstream.Msg
 	op        operation.Operation
 	replyTo   string
-	delivered uint64
 	fetchedAt time.Time
 	claim     journal.Claim
+}
+
+// deliveries is how often JetStream has delivered the command (0 when its
+// metadata cannot be read); parsed only on the paths that need it.
+func (j *job) deliveries() uint64 {
+	if md, err := j.msg.Metadata(); err == nil {
+		return md.NumDelivered
+	}
+	return 0
 }
 
 // done releases a command's slot; every fetched message passes here once.
@@ -350,9 +364,6 @@ func (w *Worker) handleBatch(f fetched) {
 	reqs := make([]journal.ClaimRequest, 0, len(f.msgs))
 	for _, m := range f.msgs {
 		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
-		if md, err := m.Metadata(); err == nil {
-			j.delivered = md.NumDelivered
-		}
 		op, err := w.decode(m)
 		if err != nil {
 			w.reject(j, err)
@@ -374,7 +385,7 @@ func (w *Worker) handleBatch(f fetched) {
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
 		for _, j := range jobs {
-			w.nak(j, w.cfg.Retry.Delay(int(j.delivered), 0))
+			w.nak(j, w.cfg.Retry.Delay(int(j.deliveries()), 0))
 		}
 		return
 	}
@@ -446,13 +457,11 @@ func (w *Worker) execute(j *job) {
 	bo := w.cfg.Retry.backOff()
 	leaseStart := time.Now()
 	for {
-		lease := w.beats.track(j, key, j.claim.Token)
-		callCtx, cancel := context.WithTimeout(lease.ctx, w.cfg.CallTimeout)
+		lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 		began := time.Now()
-		out, err := adapter.Execute(callCtx, j.op)
-		cancel()
+		out, err := adapter.Execute(lease.ctx, j.op)
 		w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
-		lost := lease.ctx.Err() != nil && context.Cause(lease.ctx) == errLeaseLost
+		lost := lease.lost.Load()
 		w.beats.untrack(lease)
 		if lost {
 			// Another owner took the lease over: it reconciles and publishes.
@@ -698,14 +707,53 @@ func (w *Worker) publish(j *job, r operation.Result, then func(error)) {
 		then(err)
 		return
 	}
-	go func() {
+	w.pubAcks <- pubWait{fut: fut, then: then, by: time.Now().Add(pubAckTimeout)}
+}
+
+// pubAckTimeout bounds the wait for a result's PubAck. JetStream answers
+// within milliseconds; a PubAck lost on the way (a cluster changing leader)
+// must not hold the command's slot for ever. The command is then redelivered
+// and its result, replayed from the journal, published again (the results
+// stream drops the duplicate by its Nats-Msg-Id).
+const pubAckTimeout = 10 * time.Second
+
+// errPubAckTimeout: no PubAck within pubAckTimeout.
+var errPubAckTimeout = errors.New("worker: no PubAck for the result in time")
+
+// pubWait is a published result waiting for its PubAck.
+type pubWait struct {
+	fut  jetstream.PubAckFuture
+	then func(error)
+	by   time.Time
+}
+
+// ackLoop hands each published result its PubAck, oldest first: one
+// goroutine for all of them, as PubAcks come back in publish order.
+func (w *Worker) ackLoop() {
+	defer close(w.ackDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for p := range w.pubAcks {
 		select {
-		case <-fut.Ok():
-			then(nil)
-		case err := <-fut.Err():
-			then(err)
+		case <-p.fut.Ok():
+			p.then(nil)
+			continue
+		case err := <-p.fut.Err():
+			p.then(err)
+			continue
+		default:
 		}
-	}()
+		timer.Reset(time.Until(p.by))
+		select {
+		case <-p.fut.Ok():
+			p.then(nil)
+		case err := <-p.fut.Err():
+			p.then(err)
+		case <-timer.C:
+			p.then(errPubAckTimeout)
+		}
+		timer.Stop()
+	}
 }
 
 // nak returns the command to JetStream after delay and releases its slot.
