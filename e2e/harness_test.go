@@ -75,6 +75,8 @@ type target struct {
 	// payload is the command's payload for an intent; changed alters a
 	// significant field (the amount, or the task's title).
 	payload func(intent string, changed bool) json.RawMessage
+	// payloadCanaries are payload values no daemon may log.
+	payloadCanaries []string
 }
 
 // cluster is one target's world: a JetStream server, a journal schema, the
@@ -216,6 +218,11 @@ func (c *cluster) stop(d *daemon) {
 	for _, s := range c.sb.secrets {
 		if strings.Contains(out, s) {
 			c.t.Errorf("daemon %s: a credential appears in its output", d.name)
+		}
+	}
+	for _, s := range c.tgt.payloadCanaries {
+		if strings.Contains(out, s) {
+			c.t.Errorf("daemon %s: payload content %q appears in its output", d.name, s)
 		}
 	}
 	if c.t.Failed() {

@@ -27,7 +27,8 @@ import (
 var targets = []target{
 	{
 		name: "1c_invoice", operation: "invoice.create", adapter: "onec",
-		start: startOneC,
+		payloadCanaries: []string{"cust-42"},
+		start:           startOneC,
 		payload: func(intent string, changed bool) json.RawMessage {
 			amount := 125000
 			if changed {
@@ -38,7 +39,8 @@ var targets = []target{
 	},
 	{
 		name: "yookassa_payment", operation: "payment.charge", adapter: "yookassa", approval: true,
-		start: startYooKassa,
+		payloadCanaries: []string{"merchant-account-17"},
+		start:           startYooKassa,
 		payload: func(intent string, changed bool) json.RawMessage {
 			amount := 125000
 			if changed {
@@ -51,7 +53,8 @@ var targets = []target{
 		// T-Bank has no idempotency key: the operation key is the OrderId,
 		// looked up (CheckOrder) before Init and Charge.
 		name: "tbank_payment", operation: "payment.charge", adapter: "tbank", approval: true,
-		start: startTBank,
+		payloadCanaries: []string{"9000000042"},
+		start:           startTBank,
 		payload: func(intent string, changed bool) json.RawMessage {
 			amount := 125000
 			if changed {
@@ -62,6 +65,7 @@ var targets = []target{
 	},
 	{
 		name: "bitrix24_task", operation: "crm.task.create", adapter: "bitrix24",
+		payloadCanaries: []string{"Call the customer back"},
 		// Bitrix24 keeps ORIGIN_ID without a uniqueness check: a "not found"
 		// is trusted only after settle_time, which must outlast the longest
 		// time a request can sit in the target (check 12 holds one for
