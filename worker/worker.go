@@ -437,15 +437,26 @@ func (w *Worker) dispatch(j *job) {
 			Attempts: c.Record.AttemptCount,
 		})
 	case journal.InProgress:
-		// The owner will publish; this delivery comes back after the lease
-		// so that it ends with the final outcome (or reconciles a dead owner).
+		// The owner will publish; this delivery comes back so that it ends
+		// with the final outcome (or reconciles a dead owner): soon at first
+		// (most calls are short), doubling, never later than the lease's end.
 		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
-		delay := time.Until(c.Record.LeaseUntil) + 100*time.Millisecond
-		w.publishPendingAndNak(j, max(delay, 200*time.Millisecond), c.Record.AttemptCount)
+		w.publishPendingAndNak(j, pendingDelay(j.deliveries(), time.Until(c.Record.LeaseUntil)), c.Record.AttemptCount)
 	default:
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
 		w.nak(j, time.Second)
 	}
+}
+
+// pendingDelay is when a delivery that found its operation in progress comes
+// back: 250ms after the first delivery, doubling with each, capped just past
+// the owner's lease (after which it reconciles a dead owner).
+func pendingDelay(delivered uint64, leaseLeft time.Duration) time.Duration {
+	d := 250 * time.Millisecond
+	for i := uint64(1); i < delivered && d < time.Minute; i++ {
+		d *= 2
+	}
+	return max(min(d, leaseLeft+100*time.Millisecond), 100*time.Millisecond)
 }
 
 // execute calls the target under the lease, with in-lease retries for
