@@ -97,7 +97,9 @@ WITH input AS (
     FROM input i
     WHERE l.operation_key = i.operation_key
       AND l.lease_token = i.token
-      AND l.status IN ('started', 'unknown')
+      -- Written as inequalities so the planner keeps to the primary key: the
+      -- status index holds every started row since the last vacuum.
+      AND l.status <> ALL ('{succeeded,failed_final,failed_retryable}')
     RETURNING l.operation_key, l.lease_token
 ), att AS (
     UPDATE agent_operation_attempts a SET
@@ -122,7 +124,7 @@ UPDATE agent_operation_log l SET
 FROM unnest($1::text[], $2::bigint[]) AS i(operation_key, token)
 WHERE l.operation_key = i.operation_key
   AND l.lease_token = i.token
-  AND l.status IN ('started', 'unknown')
+  AND l.status <> ALL ('{succeeded,failed_final,failed_retryable}')
 RETURNING l.operation_key`
 
 // takeOverStale is the reconciler's scan: unknown outcomes and expired leases,
