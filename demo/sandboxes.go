@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idemgate/idemgate/sandbox"
 	sbamocrm "github.com/idemgate/idemgate/sandbox/amocrm"
@@ -46,12 +47,22 @@ func (s *Sandboxes) Targets() []sandbox.Target {
 	return []sandbox.Target{s.YooKassa, s.OneC, s.Bitrix24}
 }
 
-// Close stops every emulator; safe twice.
+// Close stops every emulator, all at once (each may wait for its
+// connections to go idle); safe twice.
 func (s *Sandboxes) Close() error {
-	var errs []error
-	for _, t := range s.Targets() {
-		errs = append(errs, t.Close())
+	ts := s.Targets()
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.Close(); err != nil {
+				errs[i] = fmt.Errorf("%s emulator: %w", t.Name(), err)
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

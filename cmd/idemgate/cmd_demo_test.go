@@ -3,21 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/demo"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
 )
 
 // demoRow is one line of the closing table.
@@ -204,8 +211,12 @@ func BenchmarkDemoColdStart(b *testing.B) {
 // BenchmarkDemoThroughput is end-to-end operations per second — publish,
 // JetStream, claim, a YooKassa sandbox call, complete, publish the result —
 // on the embedded defaults (SQLite, embedded NATS) and on PostgreSQL, with
-// the demo's daemon settings except a full fetch batch.
+// the demo's daemon settings except a full fetch batch. The baseline,
+// "target-only", is the YooKassa adapter calling the same sandbox directly
+// from as many goroutines as the daemon's in-flight limit allows, without
+// NATS or a journal: the ratio is what the guarantees cost.
 func BenchmarkDemoThroughput(b *testing.B) {
+	b.Run("target-only", benchTargetOnly)
 	for _, kind := range []string{"sqlite", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
 			set := demoSetup{dataDir: b.TempDir(), logTo: io.Discard, tune: func(c *Config) { c.NATS.FetchBatch = 100 }}
@@ -239,4 +250,55 @@ func BenchmarkDemoThroughput(b *testing.B) {
 			b.ReportMetric(res.PerSecond(), "ops/s")
 		})
 	}
+}
+
+func benchTargetOnly(b *testing.B) {
+	sb, err := demo.StartSandboxes(sandbox.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	shop, secret := sb.YooKassa.Credentials()
+	a, err := yookassa.New(yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.Secret(secret)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := &operation.Decoder{Env: "bench"}
+	ops := make([]operation.Operation, b.N)
+	for i := range ops {
+		ops[i], err = dec.DecodeCommand(operation.Command{
+			EventID: fmt.Sprintf("evt-%d", i), Operation: "payment.charge", ApprovalID: "appr-1",
+			Payload: json.RawMessage(fmt.Sprintf(`{"account_id":"merchant-account-17","order_id":"order-%d","amount_minor":%d,"currency":"rub"}`, i, 100+i)),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	next := make(chan operation.Operation)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for op := range next {
+				if _, err := a.Execute(context.Background(), op); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for _, op := range ops {
+		next <- op
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed.Load() > 0 || sb.YooKassa.TotalEffects() != b.N {
+		b.Fatalf("%d failed calls, %d effects for %d operations", failed.Load(), sb.YooKassa.TotalEffects(), b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
 }
