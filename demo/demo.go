@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"sort"
 	"time"
@@ -42,8 +41,6 @@ type Runtime struct {
 	// Routes maps operation types to the adapter names the daemon routes
 	// them to; a scenario whose operation has no route is skipped.
 	Routes map[string]string
-	// Replica is the owner name of the running replica.
-	Replica string
 	// StartReplica starts one more replica in this process, sharing the
 	// journal and the durable consumer, named owner; stop drains it. Nil
 	// skips the racing scenario.
@@ -61,8 +58,6 @@ type Options struct {
 	ScenarioTimeout time.Duration
 	// Only, when set, runs just the scenarios with these IDs (see IDs).
 	Only []string
-	// Logger receives the demo's own diagnostics. Default: discard.
-	Logger *slog.Logger
 	// Clock times the scenarios. Default time.Now.
 	Clock func() time.Time
 }
@@ -73,9 +68,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ScenarioTimeout <= 0 {
 		o.ScenarioTimeout = 30 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

@@ -180,6 +180,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 	fmt.Fprintln(ew)
+	if r.Journal != "" || r.NATS != "" {
+		fmt.Fprintf(ew, "Ran on: journal %s; NATS %s.\n", orUnknown(r.Journal), orUnknown(r.NATS))
+	}
 	judged, held := r.counts()
 	if r.Pass() {
 		fmt.Fprintf(ew, "RESULT: PASS — all %d guarantees held", judged)
@@ -208,4 +211,11 @@ func (e *errWriter) Write(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, err
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }

@@ -330,14 +330,14 @@ func (s *demoSystem) natsURL() string { return "nats://" + s.cfg.NATS.EmbeddedAd
 func (s *demoSystem) multiMachine() bool { return s.cfg.Journal.URL != "" }
 
 func (s *demoSystem) runtime() demo.Runtime {
-	kind := "SQLite (embedded) " + filepath.Join(s.dataDir, "journal.db")
+	kind := "SQLite " + filepath.Join(s.dataDir, "journal.db")
 	if s.multiMachine() {
 		kind = "PostgreSQL"
 	}
 	return demo.Runtime{
 		Env: s.cfg.Env, NATSURL: s.natsURL(), Journal: s.store,
 		JournalKind: kind, NATSKind: "embedded JetStream " + s.cfg.NATS.EmbeddedAddr,
-		MultiMachine: s.multiMachine(), Sandboxes: s.sb, Routes: s.cfg.Routes, Replica: s.cfg.Worker.Owner,
+		MultiMachine: s.multiMachine(), Sandboxes: s.sb, Routes: s.cfg.Routes,
 		StartReplica: s.startOther,
 	}
 }
