@@ -17,9 +17,12 @@ import (
 )
 
 // TestArticleChecks runs the article's eight checks ("Проверка результата")
-// against two daemon replicas for each kind of target, then kills the replica
-// that holds a lease mid-call (SIGKILL) and watches the other one take over.
-// Every check counts effects in the target's sandbox, not only responses.
+// against two daemon replicas for each kind of target, then the faults a
+// production fleet meets: the lease owner killed (SIGKILL) after the target
+// committed (9), an uncertain failure without effect (10), a graceful drain
+// (11), and a killed owner's request landing after the take-over (12).
+// Every check counts effects in the target's sandbox and create requests
+// reaching it, not only responses.
 func TestArticleChecks(t *testing.T) {
 	skipShort(t)
 	for _, tgt := range targets {

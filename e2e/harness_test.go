@@ -198,13 +198,14 @@ func (c *cluster) spawn(name string) *daemon {
 	c.mu.Lock()
 	c.daemons = append(c.daemons, d)
 	c.mu.Unlock()
-	c.t.Cleanup(func() { c.stop(d) })
+	t := c.t
+	t.Cleanup(func() { stopDaemon(t, c.sb, c.tgt, d) })
 	return d
 }
 
-// stop kills d if it still runs, then checks its output: no data race, no
-// credential. On failure the output is dumped.
-func (c *cluster) stop(d *daemon) {
+// stopDaemon kills d if it still runs, then checks its output: no data race,
+// no credential, no payload content. On failure the output is dumped.
+func stopDaemon(t *testing.T, sb targetSandbox, tgt target, d *daemon) {
 	select {
 	case <-d.exited:
 	default:
@@ -213,24 +214,24 @@ func (c *cluster) stop(d *daemon) {
 	}
 	out := d.out.String()
 	if strings.Contains(out, "WARNING: DATA RACE") {
-		c.t.Errorf("daemon %s: data race (output below)", d.name)
+		t.Errorf("daemon %s: data race (output below)", d.name)
 	}
-	for _, s := range c.sb.secrets {
+	for _, s := range sb.secrets {
 		if strings.Contains(out, s) {
-			c.t.Errorf("daemon %s: a credential appears in its output", d.name)
+			t.Errorf("daemon %s: a credential appears in its output", d.name)
 		}
 	}
-	for _, s := range c.tgt.payloadCanaries {
+	for _, s := range tgt.payloadCanaries {
 		if strings.Contains(out, s) {
-			c.t.Errorf("daemon %s: payload content %q appears in its output", d.name, s)
+			t.Errorf("daemon %s: payload content %q appears in its output", d.name, s)
 		}
 	}
-	if c.t.Failed() {
+	if t.Failed() {
 		const max = 48 << 10
 		if len(out) > max {
 			out = "…" + out[len(out)-max:]
 		}
-		c.t.Logf("---- daemon %s output ----\n%s---- end of %s ----", d.name, out, d.name)
+		t.Logf("---- daemon %s output ----\n%s---- end of %s ----", d.name, out, d.name)
 	}
 }
 
