@@ -117,6 +117,7 @@ func Run(ctx context.Context, rt Runtime, opts Options) (Report, error) {
 		cancel()
 		row.Elapsed = opts.Clock().Sub(t0)
 		if err != nil {
+			row.Unfinished = true
 			row.check("finished", false, "%v", err)
 			s.p.step("FAILED: %v", err)
 		} else {
@@ -124,6 +125,11 @@ func Run(ctx context.Context, rt Runtime, opts Options) (Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 		if ctx.Err() != nil {
+			for _, rest := range selected[i+1:] {
+				r := Row{Scenario: rest.name, Target: rest.target, Unfinished: true}
+				r.check("finished", false, "not run: %v", context.Cause(ctx))
+				rep.Rows = append(rep.Rows, r)
+			}
 			break
 		}
 	}

@@ -42,7 +42,10 @@ type Row struct {
 	// Skipped, when set, says why the scenario did not run; a skipped row
 	// neither passes nor fails the demo.
 	Skipped string
-	Checks  []Check
+	// Unfinished marks a scenario cut short (timeout, error): its counts
+	// after Sent and Intents were not taken.
+	Unfinished bool
+	Checks     []Check
 	// Notes are observations that are not guarantees (which replica ran
 	// what, how long a Retry-After held a retry back).
 	Notes []string
@@ -151,6 +154,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		if row.Skipped != "" {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", row.Scenario, row.Target, row.Verdict())
+			continue
+		}
+		if row.Unfinished {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t?\t?\t?\t?\t%s\t%s\n", row.Scenario, row.Target, row.Sent, row.Intents,
+				row.Elapsed.Round(10*time.Millisecond), row.Verdict())
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", row.Scenario, row.Target, row.Sent, row.Intents,

@@ -74,6 +74,16 @@ func TestTableShowsTheFailingRow(t *testing.T) {
 	require.Contains(t, out.String(), "(1.5s)")
 }
 
+func TestTableUnfinishedRow(t *testing.T) {
+	t.Parallel()
+	r := Row{Scenario: "two replicas racing", Target: "yookassa", Sent: 24, Intents: 8, Unfinished: true}
+	r.check("finished", false, "20 of 24 results arrived: deadline")
+	var out bytes.Buffer
+	require.NoError(t, Report{Rows: []Row{r}}.WriteTable(&out))
+	require.Regexp(t, `(?m)^two replicas racing\s+yookassa\s+24\s+8\s+\?\s+\?\s+\?\s+\?\s+0s\s+FAIL$`, out.String())
+	require.Contains(t, out.String(), "FAIL  finished: 20 of 24 results arrived")
+}
+
 func TestWriteTableReportsWriteErrors(t *testing.T) {
 	t.Parallel()
 	require.ErrorIs(t, Report{Rows: []Row{passing("a")}}.WriteTable(failWriter{}), errBroken)

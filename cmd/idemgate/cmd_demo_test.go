@@ -137,6 +137,7 @@ func TestDemoFlags(t *testing.T) {
 		"unknown scenario": {args: []string{"demo", "--scenario", "teleport"}, code: exitUsage, want: "payment-duplicates"},
 		"zero timeout":     {args: []string{"demo", "--timeout", "0s"}, code: exitUsage, want: "--timeout"},
 		"bad timeout":      {args: []string{"demo", "--timeout", "soon"}, code: exitUsage, want: "timeout"},
+		"timeout reached":  {args: []string{"demo", "--timeout", "1ms"}, code: exitFailure, want: "did not finish within --timeout 1ms"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
