@@ -12,5 +12,6 @@
 // configuration loading.
 //
 // It imports producer, consumer (subject names), journal (read only),
-// operation, sandbox and the sandbox emulators; never cmd.
+// operation, adapters (error codes only), sandbox and the sandbox
+// emulators; never cmd or worker.
 package demo
