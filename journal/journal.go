@@ -162,6 +162,11 @@ type Completion struct {
 	// Reconciled marks a completion decided by a lookup; an unknown completion
 	// with Reconciled set counts one more unresolved reconcile round.
 	Reconciled bool
+	// HoldFor, on an unknown completion, keeps the operation from being taken
+	// over (by the reconciler or a redelivery) until it has passed on the
+	// database clock: the wait for a target's search to settle, or a backoff
+	// between lookups. Zero: at once.
+	HoldFor time.Duration
 }
 
 // LeaseRef names a lease to extend.
@@ -294,6 +299,8 @@ func (c Completion) Validate() error {
 		return fmt.Errorf("%w: %s: cannot complete as %q", ErrInvalid, c.Key, c.Status)
 	case len(c.Result) > 0 && !json.Valid(c.Result):
 		return fmt.Errorf("%w: %s: result is not JSON", ErrInvalid, c.Key)
+	case c.HoldFor < 0 || (c.HoldFor > 0 && c.Status != StatusUnknown):
+		return fmt.Errorf("%w: %s: only an unknown outcome is held, for a positive time", ErrInvalid, c.Key)
 	}
 	return nil
 }

@@ -45,16 +45,7 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 		}
 		return verdict{status: adapters.Found, outcome: res, note: note, code: res.Code}
 	case adapters.NotFound:
-		caps := a.Capabilities()
-		settle := caps.SettleTime
-		if !caps.NativeKey {
-			// A target that does not deduplicate by our key would take a
-			// second create: "not found" counts only once the last attempt's
-			// request can no longer land (a dead owner's call may still be
-			// on its way for up to a call timeout).
-			settle = max(settle, callTimeout)
-		}
-		if settle > 0 {
+		if settle := settleFor(a.Capabilities(), callTimeout); settle > 0 {
 			since, err := sinceLastAttempt(ctx, store, op.Key.String())
 			if err != nil {
 				return verdict{status: adapters.Indeterminate, retryIn: settle, note: "lookup not settled: " + err.Error()}
@@ -68,6 +59,17 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 	default:
 		return verdict{status: adapters.Indeterminate, retryIn: time.Second, note: "lookup indeterminate"}
 	}
+}
+
+// settleFor is how long after an attempt began a "not found" may count:
+// the target's search lag, and for a target that does not deduplicate by our
+// key at least a call timeout, since a dead owner's request may still land
+// that late and a second create would make a second object.
+func settleFor(caps adapters.Capabilities, callTimeout time.Duration) time.Duration {
+	if caps.NativeKey {
+		return caps.SettleTime
+	}
+	return max(caps.SettleTime, callTimeout)
 }
 
 // sinceLastAttempt is the database-clock time since the last call to the
@@ -139,12 +141,15 @@ func (w *Worker) reconcile(j *job) {
 	default:
 		w.m.reconciled.WithLabelValues("indeterminate").Inc()
 		log.Warn("outcome still unknown", "note", v.note)
+		delay := v.retryIn
+		if !v.settling {
+			delay = max(delay, w.cfg.Retry.Delay(j.claim.Record.ReconcileRounds+1, 0))
+		}
 		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
-			Reconciled: !v.settling, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
+			Reconciled: !v.settling, Note: v.note, ErrorCode: j.claim.Record.ErrorCode, HoldFor: delay}); err != nil {
 			w.completionFailed(j, err)
 			return
 		}
-		delay := max(v.retryIn, w.cfg.Retry.Delay(j.claim.Record.ReconcileRounds+1, 0))
 		w.publishPendingAndNak(j, delay, j.claim.Attempt)
 	}
 }

@@ -174,7 +174,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 		if v.settling {
 			// Not a spent round: the search has not caught up yet.
 			return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token,
-				Status: journal.StatusUnknown, Note: v.note, ErrorCode: rec.ErrorCode})
+				Status: journal.StatusUnknown, Note: v.note, ErrorCode: rec.ErrorCode, HoldFor: v.retryIn})
 		}
 		return r.unsettled(ctx, c, s, v.note)
 	}
@@ -183,8 +183,10 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 func (r *Reconciler) unsettled(ctx context.Context, c journal.Claim, s *Settled, note string) error {
 	s.Unsettled++
 	r.d.Metrics.reconciled.WithLabelValues("indeterminate").Inc()
+	// Lookups back off between rounds, as retries do.
+	hold := r.wcfg.Retry.Delay(c.Record.ReconcileRounds+1, 0)
 	if err := journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: c.Record.Key, Token: c.Token, Status: journal.StatusUnknown,
-		Reconciled: true, Note: note, ErrorCode: c.Record.ErrorCode}); err != nil {
+		Reconciled: true, Note: note, ErrorCode: c.Record.ErrorCode, HoldFor: hold}); err != nil {
 		return err
 	}
 	if c.Record.ReconcileRounds+1 >= r.cfg.ReviewAfter {

@@ -501,13 +501,14 @@ func (w *Worker) execute(j *job) {
 			// The effect may have happened: never retried blindly.
 			log.Warn("outcome unknown: reconciliation before any retry")
 			w.m.unknown.Inc()
+			// Nobody looks it up before the target could answer truly.
+			settle := settleFor(adapter.Capabilities(), w.cfg.CallTimeout)
 			if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
-				ErrorCode: ae.Code, TargetRequestID: ae.RequestID}); err != nil {
+				ErrorCode: ae.Code, TargetRequestID: ae.RequestID, HoldFor: settle}); err != nil {
 				w.completionFailed(j, err)
 				return
 			}
-			settle := max(adapter.Capabilities().SettleTime, w.cfg.Retry.Delay(1, 0))
-			w.publishPendingAndNak(j, settle, j.claim.Attempt)
+			w.publishPendingAndNak(j, max(settle, w.cfg.Retry.Delay(1, 0)), j.claim.Attempt)
 			return
 		}
 		// Retry class: the request did not take effect.

@@ -475,6 +475,31 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.Empty(t, list)
 	})
 
+	t.Run("HeldUnknownWaitsOutItsHold", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		hold := journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown, HoldFor: 300 * time.Millisecond}
+		require.NoError(t, journal.CompleteOne(ctx(t), s, hold))
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusUnknown, rec.Status)
+		require.False(t, rec.LeaseUntil.IsZero(), "held until the settle window ends")
+		// Neither the reconciler nor a redelivery takes it during the hold.
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
+		require.NoError(t, err)
+		require.Empty(t, taken)
+		require.Equal(t, journal.InProgress, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
+		waitExpired(t, s, k)
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, got.Decision)
+		require.Greater(t, got.Token, c.Token)
+		// Only an unknown outcome can be held.
+		_, err = s.Complete(ctx(t), []journal.Completion{{Key: k, Token: got.Token, Status: journal.StatusSucceeded, TargetObjectID: "x", HoldFor: time.Second}})
+		require.ErrorIs(t, err, journal.ErrInvalid)
+	})
+
 	t.Run("ConcurrentTakeOverSplitsWork", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

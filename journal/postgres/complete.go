@@ -60,7 +60,8 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 	cols := make([]string, 7*n)
 	keys, statuses, objects, codes := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
 	reqIDs, notes, resultText := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:]
-	tokens := make([]int64, n)
+	tokens := make([]int64, 2*n)
+	tokens, holds := tokens[:n:n], tokens[n:]
 	results := make([]*string, n)
 	flags := make([]bool, 2*n)
 	reconciled, applied := flags[:n:n], flags[n:]
@@ -83,11 +84,12 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 			results[j] = &resultText[j]
 		}
 		codes[j], reqIDs[j], notes[j], reconciled[j] = c.ErrorCode, c.TargetRequestID, c.Note, c.Reconciled
+		holds[j] = c.HoldFor.Milliseconds()
 	}
 	var execErr error
 	for try := 0; ; try++ {
 		clear(applied)
-		execErr = s.markKeys(ctx, keys, applied, complete, keys, tokens, statuses, objects, results, codes, reqIDs, notes, reconciled)
+		execErr = s.markKeys(ctx, keys, applied, complete, keys, tokens, statuses, objects, results, codes, reqIDs, notes, reconciled, holds)
 		if execErr == nil || !retryable(execErr) || try >= s.cfg.Retries {
 			break
 		}

@@ -81,15 +81,16 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM agent_operation_log WHER
 // and closes each attempt's row in the trail.
 const complete = `
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[])
-        AS t(operation_key, token, status, object_id, result, error_code, request_id, note, reconciled)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[], $10::bigint[])
+        AS t(operation_key, token, status, object_id, result, error_code, request_id, note, reconciled, hold_ms)
 ), upd AS (
     UPDATE agent_operation_log l SET
         status           = i.status,
         target_object_id = coalesce(nullif(i.object_id, ''), l.target_object_id),
         response_json    = coalesce(i.result::jsonb, l.response_json),
         error_code       = nullif(i.error_code, ''),
-        lease_until      = NULL,
+        lease_until      = CASE WHEN i.status = 'unknown' AND i.hold_ms > 0
+                                THEN now() + i.hold_ms * interval '1 millisecond' END,
         updated_at       = now(),
         completed_at     = CASE WHEN i.status IN ('succeeded', 'failed_final') THEN now() END,
         reconcile_rounds = CASE WHEN i.status = 'unknown' AND i.reconciled THEN l.reconcile_rounds + 1

@@ -102,14 +102,15 @@ FROM json_each(?1) AS i JOIN agent_operation_log AS l ON l.operation_key = i.val
 
 // complete applies outcomes under their fencing tokens, from legal states
 // only. ?1 is a JSON array of [key, token, status, object_id, result or null,
-// error_code, request_id, note, reconciled 0/1]; ?2 is the transaction's time.
+// error_code, request_id, note, reconciled 0/1, hold_ms]; ?2 is the
+// transaction's time.
 const complete = `
 UPDATE agent_operation_log SET
     status           = i.value ->> 2,
     target_object_id = coalesce(nullif(i.value ->> 3, ''), target_object_id),
     response_json    = coalesce(json(i.value ->> 4), response_json),
     error_code       = nullif(i.value ->> 5, ''),
-    lease_until      = NULL,
+    lease_until      = CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 9 > 0 THEN ?2 + (i.value ->> 9) END,
     updated_at       = ?2,
     completed_at     = CASE WHEN i.value ->> 2 IN ('succeeded', 'failed_final') THEN ?2 END,
     reconcile_rounds = CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN reconcile_rounds + 1

@@ -628,6 +628,7 @@ func completionJSON(cs []journal.Completion, idx []int) string {
 		} else {
 			j.int(0)
 		}
+		j.int(c.HoldFor.Milliseconds())
 		j.end()
 	}
 	return j.String()
