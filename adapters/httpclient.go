@@ -51,6 +51,9 @@ const DefaultResponseLimit = 1 << 20
 // nil: the failure then comes back to the adapter and the worker decides.
 func NewHTTPClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Many operations run at once against one target: keep their
+	// connections instead of Go's default of two idle ones per host.
+	tr.MaxIdleConnsPerHost = 256
 	return &http.Client{
 		Transport: tr,
 		Timeout:   timeout,

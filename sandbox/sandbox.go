@@ -367,12 +367,10 @@ func (c *Core) Close() error {
 	if srv == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, srv.Close())
-	}
+	// Close, not Shutdown: hanging responses are already released by
+	// closing, and Shutdown would wait up to 5 s on idle client connections
+	// that were opened but never used.
+	err := srv.Close()
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

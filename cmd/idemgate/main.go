@@ -1,5 +1,5 @@
 // Command idemgate is the idemgate daemon and its tools: run, migrate,
-// publish, trace, resolve, reconcile.
+// publish, trace, resolve, reconcile, ingest, sandbox and demo.
 package main
 
 import (
