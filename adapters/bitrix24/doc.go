@@ -16,8 +16,13 @@
 // or a replica and a restarted one, can both list, find nothing and add. The
 // journal's lease (one owner per key, fenced by lease_token) is what keeps a
 // second Execute of one key from starting elsewhere; the re-list after add
-// detects what still slips through (e.g. a lease that expired during a slow
-// call) and logs it with error_code duplicate_objects for an operator.
+// detects what slips through while both adds are visible (e.g. a lease that
+// expired during a slow call) and logs it with error_code duplicate_objects
+// for an operator. It cannot see an add that lands later still: a dead
+// owner's request queued in the portal beyond the reconciler's settle time
+// (at least the call timeout) makes a second activity nobody reports — the
+// article's residual double-write window for a target without uniqueness.
+// Raise settle_time to the longest the portal may hold a request.
 //
 // Behind a connector that drops ORIGIN_ID the object is stored without our
 // key: the re-list finds nothing (logged, key_stored=false) and a replay
