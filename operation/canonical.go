@@ -100,40 +100,57 @@ func writeCanonical(buf *bytes.Buffer, v jsonValue) error {
 	return nil
 }
 
-// writeJCSString writes s (valid UTF-8) as an RFC 8785 string: only '"', '\\'
-// and control characters are escaped, the latter with the short forms where
-// JSON has them and lower-case \u00xx otherwise.
+// writeJCSString writes s (valid UTF-8) as an RFC 8785 string (see
+// appendJCSString).
 func writeJCSString(buf *bytes.Buffer, s string) {
+	buf.Write(appendJCSString(buf.AvailableBuffer(), s))
+}
+
+// jcsEscape marks the bytes RFC 8785 escapes in a string: '"', '\\' and the
+// control characters.
+var jcsEscape = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// appendJCSString appends s (valid UTF-8) as an RFC 8785 string: only '"',
+// '\\' and control characters are escaped, the latter with the short forms
+// where JSON has them and lower-case \u00xx otherwise.
+func appendJCSString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
-	buf.WriteByte('"')
+	b = append(b, '"')
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if !jcsEscape[c] {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		start = i + 1
 		switch c {
 		case '"':
-			buf.WriteString(`\"`)
+			b = append(b, `\"`...)
 		case '\\':
-			buf.WriteString(`\\`)
+			b = append(b, `\\`...)
 		case '\b':
-			buf.WriteString(`\b`)
+			b = append(b, `\b`...)
 		case '\f':
-			buf.WriteString(`\f`)
+			b = append(b, `\f`...)
 		case '\n':
-			buf.WriteString(`\n`)
+			b = append(b, `\n`...)
 		case '\r':
-			buf.WriteString(`\r`)
+			b = append(b, `\r`...)
 		case '\t':
-			buf.WriteString(`\t`)
+			b = append(b, `\t`...)
 		default:
-			if c < 0x20 {
-				buf.WriteString(`\u00`)
-				buf.WriteByte(hexDigits[c>>4])
-				buf.WriteByte(hexDigits[c&0xF])
-			} else {
-				buf.WriteByte(c)
-			}
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 		}
 	}
-	buf.WriteByte('"')
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // formatES6 formats f as ECMAScript's Number.prototype.toString does

@@ -1,9 +1,13 @@
 package operation
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -93,7 +97,10 @@ func (d *Decoder) Decode(body []byte) (Operation, error) {
 		return Operation{}, &DecodeError{Code: CodeTooLarge,
 			Msg: fmt.Sprintf("command is %d bytes, the limit is %d", len(body), maxSize)}
 	}
-	root, err := parseJSON(body, false)
+	st := decodeStates.Get().(*decodeState)
+	defer st.release()
+	st.p.data = body
+	root, err := st.p.scanDocument()
 	if err != nil {
 		var se *SyntaxError
 		msg := err.Error()
@@ -105,7 +112,7 @@ func (d *Decoder) Decode(body []byte) (Operation, error) {
 	if root.kind != jsonObject {
 		return Operation{}, &DecodeError{Code: CodeNotJSON, Msg: "command must be a JSON object, got " + root.kindName()}
 	}
-	return d.decodeEnvelope(root)
+	return d.decodeEnvelope(st)
 }
 
 // DecodeCommand validates an already-split command, as Decode does for its
@@ -121,99 +128,223 @@ func (d *Decoder) DecodeCommand(cmd Command) (Operation, error) {
 	return d.Decode(body)
 }
 
+// decodeState is the scratch space of one Decode call, pooled: nothing in it
+// may end up in what Decode returns.
+type decodeState struct {
+	p     jsonParser
+	arena []byte       // the strings an Operation keeps, copied once
+	vals  []fieldValue // normalised payload fields, by field index
+	canon []byte       // the RFC 8785 form that is fingerprinted
+}
+
+var decodeStates = sync.Pool{New: func() any { return new(decodeState) }}
+
+// maxPooledBuffer is the largest buffer a decodeState keeps for reuse.
+const maxPooledBuffer = 16 << 10
+
+func (st *decodeState) release() {
+	reuse := func(b []byte) []byte {
+		if cap(b) > maxPooledBuffer {
+			return nil
+		}
+		return b[:0]
+	}
+	st.p = jsonParser{esc: reuse(st.p.esc), env: st.p.env[:0], payload: st.p.payload[:0]}
+	if cap(st.p.env) > 256 {
+		st.p.env = nil
+	}
+	if cap(st.p.payload) > 256 {
+		st.p.payload = nil
+	}
+	st.arena, st.canon = reuse(st.arena), reuse(st.canon)
+	clear(st.vals) // drop references to the arena strings
+	st.vals = st.vals[:0]
+	if cap(st.vals) > 256 {
+		st.vals = nil
+	}
+	decodeStates.Put(st)
+}
+
+// Envelope members, as bits of a seen-set.
+const (
+	envEventID = iota
+	envOperation
+	envIntentID
+	envKeyVersion
+	envApprovalID
+	envOperationKey
+	envStrings   // the string members above
+	envPayload   = envStrings
+	envTransport = envPayload + 1 // first of the transport fields
+)
+
+var envelopeStrings = [envStrings]string{"event_id", "operation", "intent_id", "key_version", "approval_id", "operation_key"}
+
+// envelopeMember returns the bit of a known envelope member name, or -1.
+func envelopeMember(name []byte) int {
+	switch string(name) {
+	case "event_id":
+		return envEventID
+	case "operation":
+		return envOperation
+	case "intent_id":
+		return envIntentID
+	case "key_version":
+		return envKeyVersion
+	case "approval_id":
+		return envApprovalID
+	case "operation_key":
+		return envOperationKey
+	case "payload":
+		return envPayload
+	}
+	if t := transportIndex(name); t >= 0 {
+		return envTransport + t
+	}
+	return -1
+}
+
+// transportIndex returns the index of a transport field name in
+// TransportFields' original order, or -1.
+func transportIndex(name []byte) int {
+	switch string(name) {
+	case "attempt":
+		return 0
+	case "sent_at":
+		return 1
+	case "trace_id":
+		return 2
+	case "traceparent":
+		return 3
+	case "tracestate":
+		return 4
+	}
+	return -1
+}
+
 // envelopeField is one string member of the envelope as read.
 type envelopeField struct {
-	value   string
+	text    span
 	present bool // present and not null
 	bad     bool // wrong type or duplicated: unusable for key derivation
+	off     int  // the value's place in the arena
 }
 
-type envelope struct {
-	fields  map[string]*envelopeField
-	payload *jsonValue
-}
-
-var envelopeStrings = []string{"event_id", "operation", "intent_id", "key_version", "approval_id", "operation_key"}
-
-func (d *Decoder) decodeEnvelope(root jsonValue) (Operation, error) {
+func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 	reg := d.registry()
-	env := envelope{fields: make(map[string]*envelopeField, len(envelopeStrings))}
-	for _, n := range envelopeStrings {
-		env.fields[n] = &envelopeField{}
-	}
+	p := &st.p
+	var env [envStrings]envelopeField
 	var first *DecodeError
 	note := func(e *DecodeError) {
 		if first == nil {
 			first = e
 		}
 	}
-	seen := make(map[string]bool, len(root.members))
+	// Only known names need a seen-set: an unknown name is reported at its
+	// first appearance, which its repetitions cannot precede.
+	var seen uint32
+	payload := -1
 	payloadBad := false
-	for i := range root.members {
-		m := &root.members[i]
-		if seen[m.name] {
-			note(&DecodeError{Code: CodeInvalidField, Field: safeFieldName("", m.name),
+	for i := range p.env {
+		m := &p.env[i]
+		name := p.bytesOf(m.name)
+		bit := envelopeMember(name)
+		if bit < 0 {
+			note(&DecodeError{Code: CodeInvalidField, Field: safeFieldName("", string(name)),
+				Msg: "unknown member in the envelope"})
+			continue
+		}
+		if seen&(1<<bit) != 0 {
+			note(&DecodeError{Code: CodeInvalidField, Field: safeFieldName("", string(name)),
 				Msg: "duplicate member name in the envelope"})
-			if f, ok := env.fields[m.name]; ok {
-				f.bad = true
+			if bit < envStrings {
+				env[bit].bad = true
 			}
-			if m.name == "payload" {
+			if bit == envPayload {
 				payloadBad = true
 			}
 			continue
 		}
-		seen[m.name] = true
-		if f, ok := env.fields[m.name]; ok {
-			switch m.value.kind {
+		seen |= 1 << bit
+		switch {
+		case bit < envStrings:
+			f := &env[bit]
+			switch m.val.kind {
 			case jsonString:
-				f.value, f.present = m.value.text, true
+				f.text, f.present = m.val.text, true
 			case jsonNull:
 			default:
 				f.bad = true
-				note(&DecodeError{Code: CodeInvalidField, Field: m.name,
-					Msg: "must be a string, got " + m.value.kindName()})
+				note(&DecodeError{Code: CodeInvalidField, Field: envelopeStrings[bit],
+					Msg: "must be a string, got " + m.val.kindName()})
 			}
-			continue
-		}
-		switch {
-		case m.name == "payload":
-			env.payload = &m.value
-		case isTransportField(m.name):
-		default:
-			note(&DecodeError{Code: CodeInvalidField, Field: safeFieldName("", m.name),
-				Msg: "unknown member in the envelope"})
+		case bit == envPayload:
+			payload = i
 		}
 	}
 	if payloadBad {
-		env.payload = nil
+		payload = -1
+	}
+
+	// Copy the strings the Operation keeps into one arena: the usable
+	// envelope strings, and the string values of the payload's fields.
+	arena := st.arena[:0]
+	for i := range env {
+		if f := &env[i]; f.present && !f.bad {
+			f.off = len(arena)
+			arena = append(arena, p.bytesOf(f.text)...)
+		}
+	}
+	var typ *registeredType
+	if f := &env[envOperation]; f.present && !f.bad {
+		typ = reg.lookup(string(arena[f.off : f.off+f.text.end-f.text.off]))
+	}
+	var members []flatMember
+	if payload >= 0 {
+		if v := p.env[payload].val; v.kind == jsonObject {
+			members = p.payload[v.from:v.to]
+		}
+	}
+	if typ != nil {
+		for k := range members {
+			m := &members[k]
+			m.field = typ.fieldIndex(p.bytesOf(m.name))
+			if m.field < 0 || m.val.kind != jsonString {
+				continue
+			}
+			m.str = len(arena)
+			arena = append(arena, p.bytesOf(m.val.text)...)
+			if typ.Fields[m.field].Kind == KindCurrency {
+				upperASCII(arena[m.str:])
+			}
+		}
+	}
+	st.arena = arena
+	as := string(arena)
+	get := func(i int) string {
+		if f := &env[i]; f.present && !f.bad {
+			return as[f.off : f.off+f.text.end-f.text.off]
+		}
+		return ""
 	}
 
 	// Build the Command as far as it can be read, and derive the key early so
 	// that every later rejection can carry it.
-	get := func(n string) string {
-		if f := env.fields[n]; f.present && !f.bad {
-			return f.value
-		}
-		return ""
-	}
 	cmd := Command{
-		EventID: get("event_id"), Operation: get("operation"), IntentID: get("intent_id"),
-		KeyVersion: get("key_version"), ApprovalID: get("approval_id"), OperationKey: get("operation_key"),
+		EventID: get(envEventID), Operation: get(envOperation), IntentID: get(envIntentID),
+		KeyVersion: get(envKeyVersion), ApprovalID: get(envApprovalID), OperationKey: get(envOperationKey),
 	}
 	eventID := ""
 	if cmd.EventID != "" && ValidateID("event_id", cmd.EventID) == nil {
 		eventID = cmd.EventID
 	}
-	typ, registered := reg.Lookup(cmd.Operation)
 	opName := ""
-	if registered {
+	if typ != nil {
 		opName = typ.Name
 	}
 	key, keyErr := deriveKey(d.Env, cmd, reg)
-	keyStr := ""
-	if keyErr == nil {
-		keyStr = key.String()
-	} else if !errors.Is(keyErr, ErrBadKey) && !errors.Is(keyErr, ErrKeyMismatch) &&
+	altKey := ""
+	if keyErr != nil && !errors.Is(keyErr, ErrBadKey) && !errors.Is(keyErr, ErrKeyMismatch) &&
 		!errors.Is(keyErr, ErrUnknownOperation) && !errors.Is(keyErr, ErrMissingField) {
 		return Operation{}, keyErr // configuration, not input
 	}
@@ -223,11 +354,14 @@ func (d *Decoder) decodeEnvelope(root jsonValue) (Operation, error) {
 		alt := cmd
 		alt.OperationKey = ""
 		if k, err := deriveKey(d.Env, alt, reg); err == nil {
-			keyStr = k.String()
+			altKey = k.String()
 		}
 	}
 	reject := func(e *DecodeError) (Operation, error) {
-		e.Key, e.EventID, e.Operation = keyStr, eventID, opName
+		e.Key, e.EventID, e.Operation = altKey, eventID, opName
+		if keyErr == nil {
+			e.Key = key.String()
+		}
 		return Operation{}, e
 	}
 
@@ -237,13 +371,14 @@ func (d *Decoder) decodeEnvelope(root jsonValue) (Operation, error) {
 	if cmd.EventID == "" {
 		return reject(&DecodeError{Code: CodeMissingField, Field: "event_id", Msg: "required"})
 	}
-	if err := ValidateID("event_id", cmd.EventID); err != nil {
+	if eventID == "" {
+		err := ValidateID("event_id", cmd.EventID)
 		return reject(&DecodeError{Code: CodeInvalidField, Field: "event_id", Msg: keyReason(err)})
 	}
 	if cmd.Operation == "" {
 		return reject(&DecodeError{Code: CodeMissingField, Field: "operation", Msg: "required"})
 	}
-	if !registered {
+	if typ == nil {
 		msg := "not a registered operation"
 		if ValidateOperationName(cmd.Operation) == nil && secretReason(cmd.Operation) == "" {
 			msg = "operation " + cmd.Operation + " is not registered"
@@ -262,25 +397,58 @@ func (d *Decoder) decodeEnvelope(root jsonValue) (Operation, error) {
 			return reject(&DecodeError{Code: CodeInvalidField, Field: "approval_id", Msg: keyReason(err)})
 		}
 	}
-	if env.payload == nil || env.payload.kind == jsonNull {
+	if payload < 0 || p.env[payload].val.kind == jsonNull {
 		return reject(&DecodeError{Code: CodeMissingField, Field: "payload", Msg: "required"})
 	}
-	if env.payload.kind != jsonObject {
+	if pv := p.env[payload].val; pv.kind != jsonObject {
 		return reject(&DecodeError{Code: CodeInvalidField, Field: "payload",
-			Msg: "must be an object, got " + env.payload.kindName()})
+			Msg: "must be an object, got " + pv.kindName()})
 	}
-	fields, ferr := normalizePayload(typ, *env.payload)
-	if ferr != nil {
+	vals := slices.Grow(st.vals[:0], len(typ.Fields))[:len(typ.Fields)]
+	clear(vals)
+	st.vals = vals
+	if ferr := normalizePayload(typ, p, members, as, vals); ferr != nil {
 		return reject(ferr)
 	}
 	if typ.RequiresApproval && cmd.ApprovalID == "" {
 		return reject(&DecodeError{Code: CodeMissingField, Field: "approval_id",
 			Msg: "required: " + typ.Name + " moves money and needs an approval"})
 	}
-	fp, err := Fingerprint(typ.Name, fields)
-	if err != nil {
-		// normalizePayload only produces fingerprintable values.
-		return reject(&DecodeError{Code: CodeInvalidField, Field: "payload", Msg: "cannot be fingerprinted", Err: err})
+
+	// The fingerprint: the RFC 8785 form of {"operation": type} and the
+	// fields, written in the type's precomputed member order, as
+	// Fingerprint(typ.Name, fields) computes it.
+	n := 0
+	c := append(st.canon[:0], '{')
+	for _, i := range typ.canon {
+		if i >= 0 && !vals[i].present {
+			continue
+		}
+		if c[len(c)-1] != '{' {
+			c = append(c, ',')
+		}
+		if i < 0 {
+			c = append(c, `"operation":`...)
+			c = appendJCSString(c, typ.Name)
+			continue
+		}
+		n++
+		f := &typ.Fields[i]
+		c = appendJCSString(c, f.Name)
+		c = append(c, ':')
+		c = vals[i].appendCanonical(c, f.Kind)
+	}
+	c = append(c, '}')
+	st.canon = c
+	sum := sha256.Sum256(c)
+	var fp [2 * sha256.Size]byte
+	hex.Encode(fp[:], sum[:])
+
+	fields := make(map[string]any, n)
+	for i := range typ.Fields {
+		if vals[i].present {
+			fields[typ.Fields[i].Name] = vals[i].value(typ.Fields[i].Kind)
+		}
 	}
 	return Operation{
 		Key:          key,
@@ -289,7 +457,7 @@ func (d *Decoder) decodeEnvelope(root jsonValue) (Operation, error) {
 		TargetSystem: typ.TargetSystem,
 		ApprovalID:   cmd.ApprovalID,
 		Fields:       fields,
-		Fingerprint:  fp,
+		Fingerprint:  string(fp[:]),
 	}, nil
 }
 
@@ -326,7 +494,7 @@ func deriveKey(env string, cmd Command, reg *Registry) (Key, error) {
 	if cmd.Operation == "" {
 		return Key{}, &DecodeError{Code: CodeMissingField, Field: "operation", Msg: "required"}
 	}
-	if _, ok := reg.Lookup(cmd.Operation); !ok {
+	if reg.lookup(cmd.Operation) == nil {
 		return Key{}, &DecodeError{Code: CodeUnknownOperation, Field: "operation", Msg: "not a registered operation"}
 	}
 	if cmd.OperationKey != "" {
@@ -368,7 +536,8 @@ func deriveKey(env string, cmd Command, reg *Registry) (Key, error) {
 		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
 	}
 	k := Key{Env: env, Operation: cmd.Operation, IntentID: intent, Version: version}
-	if err := checkKeyString(k.String()); err != nil {
+	var buf [MaxKeyLen]byte
+	if err := checkKeyString(k.appendTo(buf[:0])); err != nil {
 		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
 	}
 	return k, nil

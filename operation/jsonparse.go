@@ -2,6 +2,7 @@ package operation
 
 import (
 	"fmt"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -9,6 +10,8 @@ import (
 // maxJSONDepth bounds the nesting of arrays and objects, so that hostile input
 // cannot exhaust the stack. It matches encoding/json and gowebpki/jcs.
 const maxJSONDepth = 10000
+
+var nestingMsg = "nesting deeper than " + strconv.Itoa(maxJSONDepth)
 
 // jsonKind is the type of a parsed JSON value.
 type jsonKind uint8
@@ -39,8 +42,13 @@ type jsonMember struct {
 }
 
 // kindName names a value's JSON type for error messages.
-func (v jsonValue) kindName() string {
-	switch v.kind {
+func (v jsonValue) kindName() string { return v.kind.String() }
+
+// kindName names a scanned value's JSON type for error messages.
+func (v flatValue) kindName() string { return v.kind.String() }
+
+func (k jsonKind) String() string {
+	switch k {
 	case jsonNull:
 		return "null"
 	case jsonBool:
@@ -74,12 +82,18 @@ func (e *SyntaxError) Error() string {
 func (e *SyntaxError) Is(target error) bool { return target == ErrNotJSON }
 
 // jsonParser is a strict RFC 8259 parser (I-JSON rules for strings: valid
-// UTF-8, no lone surrogates).
+// UTF-8, no lone surrogates). It builds a jsonValue tree (parseJSON), or, for
+// the command decoder, scans a document into flat member lists without
+// building one (scanDocument).
 type jsonParser struct {
 	data      []byte
 	pos       int
 	depth     int
 	rejectDup bool
+	// esc holds the decoded form of strings that held escapes.
+	esc []byte
+	// env and payload receive the members scanDocument records.
+	env, payload []flatMember
 }
 
 // parseJSON parses exactly one JSON value surrounded by optional whitespace.
@@ -89,7 +103,7 @@ func parseJSON(data []byte, rejectDup bool) (jsonValue, error) {
 	p := &jsonParser{data: data, rejectDup: rejectDup}
 	p.skipWS()
 	if p.pos >= len(p.data) {
-		return jsonValue{}, p.errf("no JSON value")
+		return jsonValue{}, p.fail("no JSON value")
 	}
 	v, err := p.value()
 	if err != nil {
@@ -97,13 +111,14 @@ func parseJSON(data []byte, rejectDup bool) (jsonValue, error) {
 	}
 	p.skipWS()
 	if p.pos != len(p.data) {
-		return jsonValue{}, p.errf("unexpected data after the JSON value")
+		return jsonValue{}, p.fail("unexpected data after the JSON value")
 	}
 	return v, nil
 }
 
-func (p *jsonParser) errf(format string, args ...any) error {
-	return &SyntaxError{Offset: p.pos, Msg: fmt.Sprintf(format, args...)}
+// fail returns a *SyntaxError at the current position.
+func (p *jsonParser) fail(msg string) error {
+	return &SyntaxError{Offset: p.pos, Msg: msg}
 }
 
 func (p *jsonParser) skipWS() {
@@ -119,7 +134,7 @@ func (p *jsonParser) skipWS() {
 
 func (p *jsonParser) value() (jsonValue, error) {
 	if p.pos >= len(p.data) {
-		return jsonValue{}, p.errf("unexpected end of input")
+		return jsonValue{}, p.fail("unexpected end of input")
 	}
 	switch c := p.data[p.pos]; {
 	case c == '{':
@@ -136,15 +151,19 @@ func (p *jsonParser) value() (jsonValue, error) {
 	case c == 'n':
 		return jsonValue{kind: jsonNull}, p.literal("null")
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
+		sp, err := p.number()
+		if err != nil {
+			return jsonValue{}, err
+		}
+		return jsonValue{kind: jsonNumber, text: string(p.bytesOf(sp))}, nil
 	default:
-		return jsonValue{}, p.errf("unexpected character, want a JSON value")
+		return jsonValue{}, p.fail("unexpected character, want a JSON value")
 	}
 }
 
 func (p *jsonParser) literal(lit string) error {
 	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
-		return p.errf("invalid literal, want %s", lit)
+		return p.fail("invalid literal, want " + lit)
 	}
 	p.pos += len(lit)
 	return nil
@@ -160,25 +179,26 @@ func (p *jsonParser) digits() int {
 	return p.pos - start
 }
 
-func (p *jsonParser) number() (jsonValue, error) {
+// number scans a number literal and returns where its text is.
+func (p *jsonParser) number() (span, error) {
 	start := p.pos
 	if p.data[p.pos] == '-' {
 		p.pos++
 	}
 	switch {
 	case p.pos >= len(p.data):
-		return jsonValue{}, p.errf("incomplete number")
+		return span{}, p.fail("incomplete number")
 	case p.data[p.pos] == '0':
 		p.pos++
 	case isDigit(p.data[p.pos]):
 		p.digits()
 	default:
-		return jsonValue{}, p.errf("invalid number")
+		return span{}, p.fail("invalid number")
 	}
 	if p.pos < len(p.data) && p.data[p.pos] == '.' {
 		p.pos++
 		if p.digits() == 0 {
-			return jsonValue{}, p.errf("invalid number: no digits after the decimal point")
+			return span{}, p.fail("invalid number: no digits after the decimal point")
 		}
 	}
 	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
@@ -187,10 +207,10 @@ func (p *jsonParser) number() (jsonValue, error) {
 			p.pos++
 		}
 		if p.digits() == 0 {
-			return jsonValue{}, p.errf("invalid number: no digits in the exponent")
+			return span{}, p.fail("invalid number: no digits in the exponent")
 		}
 	}
-	return jsonValue{kind: jsonNumber, text: string(p.data[start:p.pos])}, nil
+	return span{off: start, end: p.pos}, nil
 }
 
 func hexVal(c byte) (rune, bool) {
@@ -208,13 +228,13 @@ func hexVal(c byte) (rune, bool) {
 // hex4 reads the four hex digits of a \u escape at p.pos.
 func (p *jsonParser) hex4() (rune, error) {
 	if len(p.data)-p.pos < 4 {
-		return 0, p.errf("incomplete \\u escape")
+		return 0, p.fail("incomplete \\u escape")
 	}
 	var r rune
 	for i := 0; i < 4; i++ {
 		v, ok := hexVal(p.data[p.pos+i])
 		if !ok {
-			return 0, p.errf("invalid \\u escape")
+			return 0, p.fail("invalid \\u escape")
 		}
 		r = r<<4 | v
 	}
@@ -222,51 +242,97 @@ func (p *jsonParser) hex4() (rune, error) {
 	return r, nil
 }
 
+// span locates a scanned string's decoded bytes (or a number's literal):
+// data[off:end], or esc[off:end] when the string held escapes.
+type span struct {
+	off, end int
+	esc      bool
+}
+
+// bytesOf returns the bytes a span locates. They alias the parser's buffers.
+func (p *jsonParser) bytesOf(s span) []byte {
+	if s.esc {
+		return p.esc[s.off:s.end]
+	}
+	return p.data[s.off:s.end]
+}
+
 // str parses a string starting at the opening quote and returns its decoded
 // UTF-8 value.
 func (p *jsonParser) str() (string, error) {
+	sp, err := p.scanStr()
+	if err != nil {
+		return "", err
+	}
+	s := string(p.bytesOf(sp))
+	if sp.esc {
+		p.esc = p.esc[:sp.off]
+	}
+	return s, nil
+}
+
+// scanStr parses a string starting at the opening quote. A string without
+// escapes is located in the input itself; one with escapes is decoded onto
+// p.esc.
+func (p *jsonParser) scanStr() (span, error) {
 	p.pos++ // opening quote
 	start := p.pos
-	// Fast path: no escapes.
-	for p.pos < len(p.data) {
-		c := p.data[p.pos]
-		if c == '"' {
-			s := string(p.data[start:p.pos])
+	data := p.data
+	for p.pos < len(data) {
+		c := data[p.pos]
+		switch {
+		case c == '"':
+			sp := span{off: start, end: p.pos}
 			p.pos++
-			return s, nil
+			return sp, nil
+		case c == '\\':
+			return p.scanEscaped(start)
+		case c < 0x20:
+			return span{}, p.fail("unescaped control character in string")
+		case c < 0x80:
+			p.pos++
+		default:
+			r, size := utf8.DecodeRune(data[p.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return span{}, p.fail("invalid UTF-8 in string")
+			}
+			p.pos += size
 		}
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			break
-		}
-		p.pos++
 	}
-	buf := make([]byte, 0, p.pos-start+16)
-	buf = append(buf, p.data[start:p.pos]...)
+	return span{}, p.fail("unterminated string")
+}
+
+// scanEscaped continues scanStr at the first backslash of a string whose
+// content starts at start, decoding it onto p.esc.
+func (p *jsonParser) scanEscaped(start int) (span, error) {
+	off := len(p.esc)
+	buf := append(p.esc, p.data[start:p.pos]...)
+	defer func() { p.esc = buf }()
 	for {
 		if p.pos >= len(p.data) {
-			return "", p.errf("unterminated string")
+			return span{}, p.fail("unterminated string")
 		}
 		c := p.data[p.pos]
 		switch {
 		case c == '"':
 			p.pos++
-			return string(buf), nil
+			return span{off: off, end: len(buf), esc: true}, nil
 		case c < 0x20:
-			return "", p.errf("unescaped control character in string")
+			return span{}, p.fail("unescaped control character in string")
 		case c < 0x80 && c != '\\':
 			buf = append(buf, c)
 			p.pos++
 		case c >= 0x80:
 			r, size := utf8.DecodeRune(p.data[p.pos:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.errf("invalid UTF-8 in string")
+				return span{}, p.fail("invalid UTF-8 in string")
 			}
 			buf = append(buf, p.data[p.pos:p.pos+size]...)
 			p.pos += size
 		default: // backslash
 			p.pos++
 			if p.pos >= len(p.data) {
-				return "", p.errf("unterminated escape")
+				return span{}, p.fail("unterminated escape")
 			}
 			e := p.data[p.pos]
 			p.pos++
@@ -286,28 +352,28 @@ func (p *jsonParser) str() (string, error) {
 			case 'u':
 				r, err := p.hex4()
 				if err != nil {
-					return "", err
+					return span{}, err
 				}
 				switch {
 				case r >= 0xDC00 && r <= 0xDFFF:
-					return "", p.errf("lone low surrogate in \\u escape")
+					return span{}, p.fail("lone low surrogate in \\u escape")
 				case r >= 0xD800 && r <= 0xDBFF:
 					if len(p.data)-p.pos < 2 || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
-						return "", p.errf("lone high surrogate in \\u escape")
+						return span{}, p.fail("lone high surrogate in \\u escape")
 					}
 					p.pos += 2
 					lo, err := p.hex4()
 					if err != nil {
-						return "", err
+						return span{}, err
 					}
 					if lo < 0xDC00 || lo > 0xDFFF {
-						return "", p.errf("high surrogate not followed by a low surrogate")
+						return span{}, p.fail("high surrogate not followed by a low surrogate")
 					}
 					r = utf16.DecodeRune(r, lo)
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
-				return "", p.errf("invalid escape in string")
+				return span{}, p.fail("invalid escape in string")
 			}
 		}
 	}
@@ -316,7 +382,7 @@ func (p *jsonParser) str() (string, error) {
 func (p *jsonParser) enter() error {
 	p.depth++
 	if p.depth > maxJSONDepth {
-		return p.errf("nesting deeper than %d", maxJSONDepth)
+		return p.fail(nestingMsg)
 	}
 	return nil
 }
@@ -342,7 +408,7 @@ func (p *jsonParser) array() (jsonValue, error) {
 		v.elems = append(v.elems, e)
 		p.skipWS()
 		if p.pos >= len(p.data) {
-			return jsonValue{}, p.errf("unterminated array")
+			return jsonValue{}, p.fail("unterminated array")
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -351,7 +417,7 @@ func (p *jsonParser) array() (jsonValue, error) {
 			p.pos++
 			return v, nil
 		default:
-			return jsonValue{}, p.errf("want ',' or ']' in array")
+			return jsonValue{}, p.fail("want ',' or ']' in array")
 		}
 	}
 }
@@ -375,7 +441,7 @@ func (p *jsonParser) object() (jsonValue, error) {
 	for {
 		p.skipWS()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return jsonValue{}, p.errf("want a member name string")
+			return jsonValue{}, p.fail("want a member name string")
 		}
 		namePos := p.pos
 		name, err := p.str()
@@ -390,7 +456,7 @@ func (p *jsonParser) object() (jsonValue, error) {
 		}
 		p.skipWS()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return jsonValue{}, p.errf("want ':' after member name")
+			return jsonValue{}, p.fail("want ':' after member name")
 		}
 		p.pos++
 		p.skipWS()
@@ -401,7 +467,7 @@ func (p *jsonParser) object() (jsonValue, error) {
 		v.members = append(v.members, jsonMember{name: name, value: val})
 		p.skipWS()
 		if p.pos >= len(p.data) {
-			return jsonValue{}, p.errf("unterminated object")
+			return jsonValue{}, p.fail("unterminated object")
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -410,7 +476,178 @@ func (p *jsonParser) object() (jsonValue, error) {
 			p.pos++
 			return v, nil
 		default:
-			return jsonValue{}, p.errf("want ',' or '}' in object")
+			return jsonValue{}, p.fail("want ',' or '}' in object")
+		}
+	}
+}
+
+// flatValue is a scanned value without its contents: the scalar parts the
+// decoder reads, and for an object scanned in scanPayload mode the range of
+// its members in jsonParser.payload.
+type flatValue struct {
+	kind     jsonKind
+	b        bool
+	text     span // string contents or number literal
+	from, to int  // payload members, for an object recorded as a payload
+}
+
+// flatMember is one recorded object member.
+type flatMember struct {
+	name span
+	val  flatValue
+	// str is where the decoder copied a string value in its arena, or -1.
+	str int
+	// field is the payload member's field index in its type, or -1.
+	field int
+}
+
+// scanMode says which object members scan records.
+type scanMode uint8
+
+const (
+	scanSkip     scanMode = iota // validate only
+	scanEnvelope                 // record members in p.env; a "payload" member's object in p.payload
+	scanPayload                  // record members in p.payload
+)
+
+// scanDocument checks that data is exactly one JSON value surrounded by
+// optional whitespace, with the same grammar and errors as parseJSON (without
+// rejectDup). If the value is an object, its members are recorded in p.env,
+// and the members of each of its "payload" members that is an object in
+// p.payload. Nothing else is kept.
+func (p *jsonParser) scanDocument() (flatValue, error) {
+	p.skipWS()
+	if p.pos >= len(p.data) {
+		return flatValue{}, p.fail("no JSON value")
+	}
+	v, err := p.scan(scanEnvelope)
+	if err != nil {
+		return flatValue{}, err
+	}
+	p.skipWS()
+	if p.pos != len(p.data) {
+		return flatValue{}, p.fail("unexpected data after the JSON value")
+	}
+	return v, nil
+}
+
+func (p *jsonParser) scan(mode scanMode) (flatValue, error) {
+	if p.pos >= len(p.data) {
+		return flatValue{}, p.fail("unexpected end of input")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.scanObject(mode)
+	case c == '[':
+		return flatValue{kind: jsonArray}, p.scanArray()
+	case c == '"':
+		sp, err := p.scanStr()
+		return flatValue{kind: jsonString, text: sp}, err
+	case c == 't':
+		return flatValue{kind: jsonBool, b: true}, p.literal("true")
+	case c == 'f':
+		return flatValue{kind: jsonBool}, p.literal("false")
+	case c == 'n':
+		return flatValue{kind: jsonNull}, p.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		sp, err := p.number()
+		return flatValue{kind: jsonNumber, text: sp}, err
+	default:
+		return flatValue{}, p.fail("unexpected character, want a JSON value")
+	}
+}
+
+func (p *jsonParser) scanArray() error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.pos++ // [
+	p.skipWS()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		return nil
+	}
+	for {
+		p.skipWS()
+		if _, err := p.scan(scanSkip); err != nil {
+			return err
+		}
+		p.skipWS()
+		if p.pos >= len(p.data) {
+			return p.fail("unterminated array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			p.depth--
+			return nil
+		default:
+			return p.fail("want ',' or ']' in array")
+		}
+	}
+}
+
+func (p *jsonParser) scanObject(mode scanMode) (flatValue, error) {
+	if err := p.enter(); err != nil {
+		return flatValue{}, err
+	}
+	p.pos++ // {
+	v := flatValue{kind: jsonObject, from: len(p.payload)}
+	v.to = v.from
+	p.skipWS()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return v, nil
+	}
+	for {
+		p.skipWS()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return flatValue{}, p.fail("want a member name string")
+		}
+		name, err := p.scanStr()
+		if err != nil {
+			return flatValue{}, err
+		}
+		p.skipWS()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return flatValue{}, p.fail("want ':' after member name")
+		}
+		p.pos++
+		p.skipWS()
+		child := scanSkip
+		if mode == scanEnvelope && string(p.bytesOf(name)) == "payload" {
+			child = scanPayload
+		}
+		val, err := p.scan(child)
+		if err != nil {
+			return flatValue{}, err
+		}
+		switch mode {
+		case scanEnvelope:
+			p.env = append(p.env, flatMember{name: name, val: val, str: -1, field: -1})
+		case scanPayload:
+			p.payload = append(p.payload, flatMember{name: name, val: val, str: -1, field: -1})
+		}
+		p.skipWS()
+		if p.pos >= len(p.data) {
+			return flatValue{}, p.fail("unterminated object")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			p.depth--
+			if mode == scanPayload {
+				v.to = len(p.payload)
+			}
+			return v, nil
+		default:
+			return flatValue{}, p.fail("want ',' or '}' in object")
 		}
 	}
 }

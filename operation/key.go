@@ -2,6 +2,7 @@ package operation
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // Key is a parsed operation key: <env>:<operation>:<intent_id>:<key_version>.
@@ -15,6 +16,17 @@ type Key struct {
 // String returns the key in its wire form.
 func (k Key) String() string {
 	return k.Env + ":" + k.Operation + ":" + k.IntentID + ":" + k.Version
+}
+
+// appendTo appends the key's wire form.
+func (k Key) appendTo(b []byte) []byte {
+	b = append(b, k.Env...)
+	b = append(b, ':')
+	b = append(b, k.Operation...)
+	b = append(b, ':')
+	b = append(b, k.IntentID...)
+	b = append(b, ':')
+	return append(b, k.Version...)
 }
 
 // Limits of the key grammar.
@@ -112,8 +124,8 @@ func ValidateKey(s string) error {
 }
 
 // checkKeyString applies the whole-key rules: length, alphabet, secrets.
-func checkKeyString(s string) error {
-	if s == "" {
+func checkKeyString[S ~string | ~[]byte](s S) error {
+	if len(s) == 0 {
 		return &KeyError{Reason: "empty"}
 	}
 	if len(s) > MaxKeyLen {
@@ -252,15 +264,12 @@ var secretWords = []string{
 }
 
 // secretReason returns why s looks like it holds a secret, or "".
-func secretReason(s string) string {
+func secretReason[S ~string | ~[]byte](s S) string {
 	if hasCardNumber(s) {
 		return "contains a card-like number (13-19 digits passing the Luhn check)"
 	}
-	lower := strings.ToLower(s)
-	for _, w := range secretWords {
-		if strings.Contains(lower, w) {
-			return "contains a secret-looking word"
-		}
+	if hasSecretWord(s) {
+		return "contains a secret-looking word"
 	}
 	if hasHighEntropyRun(s) {
 		return "contains a long random-looking run (a token or secret?)"
@@ -268,8 +277,60 @@ func secretReason(s string) string {
 	return ""
 }
 
+// hasSecretWord reports whether strings.ToLower(s) contains one of
+// secretWords. ASCII input, the usual case, is searched in place.
+func hasSecretWord[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			// Unicode case mapping may turn a non-ASCII rune into a letter
+			// of a secret word (U+212A KELVIN SIGN lowers to 'k').
+			lower := strings.ToLower(string(s))
+			for _, w := range secretWords {
+				if strings.Contains(lower, w) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch lowerASCII(s[i]) {
+		case 's', 'r', 'w', 'b', 'p', 't', 'a':
+		default:
+			continue
+		}
+		for _, w := range secretWords {
+			if hasPrefixFoldASCII(s[i:], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// hasPrefixFoldASCII reports whether s starts with the lower-case ASCII word
+// w, ignoring the case of s.
+func hasPrefixFoldASCII[S ~string | ~[]byte](s S, w string) bool {
+	if len(s) < len(w) {
+		return false
+	}
+	for j := 0; j < len(w); j++ {
+		if lowerASCII(s[j]) != w[j] {
+			return false
+		}
+	}
+	return true
+}
+
 // luhnValid reports whether the decimal digits pass the Luhn check.
-func luhnValid(digits []byte) bool {
+func luhnValid[S ~string | ~[]byte](digits S) bool {
 	sum := 0
 	double := false
 	for i := len(digits) - 1; i >= 0; i-- {
@@ -291,7 +352,9 @@ func isCardSep(c byte) bool { return c == '-' || c == '.' || c == '_' || c == '~
 // hasCardNumber finds card-like numbers: a separator-free run of 13–19 digits
 // passing Luhn, or a separated run whose groups follow a card layout and whose
 // 13–19 digits pass Luhn.
-func hasCardNumber(s string) bool {
+func hasCardNumber[S ~string | ~[]byte](s S) bool {
+	var digitBuf [64]byte
+	var groupBuf [32]int
 	i := 0
 	for i < len(s) {
 		if !isDigit(s[i]) {
@@ -299,8 +362,7 @@ func hasCardNumber(s string) bool {
 			continue
 		}
 		// Collect a run: digit groups joined by single separators.
-		var digits []byte
-		var groups []int
+		digits, groups := digitBuf[:0], groupBuf[:0]
 		j := i
 		for {
 			start := j
@@ -308,10 +370,12 @@ func hasCardNumber(s string) bool {
 				j++
 			}
 			g := s[start:j]
-			if n := len(g); n >= 13 && n <= 19 && luhnValid([]byte(g)) {
+			if n := len(g); n >= 13 && n <= 19 && luhnValid(g) {
 				return true
 			}
-			digits = append(digits, g...)
+			for k := 0; k < len(g); k++ {
+				digits = append(digits, g[k])
+			}
 			groups = append(groups, len(g))
 			if j+1 < len(s) && isCardSep(s[j]) && isDigit(s[j+1]) {
 				j++
@@ -360,7 +424,7 @@ func cardLayout(groups []int) bool {
 // hasHighEntropyRun finds runs of ASCII letters and digits that look like
 // tokens: >= 32 mixing upper, lower and digits, >= 40 hex digits, or >= 48 of
 // anything.
-func hasHighEntropyRun(s string) bool {
+func hasHighEntropyRun[S ~string | ~[]byte](s S) bool {
 	i := 0
 	for i < len(s) {
 		j := i

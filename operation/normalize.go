@@ -1,9 +1,11 @@
 package operation
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // safeFieldName returns prefix+name for an error's Field when name is an
@@ -25,145 +27,250 @@ func safeFieldName(prefix, name string) string {
 	return prefix + name
 }
 
-// normalizePayload validates a payload object against t and returns its
-// normalised significant fields.
-func normalizePayload(t Type, payload jsonValue) (map[string]any, *DecodeError) {
-	fields := make(map[string]any, len(t.Fields))
-	seen := make(map[string]bool, len(payload.members))
-	for _, m := range payload.members {
-		if seen[m.name] {
-			return nil, &DecodeError{Code: CodeInvalidField, Field: safeFieldName("payload.", m.name),
-				Msg: "duplicate member name in the payload"}
-		}
-		seen[m.name] = true
-		if isTransportField(m.name) {
-			continue
-		}
-		f, ok := t.Field(m.name)
-		if !ok {
-			return nil, &DecodeError{Code: CodeInvalidField, Field: safeFieldName("payload.", m.name),
-				Msg: "not a field of " + t.Name}
-		}
-		if m.value.kind == jsonNull {
-			continue // absent; a required field is reported below
-		}
-		v, msg := normalizeValue(f, m.value)
-		if msg != "" {
-			return nil, &DecodeError{Code: CodeInvalidField, Field: "payload." + f.Name, Msg: msg}
-		}
-		fields[f.Name] = v
-	}
-	for _, f := range t.Fields {
-		if _, ok := fields[f.Name]; !ok && f.Required {
-			return nil, &DecodeError{Code: CodeMissingField, Field: "payload." + f.Name, Msg: "required by " + t.Name}
-		}
-	}
-	return fields, nil
+// fieldValue is one normalised payload field as the decoder holds it before
+// boxing it into Operation.Fields.
+type fieldValue struct {
+	seen    bool // the member appeared (null included): a second one is a duplicate
+	present bool // the member appeared and was not null
+	s       string
+	n       int64
+	b       bool
+	t       time.Time
 }
 
-// normalizeValue returns the normalised value of one field, or a message that
-// names the problem without quoting the value.
-func normalizeValue(f Field, v jsonValue) (any, string) {
+// value returns the field's Operation.Fields value.
+func (v *fieldValue) value(k FieldKind) any {
+	switch k {
+	case KindMoney, KindInt:
+		return v.n
+	case KindTime:
+		return v.t
+	case KindBool:
+		return v.b
+	default: // KindString, KindCurrency, KindDate
+		return v.s
+	}
+}
+
+// appendCanonical appends the field's RFC 8785 value text, as
+// canonicalScalar writes its Operation.Fields value.
+func (v *fieldValue) appendCanonical(b []byte, k FieldKind) []byte {
+	switch k {
+	case KindMoney, KindInt:
+		return strconv.AppendInt(b, v.n, 10) // within ±(2^53-1): checked by jsonInteger
+	case KindTime:
+		// RFC 3339 text has nothing to escape.
+		b = append(b, '"')
+		b = v.t.UTC().AppendFormat(b, time.RFC3339Nano)
+		return append(b, '"')
+	case KindBool:
+		if v.b {
+			return append(b, "true"...)
+		}
+		return append(b, "false"...)
+	default:
+		return appendJCSString(b, v.s)
+	}
+}
+
+// normalizePayload validates the members of a payload object against t and
+// fills vals (len(t.Fields), zeroed) with the normalised significant fields.
+// String values of fields are read from the arena as (see flatMember.str).
+func normalizePayload(t *registeredType, p *jsonParser, members []flatMember, as string, vals []fieldValue) *DecodeError {
+	var transportSeen uint8
+	for k := range members {
+		m := &members[k]
+		name := p.bytesOf(m.name)
+		fi := m.field
+		ti := -1
+		if fi < 0 {
+			ti = transportIndex(name)
+		}
+		// A repeated unknown name is reported as unknown at its first
+		// appearance, so only fields and transport fields need tracking.
+		switch {
+		case fi >= 0 && vals[fi].seen, ti >= 0 && transportSeen&(1<<ti) != 0:
+			return &DecodeError{Code: CodeInvalidField, Field: safeFieldName("payload.", string(name)),
+				Msg: "duplicate member name in the payload"}
+		case fi >= 0:
+			vals[fi].seen = true
+		case ti >= 0:
+			transportSeen |= 1 << ti
+			continue
+		default:
+			return &DecodeError{Code: CodeInvalidField, Field: safeFieldName("payload.", string(name)),
+				Msg: "not a field of " + t.Name}
+		}
+		if m.val.kind == jsonNull {
+			continue // absent; a required field is reported below
+		}
+		f := &t.Fields[fi]
+		s := ""
+		if m.str >= 0 {
+			s = as[m.str : m.str+m.val.text.end-m.val.text.off]
+		}
+		var num []byte
+		if m.val.kind == jsonNumber {
+			num = p.bytesOf(m.val.text)
+		}
+		if msg := normalizeValue(f, m.val, s, num, &vals[fi]); msg != "" {
+			return &DecodeError{Code: CodeInvalidField, Field: "payload." + f.Name, Msg: msg}
+		}
+		vals[fi].present = true
+	}
+	for i := range t.Fields {
+		if f := &t.Fields[i]; f.Required && !vals[i].present {
+			return &DecodeError{Code: CodeMissingField, Field: "payload." + f.Name, Msg: "required by " + t.Name}
+		}
+	}
+	return nil
+}
+
+// normalizeValue normalises one field into out, or returns a message that
+// names the problem without quoting the value. s is a string value (for a
+// currency field already ASCII upper-cased), num a number's literal.
+func normalizeValue(f *Field, v flatValue, s string, num []byte, out *fieldValue) string {
 	switch f.Kind {
 	case KindString:
 		if v.kind != jsonString {
-			return nil, "must be a string, got " + v.kindName()
+			return "must be a string, got " + v.kindName()
 		}
-		return normalizeString(f, v.text)
+		if msg := checkString(f, s); msg != "" {
+			return msg
+		}
+		out.s = s
 	case KindMoney:
-		n, msg := jsonInteger(v)
+		n, msg := jsonInteger(v, num)
 		if msg != "" {
-			return nil, msg + " (money is an integer amount in minor units)"
+			return msg + " (money is an integer amount in minor units)"
 		}
 		switch {
 		case n < 0:
-			return nil, "must not be negative"
+			return "must not be negative"
 		case n == 0 && !f.AllowZero:
-			return nil, "must be greater than zero"
+			return "must be greater than zero"
 		}
-		return n, ""
+		out.n = n
 	case KindInt:
-		n, msg := jsonInteger(v)
+		n, msg := jsonInteger(v, num)
 		if msg != "" {
-			return nil, msg
+			return msg
 		}
-		return n, ""
+		out.n = n
 	case KindCurrency:
 		if v.kind != jsonString {
-			return nil, "must be a string, got " + v.kindName()
+			return "must be a string, got " + v.kindName()
 		}
-		s := v.text
 		if len(s) != 3 || !isASCIILetter(s[0]) || !isASCIILetter(s[1]) || !isASCIILetter(s[2]) {
-			return nil, "must be a 3-letter currency code"
+			return "must be a 3-letter currency code"
 		}
-		return strings.ToUpper(s), ""
+		out.s = s
 	case KindTime:
 		if v.kind != jsonString {
-			return nil, "must be an RFC 3339 timestamp string, got " + v.kindName()
+			return "must be an RFC 3339 timestamp string, got " + v.kindName()
 		}
-		t, ok := parseRFC3339(v.text)
+		t, ok := parseRFC3339(s)
 		if !ok {
-			return nil, "must be an RFC 3339 timestamp with an offset, e.g. 2026-12-02T10:00:00+03:00"
+			return "must be an RFC 3339 timestamp with an offset, e.g. 2026-12-02T10:00:00+03:00"
 		}
-		return t, ""
+		out.t = t
 	case KindDate:
 		if v.kind != jsonString {
-			return nil, "must be a YYYY-MM-DD date string, got " + v.kindName()
+			return "must be a YYYY-MM-DD date string, got " + v.kindName()
 		}
-		d, err := time.Parse(time.DateOnly, v.text)
-		if err != nil || len(v.text) != len(time.DateOnly) || d.Format(time.DateOnly) != v.text {
-			return nil, "must be a calendar date YYYY-MM-DD"
+		var buf [len(time.DateOnly)]byte
+		d, err := time.Parse(time.DateOnly, s)
+		if err != nil || len(s) != len(time.DateOnly) || string(d.AppendFormat(buf[:0], time.DateOnly)) != s {
+			return "must be a calendar date YYYY-MM-DD"
 		}
-		return v.text, ""
+		out.s = s
 	case KindBool:
 		if v.kind != jsonBool {
-			return nil, "must be true or false, got " + v.kindName()
+			return "must be true or false, got " + v.kindName()
 		}
-		return v.b, ""
+		out.b = v.b
+	default:
+		return "has an unknown kind"
 	}
-	return nil, "has an unknown kind"
+	return ""
 }
 
 func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-func normalizeString(f Field, s string) (any, string) {
+// upperASCII upper-cases ASCII letters in place, as strings.ToUpper does for
+// a currency code (anything else fails the currency check either way).
+func upperASCII(b []byte) {
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+}
+
+// checkString applies a string field's rules to s (valid UTF-8: the parser
+// checked it).
+func checkString(f *Field, s string) string {
 	if f.Required && s == "" {
-		return nil, "must not be empty"
+		return "must not be empty"
 	}
 	maxLen := f.MaxLen
 	if maxLen == 0 {
 		maxLen = DefaultMaxLen
 	}
 	n := 0
-	for _, r := range s { // valid UTF-8: the parser checked it
+	for i := 0; i < len(s); {
+		r := rune(s[i])
+		if r < utf8.RuneSelf {
+			i++
+		} else {
+			var size int
+			r, size = utf8.DecodeRuneInString(s[i:])
+			i += size
+		}
 		n++
 		switch {
 		case r == '\t' || r == '\n' || r == '\r':
 			if !f.Multiline {
-				return nil, "must not contain tab or line breaks"
+				return "must not contain tab or line breaks"
 			}
 		case r < 0x20 || r == 0x7F || (r >= 0x80 && r <= 0x9F):
-			return nil, "must not contain control characters"
+			return "must not contain control characters"
 		}
 	}
 	if n > maxLen {
-		return nil, "longer than " + strconv.Itoa(maxLen) + " characters"
+		return "longer than " + strconv.Itoa(maxLen) + " characters"
 	}
-	return s, ""
+	return ""
 }
 
 // jsonInteger reads a JSON number that must be an integer literal within
-// ±(2^53-1), the range a fingerprint can hold exactly.
-func jsonInteger(v jsonValue) (int64, string) {
+// ±(2^53-1), the range a fingerprint can hold exactly. num is its literal,
+// which the parser checked against the JSON number grammar.
+func jsonInteger(v flatValue, num []byte) (int64, string) {
 	if v.kind != jsonNumber {
 		return 0, "must be a JSON integer, got " + v.kindName()
 	}
-	if strings.ContainsAny(v.text, ".eE") {
+	if bytes.ContainsAny(num, ".eE") {
 		return 0, "must be a JSON integer, without fraction or exponent"
 	}
-	n, err := strconv.ParseInt(v.text, 10, 64)
-	if err != nil || n > maxSafeInt || n < -maxSafeInt {
-		return 0, "must be at most 2^53-1 in magnitude"
+	const tooBig = "must be at most 2^53-1 in magnitude"
+	digits := num
+	neg := len(digits) > 0 && digits[0] == '-'
+	if neg {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 16 { // 2^53-1 has 16 digits
+		return 0, tooBig
+	}
+	var n int64
+	for _, c := range digits {
+		n = n*10 + int64(c-'0')
+	}
+	if n > maxSafeInt {
+		return 0, tooBig
+	}
+	if neg {
+		n = -n
 	}
 	return n, ""
 }

@@ -3,8 +3,11 @@ package operation
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // FieldKind is the type of a payload field, which fixes how it is validated
@@ -109,8 +112,71 @@ var ErrInvalidType = errors.New("invalid operation type")
 // Registry holds the operation types a daemon accepts. It is safe for
 // concurrent use; the zero value is an empty registry.
 type Registry struct {
-	mu    sync.RWMutex
-	types map[string]Type
+	mu sync.Mutex // serialises Register
+	// types is an immutable snapshot, replaced whole by Register, so that
+	// the decoder reads it without locking.
+	types atomic.Pointer[map[string]*registeredType]
+}
+
+// registeredType is a Type with the lookup tables the decoder uses.
+type registeredType struct {
+	Type
+	// canon lists field indexes in RFC 8785 member order (names compared by
+	// UTF-16 code units, which for ASCII names is byte order); -1 marks the
+	// "operation" member.
+	canon []int
+	// index maps names to field indexes for types with many fields; small
+	// types are searched linearly.
+	index map[string]int
+}
+
+// linearFields is the field count up to which fieldIndex searches linearly.
+const linearFields = 8
+
+func newRegisteredType(t Type) *registeredType {
+	rt := &registeredType{Type: t, canon: make([]int, 0, len(t.Fields)+1)}
+	rt.canon = append(rt.canon, -1)
+	for i := range t.Fields {
+		rt.canon = append(rt.canon, i)
+	}
+	name := func(i int) string {
+		if i < 0 {
+			return "operation"
+		}
+		return t.Fields[i].Name
+	}
+	slices.SortFunc(rt.canon, func(a, b int) int { return strings.Compare(name(a), name(b)) })
+	if len(t.Fields) > linearFields {
+		rt.index = make(map[string]int, len(t.Fields))
+		for i, f := range t.Fields {
+			rt.index[f.Name] = i
+		}
+	}
+	return rt
+}
+
+// fieldIndex returns the index of the named field, or -1.
+func (t *registeredType) fieldIndex(name []byte) int {
+	if t.index != nil {
+		if i, ok := t.index[string(name)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range t.Fields {
+		if t.Fields[i].Name == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lookup returns the registered type, shared: callers must not modify it.
+func (r *Registry) lookup(name string) *registeredType {
+	if m := r.types.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
 }
 
 // NewRegistry returns an empty registry.
@@ -192,13 +258,17 @@ func (r *Registry) Register(t Type) error {
 	t.Fields = slices.Clone(t.Fields)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.types[t.Name]; ok {
+	var old map[string]*registeredType
+	if m := r.types.Load(); m != nil {
+		old = *m
+	}
+	if _, ok := old[t.Name]; ok {
 		return fmt.Errorf("register %s: %w", t.Name, ErrDuplicateType)
 	}
-	if r.types == nil {
-		r.types = make(map[string]Type)
-	}
-	r.types[t.Name] = t
+	next := make(map[string]*registeredType, len(old)+1)
+	maps.Copy(next, old)
+	next[t.Name] = newRegisteredType(t)
+	r.types.Store(&next)
 	return nil
 }
 
@@ -259,21 +329,23 @@ func validFieldName(s string) bool {
 
 // Lookup returns the registered type with that name.
 func (r *Registry) Lookup(name string) (Type, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.types[name]
-	if ok {
-		t.Fields = slices.Clone(t.Fields)
+	rt := r.lookup(name)
+	if rt == nil {
+		return Type{}, false
 	}
-	return t, ok
+	t := rt.Type
+	t.Fields = slices.Clone(t.Fields)
+	return t, true
 }
 
 // Names returns the registered type names, sorted.
 func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.types))
-	for n := range r.types {
+	var types map[string]*registeredType
+	if m := r.types.Load(); m != nil {
+		types = *m
+	}
+	names := make([]string, 0, len(types))
+	for n := range types {
 		names = append(names, n)
 	}
 	slices.Sort(names)
