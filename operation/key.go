@@ -294,19 +294,22 @@ func hasSecretWord[S ~string | ~[]byte](s S) bool {
 		}
 	}
 	for i := 0; i < len(s); i++ {
-		switch lowerASCII(s[i]) {
-		case 's', 'r', 'w', 'b', 'p', 't', 'a':
-		default:
-			continue
-		}
-		for _, w := range secretWords {
-			if hasPrefixFoldASCII(s[i:], w) {
+		for _, w := range secretWordsByFirst[lowerASCII(s[i])] {
+			if hasPrefixFoldASCII(s[i+1:], w[1:]) {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// secretWordsByFirst groups secretWords by their first byte.
+var secretWordsByFirst = func() (t [256][]string) {
+	for _, w := range secretWords {
+		t[w[0]] = append(t[w[0]], w)
+	}
+	return t
+}()
 
 func lowerASCII(c byte) byte {
 	if c >= 'A' && c <= 'Z' {
