@@ -41,9 +41,6 @@ type jsonMember struct {
 	value jsonValue
 }
 
-// kindName names a value's JSON type for error messages.
-func (v jsonValue) kindName() string { return v.kind.String() }
-
 // kindName names a scanned value's JSON type for error messages.
 func (v flatValue) kindName() string { return v.kind.String() }
 
