@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -168,6 +169,7 @@ func (c Config) ResultsStreamConfig() jetstream.StreamConfig {
 		MaxAge:      c.ResultsMaxAge,
 		Duplicates:  min(c.DuplicateWindow, c.ResultsMaxAge),
 		Replicas:    c.Replicas,
+		MaxMsgSize:  -1, // the server's "unlimited", stated so Ensure finds it equal
 		Discard:     jetstream.DiscardOld,
 	}
 }
@@ -191,17 +193,63 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 // Ensure creates or updates both streams and the durable consumer, and
 // returns the consumer. Every replica may call it at start-up.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
-	if _, err := js.CreateOrUpdateStream(ctx, c.CommandsStreamConfig()); err != nil {
+	if err := ensureStream(ctx, js, c.CommandsStreamConfig()); err != nil {
 		return nil, fmt.Errorf("commands stream %s: %w", c.CommandsStream, err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, c.ResultsStreamConfig()); err != nil {
+	if err := ensureStream(ctx, js, c.ResultsStreamConfig()); err != nil {
 		return nil, fmt.Errorf("results stream %s: %w", c.ResultsStream, err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, c.CommandsStream, c.ConsumerConfig())
+	want := c.ConsumerConfig()
+	if cons, err := js.Consumer(ctx, c.CommandsStream, c.Durable); err == nil && sameConsumer(cons.CachedInfo().Config, want) {
+		return cons, nil
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.CommandsStream, want)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", c.Durable, c.CommandsStream, err)
 	}
 	return cons, nil
+}
+
+// ensureStream creates a missing stream and updates one whose settings
+// differ, but leaves an equal one alone: replicas start together, and a
+// needless update racing another replica's consumer creation is work (and,
+// in nats-server 2.15, a data race) for nothing.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another replica created it meanwhile.
+			st, err = js.Stream(ctx, want.Name)
+		} else {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	if sameStream(have, want) {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, want)
+	return err
+}
+
+// sameStream compares the settings idemgate chooses.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.MaxAge == want.MaxAge &&
+		have.Duplicates == want.Duplicates && have.Replicas == want.Replicas &&
+		have.MaxMsgSize == want.MaxMsgSize && have.Storage == want.Storage &&
+		have.Retention == want.Retention && have.Discard == want.Discard && have.Description == want.Description
+}
+
+// sameConsumer compares the consumer settings idemgate chooses.
+func sameConsumer(have, want jetstream.ConsumerConfig) bool {
+	return have.FilterSubject == want.FilterSubject && have.AckPolicy == want.AckPolicy &&
+		have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+		have.MaxAckPending == want.MaxAckPending && have.DeliverPolicy == want.DeliverPolicy &&
+		have.Description == want.Description
 }
 
 // CommandSubject is the subject of a command for an operation type.

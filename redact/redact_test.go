@@ -293,3 +293,10 @@ func TestReplaceAttr(t *testing.T) {
 	require.Contains(t, buf.String(), `"cookie":"[REDACTED]"`)
 	require.True(t, strings.HasPrefix(buf.String(), `{"time":`))
 }
+
+func TestFencingTokenIsNotASecret(t *testing.T) {
+	require.False(t, IsSecretKey("lease_token"))
+	require.False(t, IsSecretKey("LEASE_TOKEN"))
+	require.True(t, IsSecretKey("access_token"))
+	require.True(t, IsSecretKey("lease_token_secret"))
+}
