@@ -624,6 +624,7 @@ type rawLoop struct {
 	tokens                                         []int64
 	results                                        []*string
 	reconciled                                     []bool
+	holds                                          []int64
 	resultText                                     string
 	// scan targets
 	sKey, sType, sHash, sStatus, sTarget, sObject, sCode, sEvent, sApproval, sOwner string
@@ -851,6 +852,7 @@ func (r *rawLoop) scanRecords(rows pgx.Rows, read bool) error {
 func (r *rawLoop) complete(ctx context.Context) error {
 	r.ckeys, r.tokens, r.statuses, r.objects = r.ckeys[:0], r.tokens[:0], r.statuses[:0], r.objects[:0]
 	r.results, r.codes, r.reqIDs, r.notes, r.reconciled = r.results[:0], r.codes[:0], r.reqIDs[:0], r.notes[:0], r.reconciled[:0]
+	r.holds = r.holds[:0]
 	for _, i := range r.order {
 		c := &r.cmds[i]
 		if c.found {
@@ -859,9 +861,10 @@ func (r *rawLoop) complete(ctx context.Context) error {
 		r.ckeys, r.tokens, r.statuses = append(r.ckeys, c.key), append(r.tokens, c.token), append(r.statuses, "succeeded")
 		r.objects, r.results = append(r.objects, objectID(c.cmd.EventID)), append(r.results, &r.resultText)
 		r.codes, r.reqIDs, r.notes, r.reconciled = append(r.codes, ""), append(r.reqIDs, ""), append(r.notes, ""), append(r.reconciled, false)
+		r.holds = append(r.holds, 0)
 	}
 	rows, _ := r.s.pool.Query(ctx, r.q.complete, r.ckeys, r.tokens, r.statuses, r.objects,
-		r.results, r.codes, r.reqIDs, r.notes, r.reconciled)
+		r.results, r.codes, r.reqIDs, r.notes, r.reconciled, r.holds)
 	applied := 0
 	for rows.Next() {
 		applied++

@@ -98,9 +98,7 @@ WITH input AS (
     FROM input i
     WHERE l.operation_key = i.operation_key
       AND l.lease_token = i.token
-      -- Written as inequalities so the planner keeps to the primary key: the
-      -- status index holds every started row since the last vacuum.
-      AND l.status <> ALL ('{succeeded,failed_final,failed_retryable}')
+      AND l.status IN ('started', 'unknown')
     RETURNING l.operation_key, l.lease_token
 ), att AS (
     UPDATE agent_operation_attempts a SET
@@ -125,7 +123,7 @@ UPDATE agent_operation_log l SET
 FROM unnest($1::text[], $2::bigint[]) AS i(operation_key, token)
 WHERE l.operation_key = i.operation_key
   AND l.lease_token = i.token
-  AND l.status <> ALL ('{succeeded,failed_final,failed_retryable}')
+  AND l.status IN ('started', 'unknown')
 RETURNING l.operation_key`
 
 // takeOverStale is the reconciler's scan: unknown outcomes and expired leases,
