@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -382,14 +383,19 @@ func TestErrorClasses(t *testing.T) {
 // recording its outcome.
 type frozenStore struct {
 	journal.Store
-	frozen chan struct{}
+	frozen  chan struct{}
+	release chan struct{} // closed when the test ends: the "dead" process is reaped
 }
 
 func (f *frozenStore) Complete(ctx context.Context, cs []journal.Completion) ([]error, error) {
 	select {
 	case <-f.frozen:
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.release:
+			return nil, errors.New("process reaped")
+		}
 	default:
 	}
 	return f.Store.Complete(ctx, cs)
@@ -409,9 +415,10 @@ func TestWorkerDiesBetweenCallAndCompleteNoSecondEffect(t *testing.T) {
 	consA, err := jsA.Consumer(context.Background(), b.ncfg.CommandsStream, b.ncfg.Durable)
 	require.NoError(t, err)
 	_ = cons
+	release := make(chan struct{})
 	wA, err := worker.New(worker.Config{Owner: "A", LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond,
 		ShutdownTimeout: 100 * time.Millisecond, Retry: worker.RetryPolicy{MaxElapsed: time.Second}},
-		b.ncfg, worker.Deps{Store: &frozenStore{Store: b.store, frozen: frozen}, JS: jsA, NC: ncA, Consumer: consA,
+		b.ncfg, worker.Deps{Store: &frozenStore{Store: b.store, frozen: frozen, release: release}, JS: jsA, NC: ncA, Consumer: consA,
 			Decoder: &operation.Decoder{Env: "test"}, Adapters: map[string]adapters.Adapter{"payment.charge": b.target}})
 	require.NoError(t, err)
 	close(frozen)
@@ -421,7 +428,9 @@ func TestWorkerDiesBetweenCallAndCompleteNoSecondEffect(t *testing.T) {
 	require.Eventually(t, func() bool { e, _ := b.target.count(key); return e == 1 }, 10*time.Second, 10*time.Millisecond)
 	// A "dies": its connection goes away without acking.
 	ncA.Close()
-	go wA.Stop()
+	stopped := make(chan struct{})
+	go func() { wA.Stop(); close(stopped) }()
+	t.Cleanup(func() { close(release); <-stopped })
 	// B takes over after the lease and AckWait expire, looks up, finds it.
 	b.worker(t, "B", worker.Config{LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond, Retry: worker.RetryPolicy{MaxElapsed: time.Second}})
 	r := b.await(t, key, 1)[0]
