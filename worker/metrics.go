@@ -12,6 +12,7 @@ type Metrics struct {
 	replayed    prometheus.Counter
 	conflicts   prometheus.Counter
 	rejected    prometheus.Counter
+	unrouted    prometheus.Counter
 	unknown     prometheus.Counter
 	failedFinal prometheus.Counter
 	retries     prometheus.Counter
@@ -34,6 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayed:    c("operations_replayed_total", "Deliveries answered from the journal without a call."),
 		conflicts:   c("operations_conflict_total", "Deliveries whose key was first used with another payload."),
 		rejected:    c("commands_rejected_total", "Commands rejected as undecodable or invalid."),
+		unrouted:    c("commands_unrouted_total", "Valid commands left in JetStream because no adapter serves their operation here."),
 		unknown:     c("operations_unknown_total", "Calls whose outcome became unknown (reconcile before retry)."),
 		failedFinal: c("operations_failed_final_total", "Operations that failed finally."),
 		retries:     c("operation_retries_total", "Retry-class failures that led to another attempt or a redelivery."),
@@ -51,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Duration of calls to targets.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"operation"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unknown, m.failedFinal,
+		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.latency, m.calls)
 	}
 	return m

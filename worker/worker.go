@@ -365,6 +365,14 @@ func (w *Worker) handleBatch(f fetched) {
 	for _, m := range f.msgs {
 		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
 		op, err := w.decode(m)
+		if errors.Is(err, errNoRoute) {
+			w.m.unrouted.Inc()
+			w.log.Error("no adapter for this operation: the command stays in JetStream until a replica can serve it (see routes: in the config)",
+				"operation", op.Type, "operation_key", op.Key.String(), "event_id", op.EventID)
+			j.op = op
+			w.nak(j, time.Minute)
+			continue
+		}
 		if err != nil {
 			w.reject(j, err)
 			continue
@@ -408,11 +416,15 @@ func (w *Worker) decode(m jetstream.Msg) (operation.Operation, error) {
 			Msg: "the subject names another operation than the envelope", Key: op.Key.String(), EventID: op.EventID, Operation: op.Type}
 	}
 	if _, ok := w.d.Adapters[op.Type]; !ok {
-		return op, &operation.DecodeError{Code: operation.CodeUnknownOperation, Field: "operation",
-			Msg: "no adapter is configured for this operation", Key: op.Key.String(), EventID: op.EventID, Operation: op.Type}
+		return op, errNoRoute
 	}
 	return op, nil
 }
+
+// errNoRoute: a valid command for a registered operation this replica has
+// no adapter for. That is a deployment error, not bad input: the command is
+// left in JetStream for a replica configured for it (or this one, fixed).
+var errNoRoute = errors.New("worker: no adapter is configured for this operation")
 
 // dispatch acts on a claim decision.
 func (w *Worker) dispatch(j *job) {

@@ -572,3 +572,31 @@ func TestPlainNATSPublishInterop(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, si.State.Msgs, "the second publish was a JetStream duplicate")
 }
+
+// TestUnroutedOperationIsLeftInJetStream: a valid command for an operation
+// this replica has no adapter for is a deployment error, not bad input: it is
+// neither rejected nor terminated, but left for a replica that can serve it.
+func TestUnroutedOperationIsLeftInJetStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker(t, "w1", worker.Config{})
+	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("crm.task.create"),
+		[]byte(`{"event_id":"evt-unrouted","operation":"crm.task.create","payload":{"title":"call","responsible_id":"7"}}`))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		c, err := b.js.Consumer(context.Background(), b.ncfg.CommandsStream, b.ncfg.Durable)
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(context.Background())
+		return err == nil && ci.Delivered.Consumer >= 1 && ci.NumAckPending == 1
+	}, 10*time.Second, 20*time.Millisecond, "delivered once and held, not acked or terminated")
+	select {
+	case r := <-b.results:
+		t.Fatalf("no result expected for an unrouted command, got %+v", r)
+	default:
+	}
+	_, err = b.store.Get(context.Background(), "test:crm.task.create:evt-unrouted:v1")
+	require.ErrorIs(t, err, journal.ErrNotFound, "nothing claimed")
+	require.Zero(t, b.target.total())
+}
