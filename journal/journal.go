@@ -251,6 +251,11 @@ type Store interface {
 	// ListUnresolved lists unknown operations with at least minRounds
 	// unsettled reconcile rounds, oldest first.
 	ListUnresolved(ctx context.Context, minRounds, limit int) ([]Record, error)
+	// ListIdleRetryable lists failed_retryable operations nobody has touched
+	// for at least idle, oldest first: retries waiting for a command delivery
+	// that may no longer come (its redeliveries ran out, or it aged out of
+	// the stream). The agent must resend them.
+	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]Record, error)
 	// Purge deletes terminal operations (and their attempts) completed before
 	// the given time; operationType "" means every type. Never started,
 	// failed_retryable or unknown rows. Returns the number of operations removed.

@@ -7,21 +7,22 @@ import (
 // Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
 // never an operation key, a customer or an amount.
 type Metrics struct {
-	fetched     prometheus.Counter
-	executed    prometheus.Counter
-	replayed    prometheus.Counter
-	conflicts   prometheus.Counter
-	rejected    prometheus.Counter
-	unrouted    prometheus.Counter
-	unknown     prometheus.Counter
-	failedFinal prometheus.Counter
-	retries     prometheus.Counter
-	decisions   *prometheus.CounterVec
-	results     *prometheus.CounterVec
-	reconciled  *prometheus.CounterVec
-	unresolved  prometheus.Gauge
-	latency     prometheus.Histogram
-	calls       *prometheus.HistogramVec
+	fetched       prometheus.Counter
+	executed      prometheus.Counter
+	replayed      prometheus.Counter
+	conflicts     prometheus.Counter
+	rejected      prometheus.Counter
+	unrouted      prometheus.Counter
+	unknown       prometheus.Counter
+	failedFinal   prometheus.Counter
+	retries       prometheus.Counter
+	decisions     *prometheus.CounterVec
+	results       *prometheus.CounterVec
+	reconciled    *prometheus.CounterVec
+	unresolved    prometheus.Gauge
+	idleRetryable prometheus.Gauge
+	latency       prometheus.Histogram
+	calls         *prometheus.HistogramVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -47,6 +48,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
 		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
 			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
+		idleRetryable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_retry_idle",
+			Help: "Retryable failures no delivery has retried for reconciler.idle_after: the agent must resend them."}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "command_duration_seconds",
 			Help: "From fetch to ack/nak/term of a delivery.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "adapter_call_duration_seconds",
@@ -54,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.latency, m.calls)
+			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.idleRetryable, m.latency, m.calls)
 	}
 	return m
 }

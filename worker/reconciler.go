@@ -22,6 +22,10 @@ type ReconcilerConfig struct {
 	// ReviewAfter raises an unknown operation for an operator after this many
 	// unsettled lookups (metric, log, `idemgate trace --unresolved`). Default 5.
 	ReviewAfter int `mapstructure:"review_after"`
+	// IdleAfter reports a retryable failure nobody has retried for this
+	// long (its command's deliveries may have run out): metric, log and
+	// `idemgate trace --unresolved`. Default 1h.
+	IdleAfter time.Duration `mapstructure:"idle_after"`
 }
 
 // WithDefaults fills zero fields.
@@ -34,6 +38,9 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 	}
 	if c.ReviewAfter == 0 {
 		c.ReviewAfter = 5
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = time.Hour
 	}
 	return c
 }
@@ -57,8 +64,8 @@ type Reconciler struct {
 // NewReconciler builds a reconciler sharing the worker's dependencies.
 func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, error) {
 	cfg = cfg.WithDefaults()
-	if cfg.Interval <= 0 || cfg.Batch < 1 || cfg.ReviewAfter < 1 {
-		return nil, errors.New("reconciler: interval, batch and review_after must be positive")
+	if cfg.Interval <= 0 || cfg.Batch < 1 || cfg.ReviewAfter < 1 || cfg.IdleAfter <= 0 {
+		return nil, errors.New("reconciler: interval, batch, review_after and idle_after must be positive")
 	}
 	if d.Store == nil {
 		return nil, errors.New("reconciler: a journal is required")
@@ -110,6 +117,8 @@ func (r *Reconciler) Stop() {
 // Settled counts what a pass did.
 type Settled struct {
 	Found, NotFound, Unsettled, Raised int
+	// IdleRetryable counts retryable failures idle past IdleAfter.
+	IdleRetryable int
 }
 
 // RunOnce takes over and settles one batch.
@@ -126,6 +135,14 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 	}
 	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
 		r.d.Metrics.unresolved.Set(float64(len(list)))
+	}
+	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err == nil {
+		r.d.Metrics.idleRetryable.Set(float64(len(idle)))
+		s.IdleRetryable = len(idle)
+		if len(idle) > 0 {
+			r.d.Log.Warn("retryable operations wait for a command delivery that has not come: the agent must resend them (idemgate trace --unresolved)",
+				"operations", len(idle), "idle_after", r.cfg.IdleAfter.String(), "oldest", idle[0].Key)
+		}
 	}
 	return s, nil
 }

@@ -600,3 +600,27 @@ func TestUnroutedOperationIsLeftInJetStream(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrNotFound, "nothing claimed")
 	require.Zero(t, b.target.total())
 }
+
+// TestReconcilerReportsIdleRetryable: a retryable failure whose command no
+// longer comes back is reported for the agent to resend, never dropped.
+func TestReconcilerReportsIdleRetryable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	c, err := journal.ClaimOne(ctx, b.store, journal.ClaimRequest{Key: "test:payment.charge:evt-idle:v1", OperationType: "payment.charge",
+		RequestHash: "h", TargetSystem: "payments", Owner: "gone", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, b.store, journal.Completion{Key: "test:payment.charge:evt-idle:v1", Token: c.Token,
+		Status: journal.StatusFailedRetryable, ErrorCode: adapters.CodeHTTP503}))
+	r, err := worker.NewReconciler(worker.ReconcilerConfig{IdleAfter: time.Millisecond}, worker.Config{Owner: "rec"},
+		worker.Deps{Store: b.store, Adapters: map[string]adapters.Adapter{"payment.charge": b.target}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := r.RunOnce(ctx)
+		return err == nil && s.IdleRetryable == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	rec, err := b.store.Get(ctx, "test:payment.charge:evt-idle:v1")
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusFailedRetryable, rec.Status, "reported, not changed")
+	require.Zero(t, b.target.total())
+}

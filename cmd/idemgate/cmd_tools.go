@@ -197,7 +197,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 		Short: "Show an operation from the agent's call to the target's object: the journal row and every attempt",
 		Args:  cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, st, err := openForTools(cmd)
+			c, st, err := openForTools(cmd)
 			if err != nil {
 				return err
 			}
@@ -207,13 +207,25 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				idle, err := st.ListIdleRetryable(cmd.Context(), c.Reconciler.IdleAfter, 1000)
+				if err != nil {
+					return err
+				}
 				if asJSON {
-					return json.NewEncoder(stdout).Encode(list)
+					return json.NewEncoder(stdout).Encode(struct {
+						Unknown       []journal.Record `json:"unknown"`
+						IdleRetryable []journal.Record `json:"idle_retryable"`
+					}{list, idle})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "KEY\tROUNDS\tERROR\tUPDATED")
+				fmt.Fprintln(tw, "KEY\tSTATUS\tROUNDS\tERROR\tUPDATED\tWHAT TO DO")
 				for _, r := range list {
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Key, r.ReconcileRounds, r.ErrorCode, r.UpdatedAt.UTC().Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
+						r.UpdatedAt.UTC().Format(time.RFC3339), "check the target, then idemgate resolve")
+				}
+				for _, r := range idle {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
+						r.UpdatedAt.UTC().Format(time.RFC3339), "not in the target: the agent must resend the command")
 				}
 				return tw.Flush()
 			}
@@ -354,7 +366,8 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "found %d, not found %d, unsettled %d, raised for review %d\n", s.Found, s.NotFound, s.Unsettled, s.Raised)
+			fmt.Fprintf(stdout, "found %d, not found %d, unsettled %d, raised for review %d, retryable and idle %d\n",
+				s.Found, s.NotFound, s.Unsettled, s.Raised, s.IdleRetryable)
 			return nil
 		},
 	}

@@ -500,6 +500,36 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.ErrorIs(t, err, journal.ErrInvalid)
 	})
 
+	t.Run("IdleRetryableListed", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		kRetry, kDone, kUnknown := key(t), key(t), key(t)
+		for k, st := range map[string]journal.Status{kRetry: journal.StatusFailedRetryable, kDone: journal.StatusSucceeded, kUnknown: journal.StatusUnknown} {
+			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+			require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, st)))
+		}
+		list, err := s.ListIdleRetryable(ctx(t), time.Hour, 10)
+		require.NoError(t, err)
+		require.Empty(t, list, "nothing idle for an hour")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			list, err = s.ListIdleRetryable(ctx(t), 50*time.Millisecond, 10)
+			require.NoError(t, err)
+			if len(list) > 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.Len(t, list, 1)
+		require.Equal(t, kRetry, list[0].Key)
+		require.Equal(t, journal.StatusFailedRetryable, list[0].Status)
+		// Claimed again, it is no longer idle.
+		require.Equal(t, journal.Execute, claim(t, s, req(kRetry, hashA, other, 30*time.Second)).Decision)
+		list, err = s.ListIdleRetryable(ctx(t), 0, 10)
+		require.NoError(t, err)
+		require.Empty(t, list)
+	})
+
 	t.Run("ConcurrentTakeOverSplitsWork", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

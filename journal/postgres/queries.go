@@ -185,6 +185,10 @@ const listUnresolved = `SELECT ` + recordColumns + ` FROM agent_operation_log
 WHERE status = 'unknown' AND reconcile_rounds >= $1
 ORDER BY created_at LIMIT $2`
 
+const listIdleRetryable = `SELECT ` + recordColumns + ` FROM agent_operation_log
+WHERE status = 'failed_retryable' AND updated_at < now() - $1::bigint * interval '1 millisecond'
+ORDER BY updated_at LIMIT $2`
+
 // purge deletes terminal rows in bounded chunks; never started,
 // failed_retryable or unknown rows. Attempts go with them (ON DELETE CASCADE).
 const purge = `

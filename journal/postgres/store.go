@@ -338,6 +338,27 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 	return out, rows.Err()
 }
 
+// ListIdleRetryable lists retryable failures idle for at least idle.
+func (s *Store) ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.Query(ctx, listIdleRetryable, idle.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list idle retryable: %w", err)
+	}
+	defer rows.Close()
+	var out []journal.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list idle retryable: %w", err)
+		}
+		out = append(out, rec.Record)
+	}
+	return out, rows.Err()
+}
+
 // Purge deletes terminal operations completed before the given time.
 func (s *Store) Purge(ctx context.Context, operationType string, before time.Time) (int64, error) {
 	var total int64

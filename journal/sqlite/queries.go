@@ -210,6 +210,12 @@ FROM agent_operation_log
 WHERE status = 'unknown' AND reconcile_rounds >= ?1
 ORDER BY created_at LIMIT ?2`
 
+const listIdleRetryable = `SELECT ` + recordColumns + `,
+    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+FROM agent_operation_log
+WHERE status = 'failed_retryable' AND updated_at < ` + nowMS + ` - ?1
+ORDER BY updated_at LIMIT ?2`
+
 // purge deletes terminal rows in bounded chunks; never started,
 // failed_retryable or unknown rows. Attempts go with them (ON DELETE
 // CASCADE). ?1 completed before (ms), ?2 operation type (empty for all), ?3 chunk.

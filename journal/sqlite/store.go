@@ -940,6 +940,30 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 	return out, nil
 }
 
+// ListIdleRetryable lists retryable failures idle for at least idle.
+func (s *Store) ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.rd.QueryContext(ctx, listIdleRetryable, idle.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list idle retryable: %w", err)
+	}
+	defer rows.Close()
+	var out []journal.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list idle retryable: %w", err)
+		}
+		out = append(out, rec.Record)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list idle retryable: %w", err)
+	}
+	return out, nil
+}
+
 // Purge deletes terminal operations completed before the given time, one
 // bounded chunk per write transaction so that claims are not held up.
 func (s *Store) Purge(ctx context.Context, operationType string, before time.Time) (int64, error) {
