@@ -176,19 +176,8 @@ func paymentLostResponse(ctx context.Context, s *session, row *Row) error {
 	s.p.step("sandbox: the next payment is created, then the connection closes before the answer")
 	in := s.intent(opCharge, "charge-lost", chargePayload("order-48292", 99000))
 	row.Intents = 1
-	cmd, err := s.command(in, "charge-lost-1")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: charge %s for order-48292", rub(99000))
-	if _, err := s.publish(ctx, row, cmd); err != nil {
-		return err
-	}
-	results, err := s.await(ctx, "charge", eventIDs(cmd))
-	if err != nil {
-		return err
-	}
-	atts, err := s.attempts(ctx, in.key(s.rt.Env))
+	cmd, results, atts, err := s.sendOne(ctx, row, in, "charge-lost-1")
 	if err != nil {
 		return err
 	}
@@ -263,19 +252,8 @@ func paymentFaults(ctx context.Context, s *session, row *Row) error {
 	s.p.step("sandbox: the next payment request gets 503, the one after 429 with Retry-After: 1")
 	in := s.intent(opCharge, "charge-faults", chargePayload("order-48294", 31000))
 	row.Intents = 1
-	cmd, err := s.command(in, "charge-faults-1")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: charge %s for order-48294", rub(31000))
-	if _, err := s.publish(ctx, row, cmd); err != nil {
-		return err
-	}
-	results, err := s.await(ctx, "charge", eventIDs(cmd))
-	if err != nil {
-		return err
-	}
-	atts, err := s.attempts(ctx, in.key(s.rt.Env))
+	cmd, results, atts, err := s.sendOne(ctx, row, in, "charge-faults-1")
 	if err != nil {
 		return err
 	}
@@ -541,4 +519,22 @@ func crmTaskScenario(ctx context.Context, s *session, row *Row) error {
 	row.check("both copies of each task got the same activity", len(bad) == 0, "%d commands, %d tasks%s",
 		len(cmds), len(titles), errSuffix(joinErrs(bad)))
 	return nil
+}
+
+// sendOne publishes one command for an intent, waits for its final result
+// and reads the intent's attempts trail.
+func (s *session) sendOne(ctx context.Context, row *Row, in intent, eventID string) (operation.Command, map[string]operation.Result, []journal.Attempt, error) {
+	cmd, err := s.command(in, eventID)
+	if err != nil {
+		return cmd, nil, nil, err
+	}
+	if _, err := s.publish(ctx, row, cmd); err != nil {
+		return cmd, nil, nil, err
+	}
+	results, err := s.await(ctx, "charge", eventIDs(cmd))
+	if err != nil {
+		return cmd, nil, nil, err
+	}
+	atts, err := s.attempts(ctx, in.key(s.rt.Env))
+	return cmd, results, atts, err
 }
