@@ -370,3 +370,14 @@ func LoadCredential(value Secret, env, file string, getenv func(string) string) 
 	}
 	return "", ErrNoCredential
 }
+
+// ValidBaseURL parses a target's base URL: http or https, with a host and
+// without credentials (those come from their own settings, never the URL,
+// where logs and errors would show them).
+func ValidBaseURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, false
+	}
+	return u, true
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -101,9 +100,9 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	u, err := url.Parse(c.BaseURL)
+	_, ok := adapters.ValidBaseURL(c.BaseURL)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil:
+	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.KeyFieldID < 0 || c.PipelineID < 0 || c.TaskTypeID < 0:
 		return fmt.Errorf("%w: ids must not be negative", ErrInvalidConfig)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -93,9 +92,9 @@ var ErrInvalidConfig = errors.New("bitrix24: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	u, err := url.Parse(c.PortalURL)
+	u, ok := adapters.ValidBaseURL(c.PortalURL)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/"):
+	case !ok || (u.Path != "" && u.Path != "/"):
 		return fmt.Errorf("%w: portal_url must be an http(s) portal root without path or credentials", ErrInvalidConfig)
 	case c.UserID == "" || strings.ContainsAny(c.UserID, "/?#% "):
 		return fmt.Errorf("%w: user_id is required and must be a plain id", ErrInvalidConfig)

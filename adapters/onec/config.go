@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -114,9 +113,9 @@ var ErrInvalidConfig = errors.New("onec: invalid config")
 // Validate checks the configuration (after WithDefaults). Credentials are
 // resolved by New.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.BaseURL)
+	_, ok := adapters.ValidBaseURL(c.BaseURL)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil:
+	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.Mode != ModeHTTPService && c.Mode != ModeOData:
 		return fmt.Errorf("%w: mode must be %q or %q", ErrInvalidConfig, ModeHTTPService, ModeOData)

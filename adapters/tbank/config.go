@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -90,9 +89,9 @@ var ErrInvalidConfig = errors.New("tbank: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	u, err := url.Parse(c.BaseURL)
+	_, ok := adapters.ValidBaseURL(c.BaseURL)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil:
+	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.Timeout <= 0:
 		return fmt.Errorf("%w: timeout must be positive", ErrInvalidConfig)
