@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -61,6 +62,17 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 	}
 }
 
+// completion records what a successful lookup found: the object, or the
+// final failure the target reports for the earlier attempt.
+func (v verdict) completion(key string, token int64, result json.RawMessage) journal.Completion {
+	c := journal.Completion{Key: key, Token: token, Status: journal.StatusSucceeded, Reconciled: true, Note: v.note,
+		TargetObjectID: v.outcome.Outcome.ObjectID, Result: result, TargetRequestID: v.outcome.Outcome.RequestID}
+	if v.outcome.Final {
+		c.Status, c.ErrorCode = journal.StatusFailedFinal, v.outcome.Code
+	}
+	return c
+}
+
 // settleFor is how long after an attempt began a "not found" may count:
 // the target's search lag, and for a target that does not deduplicate by our
 // key at least a call timeout, since a dead owner's request may still land
@@ -109,12 +121,7 @@ func (w *Worker) reconcile(j *job) {
 	case adapters.Found:
 		w.m.reconciled.WithLabelValues("found").Inc()
 		log.Info(v.note)
-		c := journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusSucceeded, Reconciled: true, Note: v.note,
-			TargetObjectID: v.outcome.Outcome.ObjectID, Result: w.outcomeJSON(v.outcome.Outcome), TargetRequestID: v.outcome.Outcome.RequestID}
-		if v.outcome.Final {
-			c.Status, c.ErrorCode = journal.StatusFailedFinal, v.outcome.Code
-		}
-		w.completeAndPublish(j, c, false)
+		w.completeAndPublish(j, v.completion(key, j.claim.Token, w.outcomeJSON(v.outcome.Outcome)), false)
 	case adapters.NotFound:
 		w.m.reconciled.WithLabelValues("not_found").Inc()
 		log.Info(v.note)
@@ -123,10 +130,7 @@ func (w *Worker) reconcile(j *job) {
 			w.completionFailed(j, err)
 			return
 		}
-		c, err := journal.ClaimOne(w.work, w.d.Store, journal.ClaimRequest{
-			Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
-			EventID: j.op.EventID, ApprovalID: j.op.ApprovalID, Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
-		})
+		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
 		if err != nil {
 			log.Error("re-claim after reconciliation failed", "error", err.Error())
 			w.nak(j, time.Second)

@@ -167,11 +167,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 	case adapters.Found:
 		s.Found++
 		r.d.Metrics.reconciled.WithLabelValues("found").Inc()
-		comp := journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusSucceeded, Reconciled: true, Note: v.note,
-			TargetObjectID: v.outcome.Outcome.ObjectID, Result: outcomeJSON(r.d, v.outcome.Outcome), TargetRequestID: v.outcome.Outcome.RequestID}
-		if v.outcome.Final {
-			comp.Status, comp.ErrorCode = journal.StatusFailedFinal, v.outcome.Code
-		}
+		comp := v.completion(rec.Key, c.Token, outcomeJSON(r.d, v.outcome.Outcome))
 		if err := journal.CompleteOne(ctx, r.d.Store, comp); err != nil {
 			return err
 		}

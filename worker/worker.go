@@ -380,11 +380,7 @@ func (w *Worker) handleBatch(f fetched) {
 		op.ReplyTo = j.replyTo
 		j.op = op
 		jobs = append(jobs, j)
-		reqs = append(reqs, journal.ClaimRequest{
-			Key: op.Key.String(), OperationType: op.Type, RequestHash: op.Fingerprint,
-			TargetSystem: op.TargetSystem, EventID: op.EventID, ApprovalID: op.ApprovalID,
-			Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
-		})
+		reqs = append(reqs, w.claimRequest(op))
 	}
 	if len(jobs) == 0 {
 		return
@@ -400,6 +396,15 @@ func (w *Worker) handleBatch(f fetched) {
 	for i, j := range jobs {
 		j.claim = claims[i]
 		w.dispatch(j)
+	}
+}
+
+// claimRequest is this worker's claim of an operation.
+func (w *Worker) claimRequest(op operation.Operation) journal.ClaimRequest {
+	return journal.ClaimRequest{
+		Key: op.Key.String(), OperationType: op.Type, RequestHash: op.Fingerprint,
+		TargetSystem: op.TargetSystem, EventID: op.EventID, ApprovalID: op.ApprovalID,
+		Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
 	}
 }
 
@@ -552,10 +557,7 @@ func (w *Worker) execute(j *job) {
 			w.nak(j, 0)
 			return
 		}
-		c, err := journal.ClaimOne(w.work, w.d.Store, journal.ClaimRequest{
-			Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
-			EventID: j.op.EventID, ApprovalID: j.op.ApprovalID, Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
-		})
+		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
 		if err != nil {
 			log.Error("re-claim failed", "error", err.Error())
 			w.nak(j, w.cfg.Retry.Delay(j.claim.Attempt, 0))
