@@ -330,7 +330,7 @@ func (s *demoSystem) natsURL() string { return "nats://" + s.cfg.NATS.EmbeddedAd
 func (s *demoSystem) multiMachine() bool { return s.cfg.Journal.URL != "" }
 
 func (s *demoSystem) runtime() demo.Runtime {
-	kind := "SQLite " + filepath.Join(s.dataDir, "journal.db")
+	kind := "SQLite " + sqlitePath(s.dataDir)
 	if s.multiMachine() {
 		kind = "PostgreSQL"
 	}
@@ -370,7 +370,7 @@ func (s *demoSystem) writeHeader(w io.Writer) {
 	if s.multiMachine() {
 		fmt.Fprintln(w, "  journal    PostgreSQL (--journal-url)")
 	} else {
-		fmt.Fprintf(w, "  journal    SQLite %s\n", filepath.Join(s.dataDir, "journal.db"))
+		fmt.Fprintf(w, "  journal    SQLite %s\n", sqlitePath(s.dataDir))
 	}
 	fmt.Fprintf(w, "  daemon     %s, admin http://%s/metrics\n", s.first.owner, s.first.adminAddr)
 	if s.logFile != nil {

@@ -47,7 +47,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 				if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 					return err
 				}
-				applied, err = sqlite.Migrate(cmd.Context(), c.DataDir+"/journal.db", nil)
+				applied, err = sqlite.Migrate(cmd.Context(), sqlitePath(c.DataDir), nil)
 				if err != nil {
 					return err
 				}
@@ -65,7 +65,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			if c.Journal.URL == "" {
-				p, err := sqlite.Pending(cmd.Context(), c.DataDir+"/journal.db")
+				p, err := sqlite.Pending(cmd.Context(), sqlitePath(c.DataDir))
 				if err != nil {
 					return err
 				}

@@ -40,7 +40,7 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data folder: %w", err)
 	}
-	path := filepath.Join(c.DataDir, "journal.db")
+	path := sqlitePath(c.DataDir)
 	st, err := sqlite.Open(ctx, path, sqlite.Config{})
 	if err != nil {
 		return nil, nil, err
@@ -48,6 +48,9 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 	log.Info("journal: embedded SQLite (one replica only; use PostgreSQL for several)", "path", path)
 	return st, func() (bool, error) { return false, nil }, nil
 }
+
+// sqlitePath is where the embedded journal lives in a data folder.
+func sqlitePath(dataDir string) string { return filepath.Join(dataDir, "journal.db") }
 
 // natsConn connects to nats.url, or starts the embedded JetStream server
 // when none is configured. The returned stop closes both.
