@@ -25,7 +25,7 @@ const (
 type Adapter struct {
 	cfg    Config
 	token  adapters.Secret
-	client *http.Client
+	client *adapters.Client
 	locks  adapters.KeyLocks
 }
 
@@ -42,7 +42,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("amocrm: token: %w", err)
 	}
-	return &Adapter{cfg: cfg, token: tok, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, token: tok, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -89,7 +89,7 @@ func (a *Adapter) request(ctx context.Context, method, path string, q url.Values
 	if b != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return adapters.Send(a.client, req, 0)
+	return a.client.Send(req, 0)
 }
 
 func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {

@@ -63,6 +63,9 @@ func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *
 	if cfg.SettleTime == 0 {
 		cfg.SettleTime = -1 // the emulator has no lag unless a test asks for it
 	}
+	if cfg.RateLimit.Rate == 0 {
+		cfg.RateLimit.Rate = -1 // the emulator has no limit unless a test asks for it
+	}
 	a, err := amocrm.New(cfg)
 	require.NoError(t, err)
 	return a, srv

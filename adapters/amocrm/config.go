@@ -25,6 +25,11 @@ const (
 	DefaultTaskDue = 24 * time.Hour
 )
 
+// DefaultRateLimit is amoCRM's 7 requests per second (TARGETS.md §3,
+// [OK] Kommo limitations page); the burst stays 2 below it so that
+// requests arriving out of order never exceed it.
+var DefaultRateLimit = adapters.RateLimit{Rate: 7, Burst: 5}
+
 // Config configures the amoCRM adapter.
 type Config struct {
 	Name string `mapstructure:"name"`
@@ -51,9 +56,14 @@ type Config struct {
 	Timeout        time.Duration `mapstructure:"timeout"`
 	MaxKeyLen      int           `mapstructure:"max_key_len"`
 
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
+	Logger    *slog.Logger        `mapstructure:"-"`
+	Clock     func() time.Time    `mapstructure:"-"`
+	Getenv    func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set. A negative SettleTime means 0.
@@ -86,6 +96,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,6 +112,9 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)

@@ -26,7 +26,7 @@ const (
 type Adapter struct {
 	cfg    Config
 	code   adapters.Secret
-	client *http.Client
+	client *adapters.Client
 	locks  adapters.KeyLocks
 }
 
@@ -46,7 +46,7 @@ func New(cfg Config) (*Adapter, error) {
 	if strings.ContainsAny(code.Reveal(), "/?#% ") {
 		return nil, fmt.Errorf("%w: webhook code must be a plain token", ErrInvalidConfig)
 	}
-	return &Adapter{cfg: cfg, code: code, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, code: code, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -134,7 +134,7 @@ func (a *Adapter) call(ctx context.Context, method string, body any) (*adapters.
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	return adapters.Send(a.client, req, 0)
+	return a.client.Send(req, 0)
 }
 
 func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.Error {

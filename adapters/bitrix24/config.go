@@ -25,6 +25,13 @@ const (
 	DefaultOwnerTypeID = 3
 )
 
+// DefaultRateLimit keeps under the portal's leaky bucket (TARGETS.md §2,
+// [OK] limits.md: 50 requests, leaking 2 per second, on every plan but
+// Enterprise, which has 250 and 5/s: raise it there). The burst stays
+// 10 below the bucket so that requests arriving out of order never
+// overflow it.
+var DefaultRateLimit = adapters.RateLimit{Rate: 2, Burst: 40}
+
 // Config configures the Bitrix24 adapter.
 type Config struct {
 	Name string `mapstructure:"name"`
@@ -49,9 +56,14 @@ type Config struct {
 	Timeout    time.Duration `mapstructure:"timeout"`
 	MaxKeyLen  int           `mapstructure:"max_key_len"`
 
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
+	Logger    *slog.Logger        `mapstructure:"-"`
+	Clock     func() time.Time    `mapstructure:"-"`
+	Getenv    func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set.
@@ -78,6 +90,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -93,6 +106,9 @@ var ErrInvalidConfig = errors.New("bitrix24: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	u, ok := adapters.ValidBaseURL(c.PortalURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok || (u.Path != "" && u.Path != "/"):
 		return fmt.Errorf("%w: portal_url must be an http(s) portal root without path or credentials", ErrInvalidConfig)

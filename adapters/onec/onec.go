@@ -19,7 +19,7 @@ const OpInvoiceCreate = "invoice.create"
 type Adapter struct {
 	cfg      Config
 	password adapters.Secret
-	client   *http.Client
+	client   *adapters.Client
 	locks    adapters.KeyLocks
 }
 
@@ -36,7 +36,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onec: password: %w", err)
 	}
-	return &Adapter{cfg: cfg, password: pw, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, password: pw, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -151,7 +151,7 @@ func (a *Adapter) executeService(ctx context.Context, op operation.Operation, b 
 		return adapters.Outcome{}, err
 	}
 	req.Header.Set("Idempotency-Key", key)
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
@@ -184,7 +184,7 @@ func (a *Adapter) serviceError(resp *adapters.HTTPResponse) *adapters.Error {
 		e := adapters.StatusError(resp, now)
 		e.RetryAfter = retryAfterOf(resp, se, now)
 		return e
-	case resp.StatusCode == http.StatusBadGateway:
+	case resp.StatusCode == http.StatusBadGateway && !resp.EarlyAnswer:
 		// The web server in front of 1C gave up; the 1C process may have
 		// committed (TARGETS.md §1): reconcile.
 		return adapters.NewError(adapters.CodeHTTP502, adapters.ReconcileBeforeRetry, errors.New("onec: HTTP 502 from the web server"))
@@ -198,7 +198,7 @@ func (a *Adapter) lookupService(ctx context.Context, op operation.Operation) (ad
 	if err != nil {
 		return adapters.LookupResult{}, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.LookupResult{}, err
 	}
@@ -258,7 +258,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, e
 	if err != nil {
 		return nil, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, e
 
 func (a *Adapter) odataError(resp *adapters.HTTPResponse) *adapters.Error {
 	e := adapters.StatusError(resp, a.cfg.Clock())
-	if resp.StatusCode == http.StatusBadGateway {
+	if resp.StatusCode == http.StatusBadGateway && !resp.EarlyAnswer {
 		e.Class = adapters.ReconcileBeforeRetry
 	}
 	if c := odataErrorCode(resp.Body); c == "13" {
@@ -332,7 +332,7 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}

@@ -26,6 +26,10 @@ const (
 	MaxKeyLen = 64
 )
 
+// DefaultRateLimit is none: YooKassa publishes no numeric limit
+// (TARGETS.md §5, [??]); it answers 429 (retry) when one is hit.
+var DefaultRateLimit = adapters.RateLimit{}
+
 // Config configures the YooKassa adapter. Zero fields take the defaults
 // above (WithDefaults).
 type Config struct {
@@ -56,6 +60,12 @@ type Config struct {
 	// LookupMaxPages caps the pages (100 items each) one Lookup reads; when
 	// reached without a match the answer is Indeterminate (default 20).
 	LookupMaxPages int `mapstructure:"lookup_max_pages"`
+
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
 
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
@@ -88,6 +98,7 @@ func (c Config) WithDefaults() Config {
 	if c.LookupMaxPages == 0 {
 		c.LookupMaxPages = DefaultLookupMaxPages
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,6 +115,9 @@ var ErrInvalidConfig = errors.New("yookassa: invalid config")
 // require the credentials to be resolved; New does.
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)

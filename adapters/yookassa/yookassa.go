@@ -34,7 +34,7 @@ type Adapter struct {
 	cfg    Config
 	shopID string
 	secret adapters.Secret
-	client *http.Client
+	client *adapters.Client
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -66,7 +66,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
 	cfg.ShopID = shopID
-	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the configured instance name.
@@ -115,7 +115,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	a.authorize(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotence-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		a.cfg.Logger.Debug("yookassa request failed", "operation_key", op.Key.String(), "error", err)
 		return adapters.Outcome{}, err
@@ -371,7 +371,7 @@ func (a *Adapter) listPage(ctx context.Context, path string, q url.Values) ([]ob
 		return nil, "", err
 	}
 	a.authorize(req)
-	resp, err := adapters.Send(a.client, req, 8<<20)
+	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
 		return nil, "", readError(adapters.AsError(err))
 	}
