@@ -23,6 +23,13 @@ const (
 	DefaultActivityTypeID = 3
 	// DefaultOwnerTypeID is the owner type of customer_id (3: contact).
 	DefaultOwnerTypeID = 3
+	// DefaultLookupWindow, DefaultLookupSkew and DefaultLookupMaxPages bound
+	// the marker scan: objects created since LookupSkew before the journal
+	// first saw the key (LookupWindow ago when the worker does not say), 50
+	// per page.
+	DefaultLookupWindow   = 24 * time.Hour
+	DefaultLookupSkew     = 5 * time.Minute
+	DefaultLookupMaxPages = 10
 )
 
 // DefaultRateLimit keeps under the portal's leaky bucket (TARGETS.md §2,
@@ -50,11 +57,20 @@ type Config struct {
 	// ActivityTypeID and OwnerTypeID shape crm.task.create (defaults 3, 3).
 	ActivityTypeID int `mapstructure:"activity_type_id"`
 	OwnerTypeID    int `mapstructure:"owner_type_id"`
-	// SettleTime is how long a "not found" list needs to be trusted
-	// (default 0: lists read the database [??]).
+	// SettleTime is how long after an attempt began a "not found" may be
+	// trusted. Lists read the database [??], but an add the portal still
+	// holds (a request queued behind others, from an owner that died or
+	// gave up) lands later and would make a second object. Bitrix24
+	// documents no bound on that time [??]; the default is twice Timeout
+	// (60s with the default timeout). A negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	Timeout    time.Duration `mapstructure:"timeout"`
-	MaxKeyLen  int           `mapstructure:"max_key_len"`
+	// LookupWindow, LookupSkew and LookupMaxPages bound the marker scan
+	// (defaults 24h, 5m, 10 pages of 50).
+	LookupWindow   time.Duration `mapstructure:"lookup_window"`
+	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
+	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
+	Timeout        time.Duration `mapstructure:"timeout"`
+	MaxKeyLen      int           `mapstructure:"max_key_len"`
 
 	// RateLimit is the client-side token bucket for this account: every
 	// request waits for a slot (bounded by the call) instead of meeting the
@@ -87,6 +103,21 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	switch {
+	case c.SettleTime == 0:
+		c.SettleTime = 2 * c.Timeout
+	case c.SettleTime < 0:
+		c.SettleTime = 0
+	}
+	if c.LookupWindow == 0 {
+		c.LookupWindow = DefaultLookupWindow
+	}
+	if c.LookupSkew == 0 {
+		c.LookupSkew = DefaultLookupSkew
+	}
+	if c.LookupMaxPages == 0 {
+		c.LookupMaxPages = DefaultLookupMaxPages
+	}
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
@@ -116,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: user_id is required and must be a plain id", ErrInvalidConfig)
 	case c.Timeout <= 0 || c.SettleTime < 0:
 		return fmt.Errorf("%w: timeout must be positive, settle_time not negative", ErrInvalidConfig)
+	case c.LookupWindow <= 0 || c.LookupSkew < 0 || c.LookupMaxPages <= 0:
+		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}
