@@ -415,8 +415,11 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	res = adapters.LookupResult{Status: adapters.Found, Outcome: outcomeOf(o, "", false)}
 	if len(matches) > 1 {
 		res.Code = adapters.CodeDuplicateObjects
-		res.Outcome.Details["duplicates"] = len(matches) - 1
-		a.cfg.Logger.Warn("stripe: several objects carry one operation key", "operation_key", op.Key.String(), "count", len(matches))
+		ids := make([]string, 0, len(matches)-1)
+		for _, m := range matches[1:] {
+			ids = append(ids, m.ID)
+		}
+		res.Outcome.ReportDuplicates(ids)
 	}
 	if minor, cur, err := moneyOf(op); err == nil && (minor != *o.Amount || cur != strings.ToLower(o.Currency)) {
 		res.Final, res.Code = true, adapters.CodeKeyPayloadMismatch

@@ -93,12 +93,13 @@ func TestContract(t *testing.T) {
 		Invalid: func(intent string) operation.Operation {
 			return charge(intent, "pm-saved-1", 125000, "XTS")
 		},
-		LedgerKey:        ledgerKey,
-		Secret:           sbyk.DefaultSecretKey,
-		ReplayDedup:      true,
-		DetectsMismatch:  true,
-		IgnoreKeyEffects: 2, // residual window: a dropped header cannot be seen
-		ConcurrentDedup:  true,
+		LedgerKey:         ledgerKey,
+		Secret:            sbyk.DefaultSecretKey,
+		ReplayDedup:       true,
+		DetectsMismatch:   true,
+		IgnoreKeyEffects:  2, // residual window: a dropped header cannot be seen
+		ReportsDuplicates: true,
+		ConcurrentDedup:   true,
 	})
 }
 
