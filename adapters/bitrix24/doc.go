@@ -9,7 +9,8 @@
 // (COMMENTS of a deal, the end of DESCRIPTION of an activity): a second
 // carrier for connectors that map only business fields and drop
 // ORIGINATOR_ID/ORIGIN_ID. Such an object is found by a marker scan: a list
-// filtered by creation time (>=DATE_CREATE, >=CREATED) from LookupSkew
+// filtered by creation time (>=DATE_CREATE for deals [OK] crm-deal-list,
+// >=CREATED for activities [??: filterability not confirmed]) from LookupSkew
 // before the journal first saw the key (adapters.Attempt; else LookupWindow
 // ago), at most LookupMaxPages pages of 50, matched on the marker. A scan
 // that stops at the cap without a match is never "not found".
