@@ -63,6 +63,65 @@ type Outcome struct {
 	RequestID string
 	// Details are further safe, normalised fields for the result envelope.
 	Details map[string]any
+	// Duplicates are the ids of further objects the target holds for the
+	// same key (a target without uniqueness raced, or a connector dropped
+	// the key and a retry created again). ObjectID is the one the operation
+	// keeps (the oldest); these need an operator. Set with
+	// ReportDuplicates, which also puts them in Details.
+	Duplicates []string
+}
+
+// MaxReportedDuplicates caps the duplicate ids carried in Details.
+const MaxReportedDuplicates = 20
+
+// ReportDuplicates records ids (the objects other than ObjectID that hold
+// the key) in Duplicates and in Details as "duplicates" (their number) and
+// "duplicate_object_ids" (at most MaxReportedDuplicates), so the stored and
+// published result shows them. No ids: nothing changes.
+func (o *Outcome) ReportDuplicates(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	o.Duplicates = append([]string(nil), ids...)
+	if o.Details == nil {
+		o.Details = map[string]any{}
+	}
+	o.Details["duplicates"] = len(ids)
+	o.Details["duplicate_object_ids"] = append([]string(nil), ids[:min(len(ids), MaxReportedDuplicates)]...)
+}
+
+// Attempt is what the worker tells an adapter about the call it makes: the
+// attempt number and when the journal first saw the key. Adapters use it to
+// narrow searches (no request for the key can predate Since) and to skip a
+// search that cannot find anything (the first attempt of a key).
+type Attempt struct {
+	// Number is the attempt number: 1 for the first call for the key.
+	Number int
+	// Since is when the journal first recorded the key, by the journal's
+	// clock; zero when unknown.
+	Since time.Time
+}
+
+type attemptKey struct{}
+
+// WithAttempt returns ctx carrying a.
+func WithAttempt(ctx context.Context, a Attempt) context.Context {
+	return context.WithValue(ctx, attemptKey{}, a)
+}
+
+// AttemptFrom returns the Attempt ctx carries; ok is false when none does
+// (a direct call: adapters then assume an earlier attempt may exist and
+// search without a lower time bound beyond their lookup window).
+func AttemptFrom(ctx context.Context) (a Attempt, ok bool) {
+	a, ok = ctx.Value(attemptKey{}).(Attempt)
+	return a, ok
+}
+
+// Retried reports whether ctx's call may follow an earlier one for the
+// same key: true unless the worker said this is the key's first attempt.
+func Retried(ctx context.Context) bool {
+	a, ok := AttemptFrom(ctx)
+	return !ok || a.Number != 1
 }
 
 // LookupStatus is what a lookup by key found.

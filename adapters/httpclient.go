@@ -33,6 +33,16 @@ const (
 	CodeDuplicateObjects = "duplicate_objects"
 	// CodeLookupUnsupported: the adapter's configured mode cannot look up.
 	CodeLookupUnsupported = "lookup_unsupported"
+	// CodeHTTP500BeforeWritten, CodeHTTP502BeforeWritten and
+	// CodeHTTP504BeforeWritten: the answer came before the whole request
+	// body was written, so the target cannot have acted on the request.
+	// Class retry. The same statuses after the request was written keep
+	// http_500, http_502 and http_504: they may follow a commit upstream.
+	CodeHTTP500BeforeWritten = "http_500_before_request_written"
+	CodeHTTP502BeforeWritten = "http_502_before_request_written"
+	CodeHTTP504BeforeWritten = "http_504_before_request_written"
+	// CodeHTTP5xxBeforeWritten: another 5xx before the request was written.
+	CodeHTTP5xxBeforeWritten = "http_5xx_before_request_written"
 )
 
 // DefaultResponseLimit is the largest response body the HTTP helpers read.
@@ -67,17 +77,14 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 // (GetBody is nil), so the Transport never re-sends it by itself. body may
 // be nil.
 func NewRequest(ctx context.Context, method, rawURL string, body []byte) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = &onceReader{b: body}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		// url.Parse errors quote the URL, which may hold a credential
 		// (Bitrix24 webhook code): keep only the cause.
 		return nil, NewError(CodeRequestNotSent, NeverRetry, fmt.Errorf("build %s request: %w", method, safeErr(err)))
 	}
 	if body != nil {
+		req.Body = &onceReader{b: body}
 		req.ContentLength = int64(len(body))
 		req.GetBody = nil
 	}
@@ -100,12 +107,48 @@ func (r *onceReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+func (r *onceReader) Close() error { return nil }
+
+// countingBody counts the bytes the Transport took from a request body. A
+// byte not yet taken cannot have reached the target: an answer that comes
+// while some are left came before the request was written.
+type countingBody struct {
+	rc  io.ReadCloser
+	n   atomic.Int64
+	eof atomic.Bool
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+func (b *countingBody) Close() error { return b.rc.Close() }
+
+// drained reports whether the whole body was taken: its length when
+// known, else up to EOF.
+func (b *countingBody) drained(length int64) bool {
+	if length > 0 {
+		return b.n.Load() >= length
+	}
+	return b.eof.Load()
+}
+
 // HTTPResponse is a read, size-limited answer. Body must never be logged or
 // kept: adapters reduce it to an Outcome.
 type HTTPResponse struct {
 	StatusCode int
 	Header     http.Header
 	Body       []byte
+	// EarlyAnswer is set when the answer began before the whole request
+	// body had been handed to the connection: the target answered without
+	// the request, so it cannot have acted on it. The zero value is the
+	// safe assumption (the request may have been processed).
+	EarlyAnswer bool
 }
 
 // Send performs req once with client, reads at most limit bytes of the
@@ -121,8 +164,9 @@ type HTTPResponse struct {
 //   - the body breaks off or exceeds the limit → reconcile_before_retry.
 //
 // Any HTTP status is returned as a response, not an error: use StatusError
-// for the default classification of non-2xx answers. Errors never hold the
-// URL (it may carry a credential) nor the body.
+// for the default classification of non-2xx answers. An answer that came
+// before the whole body was written is marked EarlyAnswer. Errors never
+// hold the URL (it may carry a credential) nor the body.
 func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, error) {
 	if limit <= 0 {
 		limit = DefaultResponseLimit
@@ -133,12 +177,18 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	var body *countingBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &countingBody{rc: req.Body}
+		req.Body = body
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, classifyTransport(err, wrote.Load(), req.Method)
 	}
+	early := body != nil && !body.drained(req.ContentLength)
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		code := CodeConnectionLostWhileWaiting
 		if isTimeout(err) {
@@ -146,10 +196,10 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 		}
 		return nil, NewError(code, ReconcileBeforeRetry, fmt.Errorf("%s: read answer (HTTP %d): %w", req.Method, resp.StatusCode, safeErr(err)))
 	}
-	if int64(len(body)) > limit {
+	if int64(len(answer)) > limit {
 		return nil, NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, fmt.Errorf("%s: answer (HTTP %d) over %d bytes", req.Method, resp.StatusCode, limit))
 	}
-	return &HTTPResponse{StatusCode: resp.StatusCode, Header: resp.Header, Body: body}, nil
+	return &HTTPResponse{StatusCode: resp.StatusCode, Header: resp.Header, Body: answer, EarlyAnswer: early}, nil
 }
 
 func classifyTransport(err error, wrote bool, method string) *Error {
@@ -195,6 +245,9 @@ func safeErr(err error) error {
 //	503                 → retry http_503 (Retry-After carried)
 //	500                 → reconcile_before_retry http_500
 //	504, other 5xx      → reconcile_before_retry http_504 / unexpected_response
+//	500/502/504/5xx as an EarlyAnswer → retry http_500_before_request_written
+//	                      (http_502_…, http_504_…, http_5xx_…): the target
+//	                      answered before it had the request
 //	400, 422            → never_retry validation_error
 //	401, 403            → never_retry authorization_denied
 //	409                 → never_retry idempotency_key_payload_mismatch
@@ -234,12 +287,32 @@ func StatusError(resp *HTTPResponse, now time.Time) *Error {
 	default:
 		e = NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, err)
 	}
+	if resp.EarlyAnswer && s >= 500 && s < 600 && s != http.StatusServiceUnavailable {
+		e = BeforeWritten(s)
+	}
 	if s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 			e.RetryAfter = d
 		}
 	}
 	return e
+}
+
+// BeforeWritten is the error of a 5xx answer that came before the request
+// was written (HTTPResponse.EarlyAnswer): class retry, with a code that
+// names the status and says the request never reached the target whole.
+// Adapters that refine a 5xx use it for an early answer.
+func BeforeWritten(status int) *Error {
+	code := CodeHTTP5xxBeforeWritten
+	switch status {
+	case http.StatusInternalServerError:
+		code = CodeHTTP500BeforeWritten
+	case http.StatusBadGateway:
+		code = CodeHTTP502BeforeWritten
+	case http.StatusGatewayTimeout:
+		code = CodeHTTP504BeforeWritten
+	}
+	return NewError(code, Retry, fmt.Errorf("HTTP %d before the request was written", status))
 }
 
 // MaxRetryAfter caps a parsed Retry-After.

@@ -281,3 +281,113 @@ func TestLoadCredential(t *testing.T) {
 	_, err = adapters.LoadCredential("", "", filepath.Join(dir, "missing"), env)
 	require.True(t, errors.Is(err, os.ErrNotExist))
 }
+
+// A server that answers before reading the request (a proxy refusing it, a
+// 500 thrown before the handler reads) cannot have acted on it: Send marks
+// the answer early and StatusError gives the before-written codes (retry).
+// The same status after the whole request was written keeps the codes that
+// may follow a commit (reconcile).
+func TestFiveHundredBeforeAndAfterTheRequestWasWritten(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusInternalServerError
+		if s := r.URL.Query().Get("status"); s != "" {
+			_, _ = fmt.Sscan(s, &status)
+		}
+		if r.URL.Query().Get("read") == "1" {
+			_, _ = io.Copy(io.Discard, r.Body)
+		}
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	c := adapters.NewHTTPClient(5 * time.Second)
+
+	for _, tc := range []struct {
+		status     int
+		early      string
+		afterCode  string
+		afterClass adapters.Class
+	}{
+		{500, adapters.CodeHTTP500BeforeWritten, adapters.CodeHTTP500, adapters.ReconcileBeforeRetry},
+		{502, adapters.CodeHTTP502BeforeWritten, adapters.CodeHTTP502, adapters.Retry},
+		{504, adapters.CodeHTTP504BeforeWritten, adapters.CodeHTTP504, adapters.ReconcileBeforeRetry},
+	} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			t.Parallel()
+			// Before: the body's bytes are held back until the answer is in.
+			pr, pw := io.Pipe()
+			req, err := adapters.NewRequest(context.Background(), http.MethodPost, fmt.Sprintf("%s/?status=%d", srv.URL, tc.status), nil)
+			require.NoError(t, err)
+			req.Body, req.ContentLength = pr, 10
+			resp, err := adapters.Send(c, req, 0)
+			_ = pw.Close()
+			require.NoError(t, err)
+			require.True(t, resp.EarlyAnswer, "answered before the body was written")
+			e := adapters.StatusError(resp, time.Now())
+			require.Equal(t, tc.early, e.Code)
+			require.Equal(t, adapters.Retry, e.Class)
+
+			// After: the whole body was written (and read by the server).
+			req, err = adapters.NewRequest(context.Background(), http.MethodPost, fmt.Sprintf("%s/?status=%d&read=1", srv.URL, tc.status), []byte(`{"k":"v"}`))
+			require.NoError(t, err)
+			resp, err = adapters.Send(c, req, 0)
+			require.NoError(t, err)
+			require.False(t, resp.EarlyAnswer)
+			e = adapters.StatusError(resp, time.Now())
+			require.Equal(t, tc.afterCode, e.Code)
+			require.Equal(t, tc.afterClass, e.Class)
+		})
+	}
+}
+
+// The client-side bucket makes requests wait for their slot instead of
+// reaching the target over its limit, and refuses (retry, nothing sent) a
+// wait that would outlast the call.
+func TestClientRateLimit(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	lim := adapters.RateLimit{Rate: 1, Burst: 2}.WithDefaults(adapters.RateLimit{})
+	require.NoError(t, lim.Validate())
+	c := adapters.NewClient(5*time.Second, lim)
+	send := func(ctx context.Context) error {
+		req, err := adapters.NewRequest(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		_, err = c.Send(req, 0)
+		return err
+	}
+	require.NoError(t, send(context.Background()))
+	require.NoError(t, send(context.Background()))
+	// The burst is spent; the next slot is about a second away.
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := send(short)
+	ae := adapters.AsError(err)
+	require.Equal(t, adapters.CodeClientRateLimit, ae.Code)
+	require.Equal(t, adapters.Retry, ae.Class)
+	require.Positive(t, ae.RetryAfter)
+	require.Equal(t, int32(2), seen.Load(), "the refused request was not sent")
+	// A call with room waits for its slot.
+	require.NoError(t, send(context.Background()))
+	require.Equal(t, int32(3), seen.Load())
+
+	require.Error(t, adapters.RateLimit{Rate: 1, Burst: -1}.Validate())
+	require.Equal(t, adapters.RateLimit{Rate: 2, Burst: 40}, adapters.RateLimit{}.WithDefaults(adapters.RateLimit{Rate: 2, Burst: 40}))
+	require.False(t, adapters.RateLimit{Rate: -1}.WithDefaults(adapters.RateLimit{Rate: 2, Burst: 40}).On())
+}
+
+func TestOutcomeReportDuplicates(t *testing.T) {
+	t.Parallel()
+	var o adapters.Outcome
+	o.ReportDuplicates(nil)
+	require.Nil(t, o.Details)
+	o.ReportDuplicates([]string{"b", "c"})
+	require.Equal(t, []string{"b", "c"}, o.Duplicates)
+	require.Equal(t, 2, o.Details["duplicates"])
+	require.Equal(t, []string{"b", "c"}, o.Details["duplicate_object_ids"])
+}

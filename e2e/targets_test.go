@@ -69,7 +69,7 @@ var targets = []target{
 		// Bitrix24 keeps ORIGIN_ID without a uniqueness check: a "not found"
 		// is trusted only after settle_time, which must outlast the longest
 		// time a request can sit in the target (check 12 holds one for
-		// lateLanding). See TestKnownIssueBitrix24LateAddWithoutSettleTime.
+		// lateLanding). TestBitrix24LateAddWithDefaultSettleTime runs it with the default.
 		start: startBitrix24(lateLanding + 3*time.Second),
 		payload: func(intent string, changed bool) json.RawMessage {
 			// A task has no amount: the significant field changed is the title.

@@ -19,6 +19,7 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	results       *prometheus.CounterVec
 	reconciled    *prometheus.CounterVec
+	duplicates    *prometheus.CounterVec
 	unresolved    prometheus.Gauge
 	idleRetryable prometheus.Gauge
 	latency       prometheus.Histogram
@@ -46,6 +47,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Results published, by status."}, []string{"status"}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "reconcile_lookups_total",
 			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "duplicates_detected_total",
+			Help: "Operations whose target holds more than one object for the key, by adapter."}, []string{"target"}),
 		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
 			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
 		idleRetryable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_retry_idle",
@@ -57,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.idleRetryable, m.latency, m.calls)
+			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.unresolved, m.idleRetryable, m.latency, m.calls)
 	}
 	return m
 }

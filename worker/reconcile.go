@@ -114,12 +114,13 @@ func (w *Worker) reconcile(j *job) {
 	adapter := w.d.Adapters[j.op.Type]
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
-	v := lookup(lease.ctx, w.d.Store, adapter, j.op, w.cfg.CallTimeout)
+	v := lookup(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
 	w.beats.untrack(lease)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
 	switch v.status {
 	case adapters.Found:
 		w.m.reconciled.WithLabelValues("found").Inc()
+		reportDuplicates(w.d, adapter, key, v.outcome.Outcome)
 		log.Info(v.note)
 		w.completeAndPublish(j, v.completion(key, j.claim.Token, w.outcomeJSON(v.outcome.Outcome)), false)
 	case adapters.NotFound:

@@ -161,12 +161,13 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 	// The journal keeps no payload: a lookup goes by key only.
 	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
 		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
-	v := lookup(ctx, r.d.Store, a, op, r.wcfg.CallTimeout)
+	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
 	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
 	switch v.status {
 	case adapters.Found:
 		s.Found++
 		r.d.Metrics.reconciled.WithLabelValues("found").Inc()
+		reportDuplicates(r.d, a, rec.Key, v.outcome.Outcome)
 		comp := v.completion(rec.Key, c.Token, outcomeJSON(r.d, v.outcome.Outcome))
 		if err := journal.CompleteOne(ctx, r.d.Store, comp); err != nil {
 			return err

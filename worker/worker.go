@@ -487,7 +487,7 @@ func (w *Worker) execute(j *job) {
 	for {
 		lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 		began := time.Now()
-		out, err := adapter.Execute(lease.ctx, j.op)
+		out, err := adapter.Execute(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), j.op)
 		w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
 		lost := lease.lost.Load()
 		w.beats.untrack(lease)
@@ -499,6 +499,7 @@ func (w *Worker) execute(j *job) {
 		}
 		if err == nil {
 			w.m.executed.Inc()
+			reportDuplicates(w.d, adapter, key, out)
 			w.completeAndPublish(j, journal.Completion{
 				Key: key, Token: j.claim.Token, Status: journal.StatusSucceeded,
 				TargetObjectID: out.ObjectID, Result: w.outcomeJSON(out), TargetRequestID: out.RequestID,

@@ -63,6 +63,10 @@ type Harness struct {
 	// behind a connector that drops the key: 1 when the adapter catches it,
 	// 2 for the residual double-write window (article, "limitations").
 	IgnoreKeyEffects int
+	// ReportsDuplicates: when the connector let a second effect through
+	// (IgnoreKeyEffects 2), Lookup by key alone reports it
+	// (Outcome.Duplicates, code duplicate_objects).
+	ReportsDuplicates bool
 	// BadGatewayClass is the class of a 502 (default retry).
 	BadGatewayClass adapters.Class
 	// ConcurrentDedup: concurrent Executes of one key make one effect.
@@ -131,6 +135,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeyPayloadMismatch", s.mismatch},
 		{"LookupUnknown", s.lookupUnknown},
 		{"IgnoreKeyConnector", s.ignoreKey},
+		{"IgnoreKeyLookup", s.ignoreKeyLookup},
 		{"BadAnswers", s.badAnswers},
 		{"Concurrent", s.concurrent},
 	}
@@ -230,7 +235,8 @@ func (s *suite) lostResponse(t *testing.T) {
 		{sandbox.FaultLoseResponseHang, adapters.CodeTimeoutAfterRequestSent},
 		{sandbox.FaultLoseResponseClose, adapters.CodeConnectionLostWhileWaiting},
 		{sandbox.FaultResetAfterCommit, adapters.CodeConnectionLostWhileWaiting},
-		{sandbox.FaultHTTP500AfterCommit, ""},
+		// The whole request was written: the 500 may follow a commit.
+		{sandbox.FaultHTTP500AfterCommit, adapters.CodeHTTP500},
 		{sandbox.FaultTruncateAfterCommit, adapters.CodeUnexpectedResponse},
 	}
 	for _, k := range kinds {
@@ -380,6 +386,42 @@ func (s *suite) ignoreKey(t *testing.T) {
 	}
 	require.Equal(t, want, st.Sandbox.Effects(s.h.ledgerKey(op)),
 		"effects behind a connector that drops the key (2 = the article's residual double-write window)")
+	if want < 2 || !s.h.ReportsDuplicates {
+		return
+	}
+	st.Sandbox.ClearFaults()
+	settle(st)
+	keyOnly := op
+	keyOnly.Fields = nil
+	lr, err := st.Adapter.Lookup(ctx(t), keyOnly)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Len(t, lr.Outcome.Duplicates, 1, "the second effect is reported")
+	require.NotEqual(t, lr.Outcome.ObjectID, lr.Outcome.Duplicates[0])
+	require.Equal(t, adapters.CodeDuplicateObjects, lr.Code)
+}
+
+// ignoreKeyLookup: an object created behind a connector that drops the key
+// (its header or external-ID field) is still found by Lookup, with the
+// payload and by key alone, and the lookup reports no duplicate.
+func (s *suite) ignoreKeyLookup(t *testing.T) {
+	st := s.setup(t)
+	op := s.h.Op(Intent("ignorekeylookup"), 0)
+	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey, Scope: sandbox.ScopeAny}))
+	out, err := st.Adapter.Execute(ctx(t), op)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Sandbox.Effects(s.h.ledgerKey(op)))
+	st.Sandbox.ClearFaults()
+	settle(st)
+	keyOnly := op
+	keyOnly.Fields = nil
+	for _, o := range []operation.Operation{op, keyOnly} {
+		lr, err := st.Adapter.Lookup(ctx(t), o)
+		require.NoError(t, err)
+		require.Equal(t, adapters.Found, lr.Status, "the object the connector created without our key")
+		require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+		require.Empty(t, lr.Outcome.Duplicates)
+	}
 }
 
 func (s *suite) badAnswers(t *testing.T) {

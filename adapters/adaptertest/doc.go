@@ -17,7 +17,13 @@
 //     (or the declared, tested divergence);
 //   - Lookup of an unknown key → not_found;
 //   - an ignore-key connector → caught, or the residual double-write window
-//     of the article's limitations, shown by counting effects;
+//     of the article's limitations, shown by counting effects (and reported
+//     by Lookup as a duplicate where declared); either way Lookup finds the
+//     object the connector created without our key, by key alone too;
+//   - a 500 after the whole request was written → reconcile_before_retry
+//     http_500 (a 5xx answered before it was written is retry with a
+//     _before_request_written code: adapters' own tests, since a small
+//     body is always written before a server can answer);
 //   - garbage, wrong status, truncated JSON → a safe-coded *Error, no panic;
 //   - concurrent Executes of one key → one effect where declared;
 //   - no error text contains the credential.

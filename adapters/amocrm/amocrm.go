@@ -25,7 +25,7 @@ const (
 type Adapter struct {
 	cfg    Config
 	token  adapters.Secret
-	client *http.Client
+	client *adapters.Client
 	locks  adapters.KeyLocks
 }
 
@@ -42,7 +42,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("amocrm: token: %w", err)
 	}
-	return &Adapter{cfg: cfg, token: tok, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, token: tok, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -89,7 +89,7 @@ func (a *Adapter) request(ctx context.Context, method, path string, q url.Values
 	if b != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return adapters.Send(a.client, req, 0)
+	return a.client.Send(req, 0)
 }
 
 func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
@@ -161,18 +161,33 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	if err != nil {
 		return adapters.Outcome{}, notSent(err)
 	}
+	if len(f.items) > 0 {
+		if !f.items[0].sameAs(op, key) {
+			return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("amocrm: the object with this key holds another payload"))
+		}
+		return f.keep(true), nil
+	}
 	if f.exhausted {
 		// The scan could not prove absence: creating now risks a duplicate.
 		return adapters.Outcome{}, adapters.NewError("lookup_indeterminate", adapters.ReconcileBeforeRetry, errors.New("amocrm: search before create hit its page cap"))
 	}
-	if len(f.items) > 0 {
-		a.warnDuplicates(op, len(f.items))
-		if !f.items[0].sameAs(op) {
-			return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("amocrm: the object with this key holds another payload"))
-		}
-		return f.items[0].outcome(true, len(f.items)), nil
+	out, err := create()
+	if err != nil || !adapters.Retried(ctx) {
+		return out, err
 	}
-	return create()
+	// A retried attempt searches again: an earlier attempt's object that
+	// the search before could not see yet is a duplicate to report. (The
+	// lead search lags [??]: what it cannot see yet, a later Lookup does.)
+	again, err := search()
+	if err != nil || len(again.items) < 2 {
+		return out, nil
+	}
+	return again.keep(again.items[0].id != mustID(out.ObjectID)), nil
+}
+
+func mustID(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
 // Lookup searches by the key.
@@ -193,19 +208,15 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	}
 	switch {
 	case len(f.items) > 0:
-		a.warnDuplicates(op, len(f.items))
-		return adapters.LookupResult{Status: adapters.Found, Outcome: f.items[0].outcome(true, len(f.items))}, nil
+		res := adapters.LookupResult{Status: adapters.Found, Outcome: f.keep(true)}
+		if len(f.items) > 1 {
+			res.Code = adapters.CodeDuplicateObjects
+		}
+		return res, nil
 	case f.exhausted:
 		return adapters.LookupResult{Status: adapters.Indeterminate, Code: "lookup_page_cap"}, nil
 	}
 	return adapters.LookupResult{Status: adapters.NotFound}, nil
-}
-
-func (a *Adapter) warnDuplicates(op operation.Operation, n int) {
-	if n > 1 {
-		a.cfg.Logger.Error("amoCRM holds several objects for one operation key; the oldest is used, the rest need an operator",
-			"operation_key", op.Key.String(), "target_system", "crm", "objects", n, "error_code", adapters.CodeDuplicateObjects)
-	}
 }
 
 // --- leads ---
@@ -222,7 +233,11 @@ func (a *Adapter) leadOf(op operation.Operation, key string) (leadIn, error) {
 	case amount%100 != 0:
 		return leadIn{}, bad("amoCRM prices are whole currency units: amount_minor must be a multiple of 100")
 	}
-	l := leadIn{Name: title, Price: amount / 100, PipelineID: a.cfg.PipelineID, RequestID: "0"}
+	name := title
+	if *a.cfg.KeyInName {
+		name += " " + marker(key)
+	}
+	l := leadIn{Name: name, Price: amount / 100, PipelineID: a.cfg.PipelineID, RequestID: "0"}
 	if st, ok := numericID(op.String("stage")); ok {
 		l.StatusID = st
 	}
@@ -255,7 +270,7 @@ func (a *Adapter) searchLead(ctx context.Context, key string) (found, error) {
 	var f found
 	for _, l := range leads {
 		if l.holdsKey(key, a.cfg.KeyFieldID) {
-			f.items = append(f.items, item{kind: "lead", id: l.ID, name: l.Name, price: l.Price})
+			f.add(item{kind: "lead", id: l.ID, name: l.Name, price: l.Price})
 		}
 	}
 	f.sort()
@@ -274,7 +289,7 @@ func (a *Adapter) createLead(ctx context.Context, l leadIn, key string) (adapter
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	return item{kind: "lead", id: id}.outcome(false, 1), nil
+	return item{kind: "lead", id: id}.outcome(false), nil
 }
 
 // --- tasks ---
@@ -306,8 +321,14 @@ func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
 
 func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 	now := a.cfg.Clock()
+	from := now.Add(-a.cfg.LookupWindow)
+	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
+		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
+			from = since
+		}
+	}
 	q := url.Values{
-		"filter[updated_at][from]": {strconv.FormatInt(now.Add(-a.cfg.LookupWindow).Unix(), 10)},
+		"filter[updated_at][from]": {strconv.FormatInt(from.Unix(), 10)},
 		"filter[updated_at][to]":   {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
 		"limit":                    {"250"},
 	}
@@ -331,7 +352,9 @@ func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 		}
 		for _, t := range tasks {
 			if strings.Contains(t.Text, marker(key)) {
-				f.items = append(f.items, item{kind: "task", id: t.ID, name: t.Text, completed: t.IsCompleted})
+				// Pages are numbered over a list that tasks created meanwhile
+				// shift: one task may come twice, and counts once.
+				f.add(item{kind: "task", id: t.ID, name: t.Text, completed: t.IsCompleted})
 			}
 		}
 		if len(tasks) < 250 {
@@ -356,7 +379,7 @@ func (a *Adapter) createTask(ctx context.Context, t taskIn, key string) (adapter
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	return item{kind: "task", id: id}.outcome(false, 1), nil
+	return item{kind: "task", id: id}.outcome(false), nil
 }
 
 // --- found objects ---
@@ -374,6 +397,27 @@ type found struct {
 	exhausted bool
 }
 
+func (f *found) add(it item) {
+	for _, x := range f.items {
+		if x.id == it.id {
+			return
+		}
+	}
+	f.items = append(f.items, it)
+}
+
+// keep is the outcome of an operation whose key f found: the oldest
+// object, the others reported as duplicates.
+func (f found) keep(replayed bool) adapters.Outcome {
+	out := f.items[0].outcome(replayed)
+	ids := make([]string, 0, len(f.items)-1)
+	for _, it := range f.items[1:] {
+		ids = append(ids, strconv.FormatInt(it.id, 10))
+	}
+	out.ReportDuplicates(ids)
+	return out
+}
+
 func (f *found) sort() {
 	for i := 1; i < len(f.items); i++ {
 		for j := i; j > 0 && f.items[j].id < f.items[j-1].id; j-- {
@@ -382,10 +426,11 @@ func (f *found) sort() {
 	}
 }
 
-func (it item) sameAs(op operation.Operation) bool {
+func (it item) sameAs(op operation.Operation, key string) bool {
 	switch it.kind {
 	case "lead":
-		return it.name == op.String("title") && it.price*100 == op.Int("amount_minor")
+		name := strings.TrimSuffix(strings.TrimSuffix(it.name, marker(key)), " ")
+		return name == op.String("title") && it.price*100 == op.Int("amount_minor")
 	case "task":
 		first, _, _ := strings.Cut(it.name, "\n")
 		return first == op.String("title")
@@ -393,7 +438,7 @@ func (it item) sameAs(op operation.Operation) bool {
 	return false
 }
 
-func (it item) outcome(replayed bool, n int) adapters.Outcome {
+func (it item) outcome(replayed bool) adapters.Outcome {
 	status := "created"
 	if it.kind == "task" {
 		status = "open"
@@ -402,8 +447,5 @@ func (it item) outcome(replayed bool, n int) adapters.Outcome {
 		}
 	}
 	d := map[string]any{"entity": it.kind, "replayed": replayed}
-	if n > 1 {
-		d["duplicates"] = n
-	}
 	return adapters.Outcome{ObjectID: strconv.FormatInt(it.id, 10), BusinessStatus: status, Details: d}
 }

@@ -1,8 +1,13 @@
 package amocrm_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +68,9 @@ func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *
 	if cfg.SettleTime == 0 {
 		cfg.SettleTime = -1 // the emulator has no lag unless a test asks for it
 	}
+	if cfg.RateLimit.Rate == 0 {
+		cfg.RateLimit.Rate = -1 // the emulator has no limit unless a test asks for it
+	}
 	a, err := amocrm.New(cfg)
 	require.NoError(t, err)
 	return a, srv
@@ -77,9 +85,9 @@ func harness(op func(string, int) operation.Operation, invalid func(string) oper
 		Op: op, Invalid: invalid, Secret: sb.DefaultToken,
 		ReplayDedup:     true, // searched before every create
 		DetectsMismatch: true, // the found object is compared with the payload
-		// The connector drops field, tag or marker: nothing to find, the replay
-		// creates again — the residual double-write window.
-		IgnoreKeyEffects: 2,
+		// The connector drops the key field and tags; the marker in the
+		// lead's name or the task's text is found.
+		IgnoreKeyEffects: 1,
 		ConcurrentDedup:  true,
 	}
 }
@@ -181,7 +189,159 @@ func TestConfig(t *testing.T) {
 	} {
 		require.ErrorIs(t, c.WithDefaults().Validate(), amocrm.ErrInvalidConfig, name)
 	}
-	require.Equal(t, amocrm.DefaultSettleTime, amocrm.Config{}.WithDefaults().SettleTime)
+	require.Equal(t, 2*amocrm.DefaultTimeout, amocrm.Config{}.WithDefaults().SettleTime, "twice the timeout")
+	require.Equal(t, amocrm.DefaultSettleTime, amocrm.Config{Timeout: time.Second}.WithDefaults().SettleTime, "at least the search lag")
 	_, err := amocrm.New(amocrm.Config{BaseURL: "https://x.amocrm.ru", Getenv: func(string) string { return "" }})
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
+}
+
+// crmFront serves the emulator through a handler that runs before(r) and
+// can hold the next POST until released.
+type crmFront struct {
+	url    string
+	mu     sync.Mutex
+	gate   chan struct{}
+	held   chan struct{}
+	before func(r *http.Request)
+}
+
+func newCRMFront(t *testing.T, srv *sb.Server) *crmFront {
+	t.Helper()
+	f := &crmFront{}
+	h := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		gate, held, before := f.gate, f.held, f.before
+		if r.Method == http.MethodPost {
+			f.gate = nil
+		}
+		f.mu.Unlock()
+		if before != nil {
+			before(r)
+		}
+		if gate != nil && r.Method == http.MethodPost {
+			close(held)
+			<-gate
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	f.url = ts.URL
+	return f
+}
+
+func (f *crmFront) holdNextCreate() (<-chan struct{}, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gate, f.held = make(chan struct{}), make(chan struct{})
+	gate := f.gate
+	return f.held, func() { close(gate) }
+}
+
+func frontAdapter(t *testing.T, srv *sb.Server, url string) *amocrm.Adapter {
+	t.Helper()
+	a, err := amocrm.New(amocrm.Config{BaseURL: url, Token: adapters.Secret(srv.Token()), Timeout: 5 * time.Second,
+		KeyFieldID: srv.KeyFieldID(), SettleTime: -1, RateLimit: adapters.RateLimit{Rate: -1}})
+	require.NoError(t, err)
+	return a
+}
+
+// postTasks creates n tasks straight in the emulator, in one batch.
+func postTasks(t *testing.T, srv *sb.Server, n int) {
+	t.Helper()
+	batch := make([]map[string]any, n)
+	for i := range batch {
+		batch[i] = map[string]any{"text": "other task", "complete_till": 1800000000, "task_type_id": 1, "responsible_user_id": 5}
+	}
+	body, err := json.Marshal(batch)
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodPost, "/api/v4/tasks", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+srv.Token())
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+}
+
+// Two owners of one key (a take-over while the first call was still held
+// by the account) both create: amoCRM has no uniqueness. The retried
+// attempt that lands last searches again and reports the duplicate, the
+// oldest task staying the operation's; a lookup by key alone reports it too.
+func TestRetriedCreateReportsDuplicates(t *testing.T) {
+	t.Parallel()
+	srv := sb.New(sb.Options{RatePerSec: -1})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	f := newCRMFront(t, srv)
+	replicaA, replicaB := frontAdapter(t, srv, f.url), frontAdapter(t, srv, f.url)
+	op := taskOp(adaptertest.Intent("twice"), 0)
+	since := time.Now().Add(-time.Second)
+	att := func(n int) context.Context {
+		return adapters.WithAttempt(context.Background(), adapters.Attempt{Number: n, Since: since})
+	}
+
+	held, release := f.holdNextCreate()
+	type result struct {
+		out adapters.Outcome
+		err error
+	}
+	late := make(chan result, 1)
+	go func() {
+		out, err := replicaA.Execute(att(2), op)
+		late <- result{out, err}
+	}()
+	<-held
+	b, err := replicaB.Execute(att(3), op)
+	require.NoError(t, err)
+	require.Empty(t, b.Duplicates)
+	release()
+	a := <-late
+	require.NoError(t, a.err)
+	require.Equal(t, 2, srv.Effects(op.Key.String()), "amoCRM made a second task")
+	require.Equal(t, b.ObjectID, a.out.ObjectID, "the oldest task is the operation's")
+	require.Len(t, a.out.Duplicates, 1)
+	require.Equal(t, 1, a.out.Details["duplicates"])
+
+	keyOnly := op
+	keyOnly.Fields = nil
+	lr, err := replicaB.Lookup(att(3), keyOnly)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, b.ObjectID, lr.Outcome.ObjectID)
+	require.Equal(t, a.out.Duplicates, lr.Outcome.Duplicates)
+	require.Equal(t, adapters.CodeDuplicateObjects, lr.Code)
+}
+
+// Task pages are numbered over a newest-first list: tasks created during a
+// scan shift a task onto the next page too. It is one task, never a
+// duplicate.
+func TestTaskScanDuringCreationCountsOneTaskOnce(t *testing.T) {
+	t.Parallel()
+	srv := sb.New(sb.Options{RatePerSec: -1})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	f := newCRMFront(t, srv)
+	a := frontAdapter(t, srv, f.url)
+	op := taskOp(adaptertest.Intent("single"), 0)
+	postTasks(t, srv, 10)
+	out, err := a.Execute(adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 1}), op)
+	require.NoError(t, err)
+	postTasks(t, srv, 240)
+	f.mu.Lock()
+	f.before = func(r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Query().Get("page") == "2" {
+			postTasks(t, srv, 20)
+		}
+	}
+	f.mu.Unlock()
+	keyOnly := op
+	keyOnly.Fields = nil
+	lr, err := a.Lookup(context.Background(), keyOnly)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+	require.Empty(t, lr.Outcome.Duplicates, "one task reported as several")
+	require.NotContains(t, lr.Outcome.Details, "duplicates")
+	require.Equal(t, 1, srv.Effects(op.Key.String()))
 }

@@ -12,10 +12,13 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultName           = "amocrm"
-	DefaultTokenEnv       = "IDEMGATE_AMOCRM_TOKEN"
-	DefaultTimeout        = 30 * time.Second
+	DefaultName     = "amocrm"
+	DefaultTokenEnv = "IDEMGATE_AMOCRM_TOKEN"
+	DefaultTimeout  = 30 * time.Second
+	// DefaultSettleTime is the query search's lag [??]; the settle time is
+	// at least twice Timeout too (see Config.SettleTime).
 	DefaultSettleTime     = 30 * time.Second
+	DefaultLookupSkew     = 5 * time.Minute
 	DefaultLookupWindow   = 48 * time.Hour
 	DefaultLookupMaxPages = 10
 	DefaultMaxKeyLen      = 100
@@ -24,6 +27,11 @@ const (
 	// DefaultTaskDue is the due time of a task without a deadline.
 	DefaultTaskDue = 24 * time.Hour
 )
+
+// DefaultRateLimit is amoCRM's 7 requests per second (TARGETS.md §3,
+// [OK] Kommo limitations page); the burst stays 2 below it so that
+// requests arriving out of order never exceed it.
+var DefaultRateLimit = adapters.RateLimit{Rate: 7, Burst: 5}
 
 // Config configures the amoCRM adapter.
 type Config struct {
@@ -43,17 +51,35 @@ type Config struct {
 	PipelineID int64 `mapstructure:"pipeline_id"`
 	// TaskTypeID is the type of new tasks (default 1, a call).
 	TaskTypeID int64 `mapstructure:"task_type_id"`
-	// SettleTime is the query-search lag a "not found" must wait out (default 30s).
+	// SettleTime is how long after an attempt began a "not found" may be
+	// trusted: the query search's lag [??: unconfirmed], and a create the
+	// account still holds (an owner that died or gave up) that lands later
+	// and would make a second object (no documented bound [??]). Default:
+	// the larger of 30s and twice Timeout (60s with the default timeout). A
+	// negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// LookupWindow and LookupMaxPages bound the task scan (defaults 48h, 10).
+	// LookupWindow and LookupMaxPages bound the task scan (defaults 48h, 10
+	// pages of 250); when the worker tells when the journal first saw the
+	// key, the scan starts LookupSkew (default 5m) before it instead.
 	LookupWindow   time.Duration `mapstructure:"lookup_window"`
+	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
 	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
-	Timeout        time.Duration `mapstructure:"timeout"`
-	MaxKeyLen      int           `mapstructure:"max_key_len"`
+	// KeyInName appends the marker "[op:<key>]" to a lead's name (default
+	// true): a connector that maps only standard fields drops the key field
+	// and tags, and the name is then what the search finds the lead by.
+	// false keeps names clean, and such leads cannot be found.
+	KeyInName *bool         `mapstructure:"key_in_name"`
+	Timeout   time.Duration `mapstructure:"timeout"`
+	MaxKeyLen int           `mapstructure:"max_key_len"`
 
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
+	Logger    *slog.Logger        `mapstructure:"-"`
+	Clock     func() time.Time    `mapstructure:"-"`
+	Getenv    func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set. A negative SettleTime means 0.
@@ -68,24 +94,32 @@ func (c Config) WithDefaults() Config {
 	if c.TaskTypeID == 0 {
 		c.TaskTypeID = DefaultTaskTypeID
 	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
 	switch {
 	case c.SettleTime == 0:
-		c.SettleTime = DefaultSettleTime
+		c.SettleTime = max(DefaultSettleTime, 2*c.Timeout)
 	case c.SettleTime < 0:
 		c.SettleTime = 0
 	}
 	if c.LookupWindow == 0 {
 		c.LookupWindow = DefaultLookupWindow
 	}
+	if c.LookupSkew == 0 {
+		c.LookupSkew = DefaultLookupSkew
+	}
 	if c.LookupMaxPages == 0 {
 		c.LookupMaxPages = DefaultLookupMaxPages
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+	if c.KeyInName == nil {
+		on := true
+		c.KeyInName = &on
 	}
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,12 +135,15 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.KeyFieldID < 0 || c.PipelineID < 0 || c.TaskTypeID < 0:
 		return fmt.Errorf("%w: ids must not be negative", ErrInvalidConfig)
-	case c.Timeout <= 0 || c.LookupWindow <= 0 || c.LookupMaxPages <= 0:
+	case c.Timeout <= 0 || c.LookupWindow <= 0 || c.LookupMaxPages <= 0 || c.LookupSkew < 0:
 		return fmt.Errorf("%w: timeout, lookup_window and lookup_max_pages must be positive", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)

@@ -2,6 +2,7 @@ package amocrm
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/idemgate/idemgate/adapters"
 )
@@ -56,9 +57,12 @@ type leadOut struct {
 	} `json:"_embedded"`
 }
 
-// holdsKey verifies a search hit exactly: the key field's value, or (without
-// a field) a tag.
+// holdsKey verifies a search hit exactly: the key field's value, or
+// (without a field) a tag, or the marker in the name.
 func (l leadOut) holdsKey(key string, fieldID int64) bool {
+	if strings.Contains(l.Name, marker(key)) {
+		return true
+	}
 	if fieldID > 0 {
 		for _, cf := range l.CustomFieldsValues {
 			if cf.FieldID == fieldID {

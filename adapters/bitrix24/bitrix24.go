@@ -26,7 +26,7 @@ const (
 type Adapter struct {
 	cfg    Config
 	code   adapters.Secret
-	client *http.Client
+	client *adapters.Client
 	locks  adapters.KeyLocks
 }
 
@@ -46,7 +46,7 @@ func New(cfg Config) (*Adapter, error) {
 	if strings.ContainsAny(code.Reveal(), "/?#% ") {
 		return nil, fmt.Errorf("%w: webhook code must be a plain token", ErrInvalidConfig)
 	}
-	return &Adapter{cfg: cfg, code: code, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, code: code, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -62,17 +62,41 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 
 // entity is what an operation type maps to.
 type entity struct {
-	name   string // "deal", "activity"
-	add    string
-	list   string
+	name string // "deal", "activity"
+	add  string
+	list string
+	// created is the creation-time field the marker scan filters on.
+	created string
+	// text is the text field that carries the key's marker.
+	text   string
 	fields map[string]any
 	// compare lists the fields a found object must match.
 	compare []string
 }
 
+// marker is the key as it is written into the object's text: a second
+// carrier beside ORIGIN_ID, which connectors that map only business
+// fields drop.
+func marker(key string) string { return "[op:" + key + "]" }
+
+// entityFor maps an operation type to its entity, without fields.
+func entityFor(typ string) (entity, bool) {
+	switch typ {
+	case OpDealCreate:
+		return entity{name: "deal", add: "crm.deal.add", list: "crm.deal.list", created: "DATE_CREATE", text: "COMMENTS"}, true
+	case OpTaskCreate:
+		return entity{name: "activity", add: "crm.activity.add", list: "crm.activity.list", created: "CREATED", text: "DESCRIPTION"}, true
+	}
+	return entity{}, false
+}
+
 func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 	bad := func(msg string) (entity, error) {
 		return entity{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("bitrix24: "+msg))
+	}
+	ent, ok := entityFor(op.Type)
+	if !ok {
+		return bad(fmt.Sprintf("unsupported operation %q", op.Type))
 	}
 	title := op.String("title")
 	if title == "" {
@@ -89,37 +113,42 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 		case currency == "":
 			return bad("currency is required")
 		}
-		f := map[string]any{
+		ent.fields = map[string]any{
 			"TITLE": title, "OPPORTUNITY": formatMinor(amount), "CURRENCY_ID": currency,
 			"CONTACT_ID": op.String("customer_id"), "ORIGINATOR_ID": a.cfg.OriginatorID, "ORIGIN_ID": key,
+			"COMMENTS": marker(key),
 		}
-		cmp := []string{"TITLE", "OPPORTUNITY", "CURRENCY_ID"}
+		ent.compare = []string{"TITLE", "OPPORTUNITY", "CURRENCY_ID"}
 		if st := op.String("stage"); st != "" {
-			f["STAGE_ID"] = st
-			cmp = append(cmp, "STAGE_ID")
+			ent.fields["STAGE_ID"] = st
+			ent.compare = append(ent.compare, "STAGE_ID")
 		}
-		return entity{name: "deal", add: "crm.deal.add", list: "crm.deal.list", fields: f, compare: cmp}, nil
-	case OpTaskCreate:
+		return ent, nil
+	default: // OpTaskCreate
 		resp := op.String("responsible_id")
 		if resp == "" {
 			return bad("responsible_id is required")
 		}
-		f := map[string]any{
+		desc := marker(key)
+		if d := op.String("description"); d != "" {
+			desc = d + "\n" + desc
+		}
+		ent.fields = map[string]any{
 			"SUBJECT": title, "RESPONSIBLE_ID": resp, "TYPE_ID": strconv.Itoa(a.cfg.ActivityTypeID),
-			"DESCRIPTION": op.String("description"), "COMPLETED": "N",
+			"DESCRIPTION": desc, "COMPLETED": "N",
 			"ORIGINATOR_ID": a.cfg.OriginatorID, "ORIGIN_ID": key,
 		}
 		if c := op.String("customer_id"); c != "" {
-			f["OWNER_TYPE_ID"] = strconv.Itoa(a.cfg.OwnerTypeID)
-			f["OWNER_ID"] = c
+			ent.fields["OWNER_TYPE_ID"] = strconv.Itoa(a.cfg.OwnerTypeID)
+			ent.fields["OWNER_ID"] = c
 		}
 		if d := op.Time("deadline"); !d.IsZero() {
-			f["DEADLINE"] = d.UTC().Format(time.RFC3339)
-			f["END_TIME"] = f["DEADLINE"]
+			ent.fields["DEADLINE"] = d.UTC().Format(time.RFC3339)
+			ent.fields["END_TIME"] = ent.fields["DEADLINE"]
 		}
-		return entity{name: "activity", add: "crm.activity.add", list: "crm.activity.list", fields: f, compare: []string{"SUBJECT", "RESPONSIBLE_ID"}}, nil
+		ent.compare = []string{"SUBJECT", "RESPONSIBLE_ID"}
+		return ent, nil
 	}
-	return bad(fmt.Sprintf("unsupported operation %q", op.Type))
 }
 
 func (a *Adapter) call(ctx context.Context, method string, body any) (*adapters.HTTPResponse, error) {
@@ -134,7 +163,7 @@ func (a *Adapter) call(ctx context.Context, method string, body any) (*adapters.
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	return adapters.Send(a.client, req, 0)
+	return a.client.Send(req, 0)
 }
 
 func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.Error {
@@ -157,35 +186,113 @@ func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.
 	return e
 }
 
-// search lists objects with our ORIGINATOR_ID and ORIGIN_ID, oldest first.
-func (a *Adapter) search(ctx context.Context, ent entity, key string) ([]listItem, error) {
-	sel := append([]string{"ID", "ORIGINATOR_ID", "ORIGIN_ID"}, ent.compare...)
+// found is what a search by key found.
+type found struct {
+	// items hold the key, each once, oldest (lowest ID) first.
+	items []listItem
+	// byOrigin counts those found by ORIGIN_ID (the others carry only the
+	// marker: a connector dropped the external-ID fields).
+	byOrigin int
+	// incomplete: the marker scan stopped at LookupMaxPages.
+	incomplete bool
+}
+
+func (f found) ids() []string {
+	ids := make([]string, 0, len(f.items))
+	for _, it := range f.items {
+		ids = append(ids, it.id)
+	}
+	return ids
+}
+
+// search finds the objects holding key: by =ORIGINATOR_ID/=ORIGIN_ID, and
+// with scan also by the marker in the entity's text among the objects
+// created since the key's first attempt (LookupSkew before it, per
+// adapters.Attempt; else LookupWindow ago), LookupMaxPages pages at most.
+func (a *Adapter) search(ctx context.Context, ent entity, key string, scan bool) (found, error) {
+	sel := append([]string{"ID", "ORIGINATOR_ID", "ORIGIN_ID", ent.text}, ent.compare...)
 	resp, err := a.call(ctx, ent.list, map[string]any{
 		"filter": map[string]string{"=ORIGINATOR_ID": a.cfg.OriginatorID, "=ORIGIN_ID": key},
 		"select": sel,
 		"order":  map[string]string{"ID": "ASC"},
 	})
 	if err != nil {
-		return nil, err
+		return found{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, a.errorOf(ent.list, resp)
+		return found{}, a.errorOf(ent.list, resp)
 	}
 	items, err := parseList(resp.Body)
 	if err != nil {
-		return nil, err
+		return found{}, err
 	}
-	out := items[:0]
+	var f found
+	seen := map[string]bool{}
 	for _, it := range items {
-		if it.str("ORIGIN_ID") == key && it.str("ORIGINATOR_ID") == a.cfg.OriginatorID {
-			out = append(out, it)
+		if it.str("ORIGIN_ID") == key && it.str("ORIGINATOR_ID") == a.cfg.OriginatorID && !seen[it.id] {
+			seen[it.id] = true
+			f.items = append(f.items, it)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].idNum < out[j].idNum })
-	return out, nil
+	f.byOrigin = len(f.items)
+	if scan {
+		from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
+		if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
+			if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
+				from = since
+			}
+		}
+		mark := marker(key)
+		next := 0
+		for page := 0; ; page++ {
+			if page == a.cfg.LookupMaxPages {
+				f.incomplete = true
+				break
+			}
+			resp, err := a.call(ctx, ent.list, map[string]any{
+				"filter": map[string]string{">=" + ent.created: from.UTC().Format(time.RFC3339)},
+				"select": sel,
+				"order":  map[string]string{"ID": "ASC"},
+				"start":  next,
+			})
+			if err != nil {
+				return found{}, err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return found{}, a.errorOf(ent.list, resp)
+			}
+			items, n, err := parseListPage(resp.Body)
+			if err != nil {
+				return found{}, err
+			}
+			for _, it := range items {
+				if strings.Contains(it.str(ent.text), mark) && !seen[it.id] {
+					seen[it.id] = true
+					f.items = append(f.items, it)
+				}
+			}
+			if n <= next {
+				break
+			}
+			next = n
+		}
+	}
+	sort.SliceStable(f.items, func(i, j int) bool { return f.items[i].idNum < f.items[j].idNum })
+	return f, nil
 }
 
-// Execute creates the deal or activity once per key (single-flight).
+// keep is the outcome of an operation whose key f found: the oldest
+// object, the others reported as duplicates.
+func (f found) keep(ent entity, replayed bool) adapters.Outcome {
+	out := outcome(ent.name, f.items[0].id, replayed)
+	out.ReportDuplicates(f.ids()[1:])
+	return out
+}
+
+// Execute creates the deal or activity once per key (single-flight): it
+// searches first (the marker scan too unless the worker says this is the
+// key's first attempt), returns what it finds, else adds and searches again
+// to report duplicates.
 func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
 	key := adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
 	ent, err := a.entityOf(op, key)
@@ -197,22 +304,25 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		return adapters.Outcome{}, adapters.NewError(adapters.CodeRequestNotSent, adapters.Retry, fmt.Errorf("bitrix24: wait for single-flight: %w", err))
 	}
 	defer unlock()
-
-	found, err := a.search(ctx, ent, key)
+	retried := adapters.Retried(ctx)
+	f, err := a.search(ctx, ent, key, retried)
 	if err != nil {
 		return adapters.Outcome{}, notSent(err)
 	}
-	if len(found) > 0 {
-		a.warnDuplicates(op, len(found))
-		for _, f := range ent.compare {
-			if found[0].str(f) != fmt.Sprint(ent.fields[f]) && !sameNumber(found[0].str(f), fmt.Sprint(ent.fields[f])) {
+	if len(f.items) > 0 {
+		for _, field := range ent.compare {
+			if f.items[0].str(field) != fmt.Sprint(ent.fields[field]) && !sameNumber(f.items[0].str(field), fmt.Sprint(ent.fields[field])) {
 				return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry,
-					fmt.Errorf("bitrix24: the %s with this key holds another %s", ent.name, f))
+					fmt.Errorf("bitrix24: the %s with this key holds another %s", ent.name, field))
 			}
 		}
-		return outcome(ent.name, found[0].id, true, len(found)), nil
+		return f.keep(ent, true), nil
 	}
-
+	if f.incomplete {
+		// The scan could not prove absence: creating now risks a duplicate.
+		return adapters.Outcome{}, adapters.NewError(CodeLookupIncomplete, adapters.ReconcileBeforeRetry,
+			errors.New("bitrix24: the search before create stopped at its page cap"))
+	}
 	resp, err := a.call(ctx, ent.add, map[string]any{"fields": ent.fields, "params": map[string]string{"REGISTER_SONET_EVENT": "N"}})
 	if err != nil {
 		return adapters.Outcome{}, err
@@ -224,36 +334,36 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	out := outcome(ent.name, id, false, 1)
-	if again, err := a.search(ctx, ent, key); err == nil {
-		switch {
-		case len(again) > 1:
-			a.warnDuplicates(op, len(again))
-			out.Details["duplicates"] = len(again)
-		case len(again) == 0:
+	out := outcome(ent.name, id, false)
+	again, err := a.search(ctx, ent, key, retried)
+	if err != nil {
+		return out, nil // the object exists either way
+	}
+	if again.byOrigin == 0 {
+		out.Details["key_stored"] = false
+		a.cfg.Logger.Error("Bitrix24 stored the object without our ORIGIN_ID: only the text marker finds it",
+			"operation_key", op.Key.String(), "target_system", "crm", "target_object_id", id)
+	}
+	if len(again.items) > 1 {
+		out = again.keep(ent, again.items[0].id != id)
+		if again.byOrigin == 0 {
 			out.Details["key_stored"] = false
-			a.cfg.Logger.Error("Bitrix24 stored the object without our ORIGIN_ID: replays are not deduplicated",
-				"operation_key", op.Key.String(), "target_system", "crm", "target_object_id", id)
 		}
 	}
 	return out, nil
 }
 
-// Lookup lists by ORIGIN_ID; the oldest object wins.
+// Lookup finds the object by ORIGIN_ID and by the marker scan; the oldest
+// object is the operation's, the others are reported as duplicates.
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	key := adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
 	// A lookup goes by key alone: the reconciler may hold no payload.
-	var ent entity
-	switch op.Type {
-	case OpDealCreate:
-		ent = entity{name: "deal", list: "crm.deal.list"}
-	case OpTaskCreate:
-		ent = entity{name: "activity", list: "crm.activity.list"}
-	default:
+	ent, ok := entityFor(op.Type)
+	if !ok {
 		return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry,
 			fmt.Errorf("bitrix24: unsupported operation %q", op.Type))
 	}
-	found, err := a.search(ctx, ent, key)
+	f, err := a.search(ctx, ent, key, true)
 	if err != nil {
 		e := adapters.AsError(err)
 		if e.Class == adapters.NeverRetry && e.Code != adapters.CodeAuthorizationDenied {
@@ -263,19 +373,22 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 		}
 		return adapters.LookupResult{}, e
 	}
-	if len(found) == 0 {
-		return adapters.LookupResult{Status: adapters.NotFound}, nil
+	switch {
+	case len(f.items) > 0:
+		res := adapters.LookupResult{Status: adapters.Found, Outcome: f.keep(ent, true)}
+		if len(f.items) > 1 {
+			res.Code = adapters.CodeDuplicateObjects
+		}
+		return res, nil
+	case f.incomplete:
+		return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
 	}
-	a.warnDuplicates(op, len(found))
-	return adapters.LookupResult{Status: adapters.Found, Outcome: outcome(ent.name, found[0].id, true, len(found))}, nil
+	return adapters.LookupResult{Status: adapters.NotFound}, nil
 }
 
-func (a *Adapter) warnDuplicates(op operation.Operation, n int) {
-	if n > 1 {
-		a.cfg.Logger.Error("Bitrix24 holds several objects for one operation key; the oldest is used, the rest need an operator",
-			"operation_key", op.Key.String(), "target_system", "crm", "objects", n, "error_code", adapters.CodeDuplicateObjects)
-	}
-}
+// CodeLookupIncomplete: the marker scan read LookupMaxPages pages without
+// finding the key, so absence is not proven.
+const CodeLookupIncomplete = "lookup_incomplete"
 
 // notSent: a failed search before the add sent no add.
 func notSent(err error) error {
@@ -288,14 +401,10 @@ func notSent(err error) error {
 	return &c
 }
 
-func outcome(entity, id string, replayed bool, n int) adapters.Outcome {
+func outcome(entity, id string, replayed bool) adapters.Outcome {
 	status := "created"
 	if entity == "activity" {
 		status = "open"
 	}
-	d := map[string]any{"entity": entity, "replayed": replayed}
-	if n > 1 {
-		d["duplicates"] = n
-	}
-	return adapters.Outcome{ObjectID: id, BusinessStatus: status, Details: d}
+	return adapters.Outcome{ObjectID: id, BusinessStatus: status, Details: map[string]any{"entity": entity, "replayed": replayed}}
 }

@@ -23,7 +23,21 @@ const (
 	DefaultActivityTypeID = 3
 	// DefaultOwnerTypeID is the owner type of customer_id (3: contact).
 	DefaultOwnerTypeID = 3
+	// DefaultLookupWindow, DefaultLookupSkew and DefaultLookupMaxPages bound
+	// the marker scan: objects created since LookupSkew before the journal
+	// first saw the key (LookupWindow ago when the worker does not say), 50
+	// per page.
+	DefaultLookupWindow   = 24 * time.Hour
+	DefaultLookupSkew     = 5 * time.Minute
+	DefaultLookupMaxPages = 10
 )
+
+// DefaultRateLimit keeps under the portal's leaky bucket (TARGETS.md §2,
+// [OK] limits.md: 50 requests, leaking 2 per second, on every plan but
+// Enterprise, which has 250 and 5/s: raise it there). The burst stays
+// 10 below the bucket so that requests arriving out of order never
+// overflow it.
+var DefaultRateLimit = adapters.RateLimit{Rate: 2, Burst: 40}
 
 // Config configures the Bitrix24 adapter.
 type Config struct {
@@ -43,15 +57,29 @@ type Config struct {
 	// ActivityTypeID and OwnerTypeID shape crm.task.create (defaults 3, 3).
 	ActivityTypeID int `mapstructure:"activity_type_id"`
 	OwnerTypeID    int `mapstructure:"owner_type_id"`
-	// SettleTime is how long a "not found" list needs to be trusted
-	// (default 0: lists read the database [??]).
+	// SettleTime is how long after an attempt began a "not found" may be
+	// trusted. Lists read the database [??], but an add the portal still
+	// holds (a request queued behind others, from an owner that died or
+	// gave up) lands later and would make a second object. Bitrix24
+	// documents no bound on that time [??]; the default is twice Timeout
+	// (60s with the default timeout). A negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	Timeout    time.Duration `mapstructure:"timeout"`
-	MaxKeyLen  int           `mapstructure:"max_key_len"`
+	// LookupWindow, LookupSkew and LookupMaxPages bound the marker scan
+	// (defaults 24h, 5m, 10 pages of 50).
+	LookupWindow   time.Duration `mapstructure:"lookup_window"`
+	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
+	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
+	Timeout        time.Duration `mapstructure:"timeout"`
+	MaxKeyLen      int           `mapstructure:"max_key_len"`
 
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
+	Logger    *slog.Logger        `mapstructure:"-"`
+	Clock     func() time.Time    `mapstructure:"-"`
+	Getenv    func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set.
@@ -75,9 +103,25 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	switch {
+	case c.SettleTime == 0:
+		c.SettleTime = 2 * c.Timeout
+	case c.SettleTime < 0:
+		c.SettleTime = 0
+	}
+	if c.LookupWindow == 0 {
+		c.LookupWindow = DefaultLookupWindow
+	}
+	if c.LookupSkew == 0 {
+		c.LookupSkew = DefaultLookupSkew
+	}
+	if c.LookupMaxPages == 0 {
+		c.LookupMaxPages = DefaultLookupMaxPages
+	}
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -93,6 +137,9 @@ var ErrInvalidConfig = errors.New("bitrix24: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	u, ok := adapters.ValidBaseURL(c.PortalURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok || (u.Path != "" && u.Path != "/"):
 		return fmt.Errorf("%w: portal_url must be an http(s) portal root without path or credentials", ErrInvalidConfig)
@@ -100,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: user_id is required and must be a plain id", ErrInvalidConfig)
 	case c.Timeout <= 0 || c.SettleTime < 0:
 		return fmt.Errorf("%w: timeout must be positive, settle_time not negative", ErrInvalidConfig)
+	case c.LookupWindow <= 0 || c.LookupSkew < 0 || c.LookupMaxPages <= 0:
+		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

@@ -5,28 +5,43 @@
 // fields). The operation key goes into ORIGIN_ID, our system id into
 // ORIGINATOR_ID (TARGETS.md §2).
 //
+// The key also goes into the object's text as the marker "[op:<key>]"
+// (COMMENTS of a deal, the end of DESCRIPTION of an activity): a second
+// carrier for connectors that map only business fields and drop
+// ORIGINATOR_ID/ORIGIN_ID. Such an object is found by a marker scan: a list
+// filtered by creation time (>=DATE_CREATE for deals [OK] crm-deal-list,
+// >=CREATED for activities [??: filterability not confirmed]) from LookupSkew
+// before the journal first saw the key (adapters.Attempt; else LookupWindow
+// ago), at most LookupMaxPages pages of 50, matched on the marker. A scan
+// that stops at the cap without a match is never "not found".
+//
 // Bitrix24 does not enforce ORIGIN_ID uniqueness, so Execute is
-// single-flight per key: under a per-key lock in this process it lists by
-// =ORIGINATOR_ID/=ORIGIN_ID, returns a found object (after checking it holds
-// the same payload, else never_retry idempotency_key_payload_mismatch), and
-// only otherwise adds; after an add it lists again and logs duplicates (the
-// oldest, lowest ID, is the one reported from then on).
+// single-flight per key: under a per-key lock in this process it searches
+// (by ORIGIN_ID, and by the marker scan unless the worker says this is the
+// key's first attempt, when nothing earlier can exist), returns a found
+// object (after checking it holds the same payload, else never_retry
+// idempotency_key_payload_mismatch), and only otherwise adds; after an add
+// it searches again. Lookup always does both searches. When more than one
+// object holds the key, the oldest (lowest ID) is the operation's and the
+// others are reported: Outcome.Duplicates, and "duplicates" and
+// "duplicate_object_ids" in the stored and published result; the worker
+// logs and counts them (idemgate_duplicates_detected_total).
 //
-// What single-flight does not cover: it lives in one process. Two replicas,
-// or a replica and a restarted one, can both list, find nothing and add. The
-// journal's lease (one owner per key, fenced by lease_token) is what keeps a
-// second Execute of one key from starting elsewhere; the re-list after add
-// detects what slips through while both adds are visible (e.g. a lease that
-// expired during a slow call) and logs it with error_code duplicate_objects
-// for an operator. It cannot see an add that lands later still: a dead
-// owner's request queued in the portal beyond the reconciler's settle time
-// (at least the call timeout) makes a second activity nobody reports — the
-// article's residual double-write window for a target without uniqueness.
-// Raise settle_time to the longest the portal may hold a request.
+// What single-flight does not cover: it lives in one process. Two replicas
+// can both search, find nothing and add; the journal's lease (one owner per
+// key, fenced by lease_token) keeps a second Execute of one key from
+// starting elsewhere, and the search after the add reports what slips
+// through while both adds are visible. An add the portal holds longer
+// (a dead owner's request queued in the portal) lands after the survivor
+// searched: the worker trusts a "not found" only SettleTime after the last
+// attempt began, by default twice Timeout (Bitrix24 documents no bound on
+// how long it may hold a request [??]); an add held longer still makes a
+// second object that the late owner's own search reports if it is alive.
 //
-// Behind a connector that drops ORIGIN_ID the object is stored without our
-// key: the re-list finds nothing (logged, key_stored=false) and a replay
-// creates a second object — the article's residual double-write window.
+// Requests take a slot of the client-side bucket first (RateLimit, default
+// 2/s with bursts of 40 under the portal's 50-request bucket leaking 2/s,
+// [OK] limits.md): a first attempt costs 3 requests (list, add, re-list), a
+// retried one adds the marker scan's pages.
 //
 // Classification: 503 QUERY_LIMIT_EXCEEDED and 429 OPERATION_TIME_LIMIT →
 // retry [??: assumes the limiter runs before the method]; 503

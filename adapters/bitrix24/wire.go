@@ -82,31 +82,42 @@ func (it listItem) str(f string) string {
 	return strings.TrimSpace(string(raw))
 }
 
-// parseList reads {"result":[{…}],"total":N}.
+// parseList reads {"result":[{…}],"total":N,"next":M}.
 func parseList(b []byte) ([]listItem, error) {
+	items, _, err := parseListPage(b)
+	return items, err
+}
+
+// parseListPage reads a list page and the start of the next one (-1: none).
+func parseListPage(b []byte) ([]listItem, int, error) {
 	var r struct {
 		Result *[]map[string]json.RawMessage `json:"result"`
 		Error  string                        `json:"error"`
+		Next   *int                          `json:"next"`
 	}
 	if err := adapters.DecodeJSON(b, &r, adapters.ReconcileBeforeRetry, "Bitrix24 list answer"); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	if r.Error != "" || r.Result == nil {
-		return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list answer without result")
+		return nil, -1, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list answer without result")
+	}
+	next := -1
+	if r.Next != nil && *r.Next > 0 {
+		next = *r.Next
 	}
 	out := make([]listItem, 0, len(*r.Result))
 	for _, f := range *r.Result {
 		if f == nil {
-			return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list item is not an object")
+			return nil, -1, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list item is not an object")
 		}
 		id, ok := idOf(f["ID"])
 		if !ok {
-			return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list item without a usable ID")
+			return nil, -1, adapters.Unexpected(adapters.ReconcileBeforeRetry, "Bitrix24 list item without a usable ID")
 		}
 		n, _ := strconv.ParseUint(id, 10, 64)
 		out = append(out, listItem{id: id, idNum: n, fields: f})
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func formatMinor(m int64) string {

@@ -16,6 +16,10 @@ const (
 	ModeOData       = "odata"
 )
 
+// DefaultRateLimit is none: 1C is the customer's own server, with no
+// published limit; set one to protect a small base.
+var DefaultRateLimit = adapters.RateLimit{}
+
 // Defaults of Config.
 const (
 	DefaultName         = "onec"
@@ -61,6 +65,12 @@ type Config struct {
 	// MaxKeyLen is the longest key the base stores (default 100).
 	MaxKeyLen int `mapstructure:"max_key_len"`
 
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
+
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
 	Logger *slog.Logger        `mapstructure:"-"`
@@ -98,6 +108,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -114,6 +125,9 @@ var ErrInvalidConfig = errors.New("onec: invalid config")
 // resolved by New.
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)

@@ -13,7 +13,9 @@
 //     document. OData enforces no uniqueness, so Execute is single-flight per
 //     key in this process (adapters.KeyLocks): search by the attribute, verify
 //     a found document against the payload, create only when none exists,
-//     then search again and log duplicates. Lookup is the same $filter search.
+//     then search again. Lookup is the same $filter search. When several
+//     documents hold the key the oldest is the operation's and the others are
+//     reported (Outcome.Duplicates; the worker logs and counts them).
 //     Across replicas single-flight does not hold; the journal lease does.
 //     The document is created unposted (business status "created"); posting
 //     stays with 1C's own routines.
@@ -31,10 +33,17 @@
 // posted); bodies are never logged or kept, and the password never appears in
 // an error.
 //
-// Behind a connector that drops Idempotency-Key, the service stores the
-// invoice without our key: the adapter notices the missing key echo and logs
-// it, but a replay then makes a second invoice — the residual double-write
-// window of the article's limitations, which only the journal narrows.
+// In both modes the key also ends the document's comment (Комментарий) as
+// the marker "[op:<key>]": a second carrier for connectors that map only
+// business fields. Behind a connector that drops the key attribute, OData
+// finds the document by substringof on the comment [??: the platform's
+// support is unconfirmed] (Lookup always, Execute unless the worker says
+// this is the key's first attempt), so a retry returns it. Behind one that
+// drops Idempotency-Key, the service stores the invoice without our key:
+// the adapter notices the missing key echo and logs it, and the service's
+// lookup (our contract) finds the invoice by the marker, but a replay makes
+// a second invoice — the residual double-write window of the article's
+// limitations, which only the journal narrows.
 //
 // Imports: adapters, operation and the standard library.
 package onec

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -19,7 +20,7 @@ const OpInvoiceCreate = "invoice.create"
 type Adapter struct {
 	cfg      Config
 	password adapters.Secret
-	client   *http.Client
+	client   *adapters.Client
 	locks    adapters.KeyLocks
 }
 
@@ -36,7 +37,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("onec: password: %w", err)
 	}
-	return &Adapter{cfg: cfg, password: pw, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, password: pw, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the instance name.
@@ -56,6 +57,18 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 
 func (a *Adapter) targetKey(op operation.Operation) string {
 	return adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
+}
+
+// marker is the key as it is written into the invoice's comment: a second
+// carrier beside the Idempotency-Key header or the key attribute, which
+// connectors that map only business fields drop.
+func marker(key string) string { return "[op:" + key + "]" }
+
+func withMarker(description, key string) string {
+	if description == "" {
+		return marker(key)
+	}
+	return description + "\n" + marker(key)
 }
 
 func bodyOf(op operation.Operation) (invoiceBody, error) {
@@ -117,15 +130,18 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 // Lookup finds the invoice created for op's key.
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	if a.cfg.Mode == ModeOData {
-		found, err := a.searchOData(ctx, a.targetKey(op))
+		found, err := a.searchOData(ctx, a.targetKey(op), true)
 		if err != nil {
 			return adapters.LookupResult{}, err
 		}
 		if len(found) == 0 {
 			return adapters.LookupResult{Status: adapters.NotFound}, nil
 		}
-		a.warnDuplicates(op, len(found))
-		return adapters.LookupResult{Status: adapters.Found, Outcome: odataOutcome(found[0], true, len(found))}, nil
+		res := adapters.LookupResult{Status: adapters.Found, Outcome: keepOldest(found, true)}
+		if len(found) > 1 {
+			res.Code = adapters.CodeDuplicateObjects
+		}
+		return res, nil
 	}
 	return a.lookupService(ctx, op)
 }
@@ -142,6 +158,7 @@ func (a *Adapter) serviceURL(parts ...string) string {
 
 func (a *Adapter) executeService(ctx context.Context, op operation.Operation, b invoiceBody) (adapters.Outcome, error) {
 	key := a.targetKey(op)
+	b.Description = withMarker(b.Description, key)
 	payload, err := jsonBody(b)
 	if err != nil {
 		return adapters.Outcome{}, err
@@ -151,7 +168,7 @@ func (a *Adapter) executeService(ctx context.Context, op operation.Operation, b 
 		return adapters.Outcome{}, err
 	}
 	req.Header.Set("Idempotency-Key", key)
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
@@ -184,7 +201,7 @@ func (a *Adapter) serviceError(resp *adapters.HTTPResponse) *adapters.Error {
 		e := adapters.StatusError(resp, now)
 		e.RetryAfter = retryAfterOf(resp, se, now)
 		return e
-	case resp.StatusCode == http.StatusBadGateway:
+	case resp.StatusCode == http.StatusBadGateway && !resp.EarlyAnswer:
 		// The web server in front of 1C gave up; the 1C process may have
 		// committed (TARGETS.md §1): reconcile.
 		return adapters.NewError(adapters.CodeHTTP502, adapters.ReconcileBeforeRetry, errors.New("onec: HTTP 502 from the web server"))
@@ -198,7 +215,7 @@ func (a *Adapter) lookupService(ctx context.Context, op operation.Operation) (ad
 	if err != nil {
 		return adapters.LookupResult{}, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.LookupResult{}, err
 	}
@@ -208,7 +225,7 @@ func (a *Adapter) lookupService(ctx context.Context, op operation.Operation) (ad
 		if err != nil {
 			return adapters.LookupResult{}, err
 		}
-		if ans.Key != key {
+		if ans.Key != key && !(ans.Key == "" && ans.FoundBy == "marker") {
 			return adapters.LookupResult{}, adapters.Unexpected(adapters.ReconcileBeforeRetry, "onec: lookup answered for another key")
 		}
 		return adapters.LookupResult{Status: adapters.Found, Outcome: serviceOutcome(ans)}, nil
@@ -249,16 +266,52 @@ func (a *Adapter) odataURL(query url.Values) string {
 	return u
 }
 
-func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, error) {
+// searchOData finds the documents holding key: by the key attribute, and
+// with marker also by the comment marker (substringof), each once, oldest
+// first.
+func (a *Adapter) searchOData(ctx context.Context, key string, marker bool) ([]odataEntity, error) {
+	attr := a.cfg.KeyAttribute + " eq '" + quote(key) + "' and DeletionMark eq false"
+	found, err := a.queryOData(ctx, attr, key, func(e odataEntity) bool { return e.Key == key })
+	if err != nil || !marker {
+		return found, err
+	}
+	mark := "[op:" + key + "]"
+	byMark, err := a.queryOData(ctx, "substringof('"+quote(mark)+"', Комментарий) and DeletionMark eq false", key,
+		func(e odataEntity) bool { return strings.Contains(e.Comment, mark) })
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	out := make([]odataEntity, 0, len(found)+len(byMark))
+	for _, e := range append(found, byMark...) {
+		if !seen[e.Ref] {
+			seen[e.Ref] = true
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Date != out[j].Date {
+			return out[i].Date < out[j].Date
+		}
+		return out[i].Number < out[j].Number
+	})
+	return out, nil
+}
+
+func quote(s string) string { return strings.ReplaceAll(s, "'", "''") }
+
+// queryOData lists the documents matching filter and keeps those holding
+// the key (holds checks it: the filter is the server's, the verdict ours).
+func (a *Adapter) queryOData(ctx context.Context, filter, key string, holds func(odataEntity) bool) ([]odataEntity, error) {
 	q := url.Values{}
 	q.Set("$format", "json")
-	q.Set("$filter", a.cfg.KeyAttribute+" eq '"+strings.ReplaceAll(key, "'", "''")+"' and DeletionMark eq false")
-	q.Set("$select", strings.Join([]string{"Ref_Key", "Number", "Posted", "DeletionMark", a.cfg.KeyAttribute, "НомерЗаказа", "СуммаДокумента", "ВалютаДокумента"}, ","))
+	q.Set("$filter", filter)
+	q.Set("$select", strings.Join([]string{"Ref_Key", "Number", "Date", "Posted", "DeletionMark", a.cfg.KeyAttribute, "НомерЗаказа", "СуммаДокумента", "ВалютаДокумента", "Комментарий"}, ","))
 	req, err := a.newRequest(ctx, http.MethodGet, a.odataURL(q), nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +328,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, e
 	}
 	out := found[:0]
 	for _, e := range found {
-		if e.Key == key && !e.Deleted {
+		if holds(e) && !e.Deleted {
 			out = append(out, e)
 		}
 	}
@@ -284,7 +337,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string) ([]odataEntity, e
 
 func (a *Adapter) odataError(resp *adapters.HTTPResponse) *adapters.Error {
 	e := adapters.StatusError(resp, a.cfg.Clock())
-	if resp.StatusCode == http.StatusBadGateway {
+	if resp.StatusCode == http.StatusBadGateway && !resp.EarlyAnswer {
 		e.Class = adapters.ReconcileBeforeRetry
 	}
 	if c := odataErrorCode(resp.Body); c == "13" {
@@ -301,16 +354,16 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 	}
 	defer unlock()
 
-	found, err := a.searchOData(ctx, key)
+	retried := adapters.Retried(ctx)
+	found, err := a.searchOData(ctx, key, retried)
 	if err != nil {
 		return adapters.Outcome{}, notSentIfLookupFailed(err)
 	}
 	if len(found) > 0 {
-		a.warnDuplicates(op, len(found))
 		if !sameInvoice(found[0], b) {
 			return adapters.Outcome{}, adapters.NewError(adapters.CodeKeyPayloadMismatch, adapters.NeverRetry, errors.New("onec: a document with this key holds another payload"))
 		}
-		return odataOutcome(found[0], true, len(found)), nil
+		return keepOldest(found, true), nil
 	}
 
 	payload, err := jsonBody(map[string]any{
@@ -321,7 +374,7 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 		"СуммаДокумента":   jsonNumber(formatMinor(b.AmountMinor)),
 		"ВалютаДокумента":  b.Currency,
 		"СрокОплаты":       b.DueDate,
-		"Комментарий":      b.Description,
+		"Комментарий":      withMarker(b.Description, key),
 	})
 	if err != nil {
 		return adapters.Outcome{}, err
@@ -332,7 +385,7 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
@@ -343,19 +396,25 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	out := odataOutcome(ent, false, 1)
+	out := odataOutcome(ent, false)
 	// Re-search: more than one document for the key means a race outside
 	// this process (another replica without the journal's lease) or a
 	// connector that dropped the attribute.
-	if again, err := a.searchOData(ctx, key); err == nil {
-		if len(again) > 1 {
-			a.warnDuplicates(op, len(again))
-			out.Details["duplicates"] = len(again)
-		} else if len(again) == 0 {
-			out.Details["key_stored"] = false
-			a.cfg.Logger.Error("1C stored the document without our key: replays are not deduplicated",
-				"operation_key", op.Key.String(), "target_system", "1c", "target_object_id", ent.Ref)
-		}
+	again, err := a.searchOData(ctx, key, retried)
+	if err != nil {
+		return out, nil // the document exists either way
+	}
+	stored := false
+	for _, e := range again {
+		stored = stored || e.Key == key
+	}
+	if len(again) > 1 {
+		out = keepOldest(again, again[0].Ref != ent.Ref)
+	}
+	if !stored {
+		out.Details["key_stored"] = false
+		a.cfg.Logger.Error("1C stored the document without our key attribute: only the comment marker finds it",
+			"operation_key", op.Key.String(), "target_system", "1c", "target_object_id", ent.Ref)
 	}
 	return out, nil
 }
@@ -372,28 +431,30 @@ func notSentIfLookupFailed(err error) error {
 	return &c
 }
 
-func (a *Adapter) warnDuplicates(op operation.Operation, n int) {
-	if n > 1 {
-		a.cfg.Logger.Error("1C holds several documents for one operation key; the oldest is used, the rest need an operator",
-			"operation_key", op.Key.String(), "target_system", "1c", "documents", n, "error_code", adapters.CodeDuplicateObjects)
-	}
-}
-
 func sameInvoice(e odataEntity, b invoiceBody) bool {
 	m, ok := minorOf(e.Amount)
 	return ok && m == b.AmountMinor && e.OrderID == b.OrderID && strings.EqualFold(e.Currency, b.Currency)
 }
 
-func odataOutcome(e odataEntity, replayed bool, n int) adapters.Outcome {
+func odataOutcome(e odataEntity, replayed bool) adapters.Outcome {
 	status := "created"
 	if e.Posted {
 		status = "posted"
 	}
 	d := map[string]any{"number": safeText(e.Number, 32), "posted": e.Posted, "replayed": replayed}
-	if n > 1 {
-		d["duplicates"] = n
-	}
 	return adapters.Outcome{ObjectID: e.Ref, BusinessStatus: status, Details: d}
+}
+
+// keepOldest is the outcome of an operation whose key found documents
+// (oldest first): the oldest, the others reported as duplicates.
+func keepOldest(found []odataEntity, replayed bool) adapters.Outcome {
+	out := odataOutcome(found[0], replayed)
+	ids := make([]string, 0, len(found)-1)
+	for _, e := range found[1:] {
+		ids = append(ids, e.Ref)
+	}
+	out.ReportDuplicates(ids)
+	return out
 }
 
 func safeText(s string, n int) string {

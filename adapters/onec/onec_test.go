@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +67,8 @@ func TestContractHTTPService(t *testing.T) {
 		ReplayDedup:     true,
 		DetectsMismatch: true,
 		// Behind a connector that drops Idempotency-Key the service cannot
-		// recognise the replay: the residual double-write window.
+		// recognise the replay: the residual double-write window. Its lookup
+		// finds the first invoice by the comment marker, and only that one.
 		IgnoreKeyEffects: 2,
 		BadGatewayClass:  adapters.ReconcileBeforeRetry,
 		ConcurrentDedup:  true,
@@ -88,9 +91,9 @@ func TestContractOData(t *testing.T) {
 		Secret:          sbonec.DefaultPassword,
 		ReplayDedup:     true, // search before create, single-flight per key
 		DetectsMismatch: true, // the found document is checked against the payload
-		// The connector drops the attribute: search finds nothing, a replay
-		// creates a second document (logged, key_stored=false).
-		IgnoreKeyEffects: 2,
+		// The connector drops the attribute; the comment marker is found
+		// (substringof) and the replay returns the document.
+		IgnoreKeyEffects: 1,
 		BadGatewayClass:  adapters.ReconcileBeforeRetry,
 		ConcurrentDedup:  true,
 	})
@@ -180,4 +183,61 @@ func TestConfig(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.True(t, a.Capabilities().NativeKey)
+}
+
+// OData keeps no uniqueness: two owners of one key (a take-over while the
+// first call was still running) can both create. Whoever searches next sees
+// both documents: the oldest is the operation's, the other is reported.
+func TestODataDuplicatesAreReported(t *testing.T) {
+	t.Parallel()
+	replicaA, srv := setup(t, onec.ModeOData)
+	user, pw := srv.Credentials()
+	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: adapters.Secret(pw), Timeout: time.Second})
+	require.NoError(t, err)
+	o := op(adaptertest.Intent("twice"), 0)
+	first := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 1})
+	a, err := replicaA.Execute(first, o)
+	require.NoError(t, err)
+	// Another owner whose search ran before A's create committed creates
+	// too: here, a create sent straight to 1C with the same key.
+	require.NoError(t, createWithKey(srv, o))
+	require.Equal(t, 2, srv.Effects(o.Key.String()))
+
+	keyOnly := o
+	keyOnly.Fields = nil
+	lr, err := replicaB.Lookup(context.Background(), keyOnly)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, a.ObjectID, lr.Outcome.ObjectID, "the oldest document is the operation's")
+	require.Len(t, lr.Outcome.Duplicates, 1)
+	require.Equal(t, adapters.CodeDuplicateObjects, lr.Code)
+
+	again, err := replicaB.Execute(adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 2}), o)
+	require.NoError(t, err)
+	require.Equal(t, a.ObjectID, again.ObjectID)
+	require.Equal(t, lr.Outcome.Duplicates, again.Duplicates)
+	require.Equal(t, 2, srv.Effects(o.Key.String()), "a retry makes no third")
+}
+
+// createWithKey posts a document carrying o's key attribute straight to the
+// emulator's OData interface.
+func createWithKey(srv *sbonec.Server, o operation.Operation) error {
+	body := fmt.Sprintf(`{"Date":"2026-01-10T10:00:00","ВнешнийКлюч":%q,"НомерЗаказа":"order-x","КодКонтрагента":"cust-17",`+
+		`"СуммаДокумента":1250.00,"ВалютаДокумента":"RUB","Комментарий":"typed in by hand"}`, o.Key.String())
+	req, err := http.NewRequest(http.MethodPost, srv.BaseURL()+"/odata/standard.odata/"+sbonec.DefaultDocument+"?$format=json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	user, pw := srv.Credentials()
+	req.SetBasicAuth(user, pw)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
 }

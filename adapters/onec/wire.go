@@ -28,6 +28,9 @@ type invoiceAnswer struct {
 	Posted   bool   `json:"posted"`
 	Replayed bool   `json:"replayed"`
 	State    string `json:"state"`
+	// FoundBy is "marker" when the service found the invoice by the
+	// comment marker, not by its key register.
+	FoundBy string `json:"found_by"`
 }
 
 // parseInvoiceAnswer decodes and checks an invoice answer; class is the class
@@ -82,6 +85,8 @@ type odataEntity struct {
 	OrderID  string      `json:"НомерЗаказа"`
 	Amount   json.Number `json:"СуммаДокумента"`
 	Currency string      `json:"ВалютаДокумента"`
+	Date     string      `json:"Date"`
+	Comment  string      `json:"Комментарий"`
 	// Key is filled from the configured key attribute.
 	Key string `json:"-"`
 }

@@ -26,6 +26,17 @@ const (
 	MaxKeyLen = 255
 )
 
+// Stripe's published rate limits (TARGETS.md §7, [OK] docs.stripe.com/rate-limits):
+// live mode 100 read and 100 write operations per second, test mode 25 and
+// 25. One bucket holds reads and writes together, so it stays at the lower
+// figure; the burst is a fifth of a second's worth [??: Stripe does not
+// describe its bucket]. The Search API's own 20 reads per second is more
+// than the one search a Lookup makes needs.
+var (
+	DefaultLiveRateLimit = adapters.RateLimit{Rate: 100, Burst: 20}
+	DefaultTestRateLimit = adapters.RateLimit{Rate: 25, Burst: 5}
+)
+
 // Config configures the Stripe adapter. Zero fields take the defaults above.
 type Config struct {
 	// Name is the adapter instance name (default "stripe").
@@ -51,6 +62,12 @@ type Config struct {
 	// RefundMaxPages caps the refund pages (100 each) one Lookup reads
 	// (default 10); past it the answer is Indeterminate.
 	RefundMaxPages int `mapstructure:"refund_max_pages"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting
+	// Stripe's 429 (default: DefaultTestRateLimit for a test-mode key
+	// sk_test_/rk_test_, else DefaultLiveRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 100, burst: 20}.
+	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
 
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
@@ -95,6 +112,9 @@ var ErrInvalidConfig = errors.New("stripe: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)

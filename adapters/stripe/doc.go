@@ -25,7 +25,12 @@
 //     adapters.NewRequest (GetBody nil), so it does not, and the worker
 //     decides (TestTransportDoesNotResend counts the effects);
 //   - a connector that drops the header cannot be detected from the answer:
-//     two Executes make two PaymentIntents; Lookup reports duplicate_objects.
+//     two Executes make two PaymentIntents; metadata passes such a connector,
+//     so Lookup finds them and reports the second (duplicate_objects,
+//     Outcome.Duplicates; the oldest stays the operation's);
+//   - rate: requests take a slot of a client-side bucket first (RateLimit;
+//     default 25/s for a test-mode key, 100/s otherwise, Stripe's published
+//     limits, [OK]).
 //
 // The approval id travels as metadata, never as a key. Nothing from an
 // answer is kept but ids, status, amount, currency and decline code.

@@ -42,7 +42,7 @@ const (
 type Adapter struct {
 	cfg    Config
 	secret adapters.Secret
-	client *http.Client
+	client *adapters.Client
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -58,7 +58,12 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
-	return &Adapter{cfg: cfg, secret: secret, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	def := DefaultLiveRateLimit
+	if k := secret.Reveal(); strings.HasPrefix(k, "sk_test_") || strings.HasPrefix(k, "rk_test_") {
+		def = DefaultTestRateLimit
+	}
+	cfg.RateLimit = cfg.RateLimit.WithDefaults(def)
+	return &Adapter{cfg: cfg, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the configured instance name.
@@ -108,7 +113,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	// NewRequest leaves GetBody nil: net/http never re-sends this POST by
 	// itself even though it carries Idempotency-Key.
 	req.Header.Set("Idempotency-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		a.cfg.Logger.Debug("stripe request failed", "operation_key", op.Key.String(), "error", err)
 		return adapters.Outcome{}, err
@@ -410,8 +415,11 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	res = adapters.LookupResult{Status: adapters.Found, Outcome: outcomeOf(o, "", false)}
 	if len(matches) > 1 {
 		res.Code = adapters.CodeDuplicateObjects
-		res.Outcome.Details["duplicates"] = len(matches) - 1
-		a.cfg.Logger.Warn("stripe: several objects carry one operation key", "operation_key", op.Key.String(), "count", len(matches))
+		ids := make([]string, 0, len(matches)-1)
+		for _, m := range matches[1:] {
+			ids = append(ids, m.ID)
+		}
+		res.Outcome.ReportDuplicates(ids)
 	}
 	if minor, cur, err := moneyOf(op); err == nil && (minor != *o.Amount || cur != strings.ToLower(o.Currency)) {
 		res.Final, res.Code = true, adapters.CodeKeyPayloadMismatch
@@ -506,7 +514,7 @@ func (a *Adapter) get(ctx context.Context, pathQuery string, v any) error {
 		return err
 	}
 	a.headers(req)
-	resp, err := adapters.Send(a.client, req, 8<<20)
+	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
 		return readError(adapters.AsError(err))
 	}

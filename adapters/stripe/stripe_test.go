@@ -99,11 +99,12 @@ func TestContract(t *testing.T) {
 			op.Fields["currency"] = "XTS"
 			return op
 		},
-		Secret:           sbst.DefaultSecretKey,
-		ReplayDedup:      true,
-		DetectsMismatch:  true,
-		IgnoreKeyEffects: 2, // residual window: a dropped header cannot be seen
-		ConcurrentDedup:  true,
+		Secret:            sbst.DefaultSecretKey,
+		ReplayDedup:       true,
+		DetectsMismatch:   true,
+		IgnoreKeyEffects:  2, // residual window: a dropped header cannot be seen
+		ReportsDuplicates: true,
+		ConcurrentDedup:   true,
 	})
 }
 

@@ -24,6 +24,10 @@ const (
 	MaxKeyLen = 36
 )
 
+// DefaultRateLimit is none: T-Bank publishes no rate limit for the
+// acquiring API (TARGETS.md §6, [??]).
+var DefaultRateLimit = adapters.RateLimit{}
+
 // Config configures the T-Bank adapter. Zero fields take the defaults above.
 type Config struct {
 	// Name is the adapter instance name (default "tbank").
@@ -50,6 +54,12 @@ type Config struct {
 	// NativeKey. Either way Execute looks the OrderId up before Init.
 	OrderIDUnique bool `mapstructure:"order_id_unique"`
 
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
+
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
 	Logger *slog.Logger        `mapstructure:"-"`
@@ -75,6 +85,7 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -90,6 +101,9 @@ var ErrInvalidConfig = errors.New("tbank: invalid config")
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)

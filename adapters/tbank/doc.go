@@ -26,5 +26,8 @@
 // ExternalRequestId (a repeat returns the current state [3P]); refunds
 // cannot be looked up by key (Lookup: Indeterminate, lookup_unsupported).
 //
+// No client-side rate limit by default: T-Bank publishes none for the
+// acquiring API [??]; RateLimit sets one.
+//
 // Imports: adapters, operation and the standard library.
 package tbank

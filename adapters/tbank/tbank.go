@@ -41,7 +41,7 @@ type Adapter struct {
 	cfg      Config
 	terminal string
 	password adapters.Secret
-	client   *http.Client
+	client   *adapters.Client
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -66,7 +66,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("%w: password: %w", ErrInvalidConfig, err)
 	}
 	cfg.TerminalKey = terminal
-	return &Adapter{cfg: cfg, terminal: terminal, password: password, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, terminal: terminal, password: password, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the configured instance name.
@@ -404,7 +404,7 @@ func (a *Adapter) call(ctx context.Context, method string, params map[string]any
 		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		return answer{}, err
 	}

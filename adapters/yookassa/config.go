@@ -17,14 +17,21 @@ const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultLookupWindow   = 48 * time.Hour
 	DefaultLookupMaxPages = 20
-	DefaultShopIDEnv      = "YOOKASSA_SHOP_ID"
-	DefaultSecretKeyEnv   = "YOOKASSA_SECRET_KEY"
+	// DefaultLookupSkew is how far before the journal first saw a key a
+	// lookup still looks: the journal's clock and YooKassa's may differ.
+	DefaultLookupSkew   = 5 * time.Minute
+	DefaultShopIDEnv    = "YOOKASSA_SHOP_ID"
+	DefaultSecretKeyEnv = "YOOKASSA_SECRET_KEY"
 	// MaxKeyLen is the longest Idempotence-Key YooKassa accepts (64
 	// characters: a third-party quote of the docs, TARGETS.md §5, [3P]).
 	// Longer operation keys are sent as adapters.TargetKey(key, 64), the hex
 	// SHA-256 of the key; the full key always travels in metadata.
 	MaxKeyLen = 64
 )
+
+// DefaultRateLimit is none: YooKassa publishes no numeric limit
+// (TARGETS.md §5, [??]); it answers 429 (retry) when one is hit.
+var DefaultRateLimit = adapters.RateLimit{}
 
 // Config configures the YooKassa adapter. Zero fields take the defaults
 // above (WithDefaults).
@@ -56,6 +63,16 @@ type Config struct {
 	// LookupMaxPages caps the pages (100 items each) one Lookup reads; when
 	// reached without a match the answer is Indeterminate (default 20).
 	LookupMaxPages int `mapstructure:"lookup_max_pages"`
+	// LookupSkew: when the worker tells when the journal first saw the key,
+	// the scan starts that long before it instead of LookupWindow ago
+	// (default 5m; nothing for the key can have been sent earlier).
+	LookupSkew time.Duration `mapstructure:"lookup_skew"`
+
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default DefaultRateLimit; a negative rate turns it
+	// off). YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
 
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
@@ -88,6 +105,10 @@ func (c Config) WithDefaults() Config {
 	if c.LookupMaxPages == 0 {
 		c.LookupMaxPages = DefaultLookupMaxPages
 	}
+	if c.LookupSkew == 0 {
+		c.LookupSkew = DefaultLookupSkew
+	}
+	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -104,6 +125,9 @@ var ErrInvalidConfig = errors.New("yookassa: invalid config")
 // require the credentials to be resolved; New does.
 func (c Config) Validate() error {
 	_, ok := adapters.ValidBaseURL(c.BaseURL)
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
@@ -111,6 +135,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: timeout must be positive", ErrInvalidConfig)
 	case c.LookupWindow <= 0:
 		return fmt.Errorf("%w: lookup_window must be positive", ErrInvalidConfig)
+	case c.LookupSkew < 0:
+		return fmt.Errorf("%w: lookup_skew must not be negative", ErrInvalidConfig)
 	case c.LookupMaxPages <= 0:
 		return fmt.Errorf("%w: lookup_max_pages must be positive", ErrInvalidConfig)
 	case strings.ContainsAny(c.ShopID, ":\r\n"):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -34,7 +35,7 @@ type Adapter struct {
 	cfg    Config
 	shopID string
 	secret adapters.Secret
-	client *http.Client
+	client *adapters.Client
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -66,7 +67,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
 	cfg.ShopID = shopID
-	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewHTTPClient(cfg.Timeout)}, nil
+	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
 }
 
 // Name returns the configured instance name.
@@ -115,12 +116,16 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	a.authorize(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotence-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
-	resp, err := adapters.Send(a.client, req, 0)
+	resp, err := a.client.Send(req, 0)
 	if err != nil {
 		a.cfg.Logger.Debug("yookassa request failed", "operation_key", op.Key.String(), "error", err)
 		return adapters.Outcome{}, err
 	}
-	return a.createOutcome(resp, op)
+	out, err := a.createOutcome(resp, op)
+	if err != nil {
+		return out, err
+	}
+	return a.duplicatesAfterCreate(ctx, op, out), nil
 }
 
 func (a *Adapter) authorize(req *http.Request) {
@@ -286,64 +291,30 @@ func declineError(o object) *adapters.Error {
 }
 
 // Lookup scans the payment list (charges) or the payment's refund list
-// (refunds) created within LookupWindow, newest first, for metadata
-// idemgate_key equal to the operation key. The list API cannot filter by
-// metadata (TARGETS.md §5), so at most LookupMaxPages pages are read; past
-// that the answer is Indeterminate.
+// (refunds), newest first, for metadata idemgate_key equal to the operation
+// key (the list API cannot filter by metadata, TARGETS.md §5). The window
+// starts LookupSkew before the journal first saw the key when the worker
+// says so (adapters.AttemptFrom), else LookupWindow ago; at most
+// LookupMaxPages pages are read, past that without a match the answer is
+// Indeterminate. Objects are counted once by id, whatever the paging does.
+// Several objects with the key are duplicates: the oldest is the
+// operation's, the others are reported (Outcome.Duplicates).
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
-	q := url.Values{}
-	q.Set("created_at.gte", a.cfg.Clock().Add(-a.cfg.LookupWindow).UTC().Format("2006-01-02T15:04:05.000Z"))
-	q.Set("limit", "100")
-	path := "/v3/payments"
-	switch op.Type {
-	case OpCharge:
-	case OpRefund:
-		pid := op.String("payment_id")
-		if pid == "" {
-			return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("payment_id is required"))
-		}
-		path = "/v3/refunds"
-		q.Set("payment_id", pid)
-	default:
-		return adapters.LookupResult{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
-	}
-	key := op.Key.String()
-	var matches []object
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == a.cfg.LookupMaxPages {
-			if len(matches) > 0 {
-				break
-			}
-			return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
-		}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		items, next, err := a.listPage(ctx, path, q)
-		if err != nil {
-			return adapters.LookupResult{}, err
-		}
-		for _, o := range items {
-			if o.Metadata[MetaKey] == key {
-				matches = append(matches, o)
-			}
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+	matches, complete, err := a.scan(ctx, op)
+	if err != nil {
+		return adapters.LookupResult{}, err
 	}
 	if len(matches) == 0 {
+		if !complete {
+			return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
+		}
 		return adapters.LookupResult{Status: adapters.NotFound}, nil
 	}
-	// Newest first: the oldest match is the original.
-	o := matches[len(matches)-1]
+	o := matches[0]
 	res := adapters.LookupResult{Status: adapters.Found, Outcome: outcomeOf(o)}
 	if len(matches) > 1 {
 		res.Code = adapters.CodeDuplicateObjects
-		res.Outcome.Details["duplicates"] = len(matches) - 1
-		a.cfg.Logger.Warn("yookassa: several objects carry one operation key", "operation_key", key, "count", len(matches))
+		res.Outcome.ReportDuplicates(idsOf(matches[1:]))
 	}
 	if m, err := moneyOf(op); err == nil && (m.Currency != o.Amount.Currency || formatMinorOf(o) != m.Value) {
 		res.Final, res.Code = true, adapters.CodeKeyPayloadMismatch
@@ -353,6 +324,81 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 		res.Final, res.Code = true, declineCode(o)
 	}
 	return res, nil
+}
+
+// scan returns the objects carrying op's key, oldest first and each once,
+// and whether the whole window was read.
+func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
+	from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
+	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
+		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
+			from = since
+		}
+	}
+	q := url.Values{}
+	q.Set("created_at.gte", from.UTC().Format("2006-01-02T15:04:05.000Z"))
+	q.Set("limit", "100")
+	path := "/v3/payments"
+	switch op.Type {
+	case OpCharge:
+	case OpRefund:
+		pid := op.String("payment_id")
+		if pid == "" {
+			return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("payment_id is required"))
+		}
+		path = "/v3/refunds"
+		q.Set("payment_id", pid)
+	default:
+		return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
+	}
+	key := op.Key.String()
+	var matches []object
+	seen := map[string]bool{}
+	for page := 0; page < a.cfg.LookupMaxPages; page++ {
+		items, next, err := a.listPage(ctx, path, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, o := range items {
+			if o.Metadata[MetaKey] == key && !seen[o.ID] {
+				seen[o.ID] = true
+				matches = append(matches, o)
+			}
+		}
+		if next == "" {
+			slices.Reverse(matches) // newest first → oldest first
+			return matches, true, nil
+		}
+		q.Set("cursor", next)
+	}
+	slices.Reverse(matches)
+	return matches, false, nil
+}
+
+func idsOf(objs []object) []string {
+	ids := make([]string, 0, len(objs))
+	for _, o := range objs {
+		ids = append(ids, safeToken(o.ID, 64))
+	}
+	return ids
+}
+
+// duplicatesAfterCreate looks, after a retried attempt created an object,
+// for others carrying the key (an earlier attempt that did take effect
+// behind a connector that dropped Idempotence-Key). It reports them on out
+// and keeps out's object as the operation's only when it is the oldest.
+// A failed scan leaves out as it is: the object exists either way.
+func (a *Adapter) duplicatesAfterCreate(ctx context.Context, op operation.Operation, out adapters.Outcome) adapters.Outcome {
+	if att, ok := adapters.AttemptFrom(ctx); !ok || att.Number <= 1 {
+		return out
+	}
+	matches, _, err := a.scan(ctx, op)
+	if err != nil || len(matches) < 2 {
+		return out
+	}
+	keep := outcomeOf(matches[0])
+	keep.ReportDuplicates(idsOf(matches[1:]))
+	return keep
 }
 
 func formatMinorOf(o object) string {
@@ -371,7 +417,7 @@ func (a *Adapter) listPage(ctx context.Context, path string, q url.Values) ([]ob
 		return nil, "", err
 	}
 	a.authorize(req)
-	resp, err := adapters.Send(a.client, req, 8<<20)
+	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
 		return nil, "", readError(adapters.AsError(err))
 	}

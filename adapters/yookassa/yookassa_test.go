@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,12 +93,13 @@ func TestContract(t *testing.T) {
 		Invalid: func(intent string) operation.Operation {
 			return charge(intent, "pm-saved-1", 125000, "XTS")
 		},
-		LedgerKey:        ledgerKey,
-		Secret:           sbyk.DefaultSecretKey,
-		ReplayDedup:      true,
-		DetectsMismatch:  true,
-		IgnoreKeyEffects: 2, // residual window: a dropped header cannot be seen
-		ConcurrentDedup:  true,
+		LedgerKey:         ledgerKey,
+		Secret:            sbyk.DefaultSecretKey,
+		ReplayDedup:       true,
+		DetectsMismatch:   true,
+		IgnoreKeyEffects:  2, // residual window: a dropped header cannot be seen
+		ReportsDuplicates: true,
+		ConcurrentDedup:   true,
 	})
 }
 
@@ -296,4 +300,145 @@ func TestUnsupportedOperation(t *testing.T) {
 	_, err = b.a.Lookup(ctx(t), op)
 	adaptertest.RequireClass(t, err, adapters.NeverRetry, adapters.CodeValidation)
 	require.Equal(t, 0, b.srv.TotalEffects())
+}
+
+// front serves the emulator through a handler that runs before(r) first,
+// and returns an adapter pointed at it.
+func front(t *testing.T, srv *sbyk.Server, mod func(*yookassa.Config), before func(r *http.Request)) *yookassa.Adapter {
+	t.Helper()
+	h := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before(r)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	shop, secret := srv.Credentials()
+	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: 5 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := yookassa.New(cfg)
+	require.NoError(t, err)
+	return a
+}
+
+// createPayments makes n payments straight in the emulator.
+func createPayments(t *testing.T, srv *sbyk.Server, n int) {
+	t.Helper()
+	shop, secret := srv.Credentials()
+	for range n {
+		body := `{"amount":{"value":"1.00","currency":"RUB"},"capture":true,"payment_method_id":"pm-other"}`
+		req := httptest.NewRequest(http.MethodPost, "/v3/payments", strings.NewReader(body))
+		req.SetBasicAuth(shop, secret)
+		req.Header.Set("Idempotence-Key", adaptertest.Intent("other"))
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+	}
+}
+
+// Payments created while a lookup pages through the list must not make one
+// charge look like two: a lookup that counted the same payment on two pages
+// reported "duplicates: 1" for a single charge (a false double-charge
+// alarm). Here 50 payments are created before every page after the first.
+func TestLookupDuringCreationCountsOneChargeOnce(t *testing.T) {
+	t.Parallel()
+	srv := sbyk.New(sbyk.Options{})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	var creating atomic.Bool
+	a := front(t, srv, nil, func(r *http.Request) {
+		if creating.Load() && r.Method == http.MethodGet && r.URL.Query().Get("cursor") != "" {
+			createPayments(t, srv, 50)
+		}
+	})
+	target := charge(adaptertest.Intent("single"), "pm-saved-1", 100, "RUB")
+	createPayments(t, srv, 50)
+	out, err := a.Execute(ctx(t), target)
+	require.NoError(t, err)
+	createPayments(t, srv, 60)
+
+	creating.Store(true)
+	for _, op := range []operation.Operation{target, keyOnly(target)} {
+		lr, err := a.Lookup(ctx(t), op)
+		require.NoError(t, err)
+		require.Equal(t, adapters.Found, lr.Status)
+		require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+		require.Empty(t, lr.Outcome.Duplicates, "one charge reported as several")
+		require.NotContains(t, lr.Outcome.Details, "duplicates")
+		require.NotEqual(t, adapters.CodeDuplicateObjects, lr.Code)
+	}
+	require.Equal(t, 1, srv.Effects(ledgerKey(target)), "the ledger holds one charge")
+}
+
+func keyOnly(op operation.Operation) operation.Operation {
+	op.Fields = nil
+	return op
+}
+
+// Behind a connector that drops Idempotence-Key a retried charge is a second
+// payment: the lookup and the retried Execute report it (the oldest payment
+// stays the operation's), and the ledger shows both.
+func TestKeyDroppingConnectorDuplicateIsReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sbyk.Options{}, nil)
+	require.NoError(t, b.srv.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey}))
+	op := charge(adaptertest.Intent("dropped"), "pm-saved-1", 100, "RUB")
+	since := time.Now().Add(-time.Second)
+	first, err := b.a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since}), op)
+	require.NoError(t, err)
+	require.Empty(t, first.Duplicates)
+	second, err := b.a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since}), op)
+	require.NoError(t, err)
+	require.Equal(t, 2, b.srv.Effects(ledgerKey(op)), "the connector let a second charge through")
+	require.Equal(t, first.ObjectID, second.ObjectID, "the oldest payment stays the operation's")
+	require.Len(t, second.Duplicates, 1)
+	require.NotEqual(t, first.ObjectID, second.Duplicates[0])
+	require.Equal(t, 1, second.Details["duplicates"])
+
+	lr, err := b.a.Lookup(ctx(t), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, first.ObjectID, lr.Outcome.ObjectID)
+	require.Equal(t, second.Duplicates, lr.Outcome.Duplicates)
+	require.Equal(t, adapters.CodeDuplicateObjects, lr.Code)
+}
+
+// With the journal's first sight of the key at hand, the scan starts just
+// before it instead of LookupWindow ago: older payments are not read.
+func TestLookupWindowStartsAtTheKeysFirstAttempt(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	srv := sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	var pages atomic.Int32
+	a := front(t, srv, func(c *yookassa.Config) { c.Clock = clock }, func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			pages.Add(1)
+		}
+	})
+	createPayments(t, srv, 250)
+	now.Add(int64(time.Hour))
+	since := clock()
+	op := charge(adaptertest.Intent("window"), "pm-saved-1", 100, "RUB")
+	out, err := a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since}), op)
+	require.NoError(t, err)
+
+	pages.Store(0)
+	lr, err := a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since}), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+	require.Equal(t, int32(1), pages.Load(), "one page: the window starts at the key's first attempt")
+
+	pages.Store(0)
+	lr, err = a.Lookup(ctx(t), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, int32(3), pages.Load(), "without it the whole lookup window is read")
 }

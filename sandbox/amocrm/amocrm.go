@@ -221,7 +221,8 @@ func (s *Server) addLeads(w http.ResponseWriter, r *http.Request) {
 	sandbox.WriteJSON(w, http.StatusOK, "application/hal+json", map[string]any{"_links": map[string]any{}, "_embedded": map[string]any{"leads": out}})
 }
 
-// leadKey is the key the client sent: the key field's value, else a tag.
+// leadKey is the key the client sent: the key field's value, else a tag,
+// else the "[op:<key>]" marker of the name.
 func (s *Server) leadKey(l *lead) string {
 	for _, cf := range l.CustomFieldsValues {
 		if cf.FieldID == s.opts.KeyFieldID && len(cf.Values) > 0 {
@@ -235,7 +236,7 @@ func (s *Server) leadKey(l *lead) string {
 			return t.Name
 		}
 	}
-	return ""
+	return taskKey(l.Name)
 }
 
 func (s *Server) listLeads(w http.ResponseWriter, r *http.Request) {
@@ -328,10 +329,8 @@ func (s *Server) addTasks(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	out := make([]map[string]any, 0, len(in))
 	for _, t := range in {
+		// The ignore-key connector keeps the text: it is the task itself.
 		sent := taskKey(t.Text)
-		if sandbox.KeyIgnored(r.Context()) && sent != "" {
-			t.Text = strings.Replace(t.Text, "[op:"+sent+"]", "", 1)
-		}
 		s.mu.Lock()
 		s.nextID++
 		t.ID = s.nextID

@@ -13,8 +13,14 @@
 // appears in query= results only that long after creation on the emulator
 // clock [??: the real lag is unconfirmed]. Each created lead or task is a
 // ledger effect under the key the client sent: for leads the value of the
-// key custom field (or the tag when no field is used); for tasks the
-// "[op:<key>]" marker in the text.
+// key custom field (else the tag, else an "[op:<key>]" marker in the name);
+// for tasks the "[op:<key>]" marker in the text.
+//
+// The ignore-key connector fault models a connector that maps only the
+// standard fields: a lead loses its custom fields and tags; names and task
+// texts pass. Task lists are numbered pages over the newest-first list, as
+// on amoCRM (page, limit): tasks created while a client pages shift the
+// pages, so a task can come twice.
 //
 // Imports: the standard library and sandbox.
 package amocrm

@@ -174,6 +174,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Fields map[string]any `json:"fields"`
 		Filter map[string]any `json:"filter"`
 		Select []string       `json:"select"`
+		Start  any            `json:"start"`
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -185,7 +186,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.add(w, r, entity, req.Fields)
 		return
 	}
-	s.list(w, entity, req.Filter, req.Select)
+	start, err := strconv.Atoi(str(req.Start))
+	if req.Start == nil {
+		start, err = 0, nil
+	}
+	if err != nil || start < 0 {
+		writeErr(w, http.StatusBadRequest, "", "Parameter 'start' must be a non-negative integer.")
+		return
+	}
+	s.list(w, entity, req.Filter, req.Select, start)
 }
 
 var currencies = map[string]bool{"RUB": true, "USD": true, "EUR": true, "KZT": true, "BYN": true, "UAH": true}
@@ -237,6 +246,8 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request, entity string, f ma
 		obj[k] = str(v)
 	}
 	if sandbox.KeyIgnored(r.Context()) {
+		// The connector maps the business fields only: the external-ID
+		// fields are lost, the title and texts pass.
 		delete(obj, "ORIGIN_ID")
 		delete(obj, "ORIGINATOR_ID")
 	}
@@ -244,34 +255,90 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request, entity string, f ma
 	s.nextID++
 	id := s.nextID
 	obj["ID"] = strconv.Itoa(id)
-	obj["DATE_CREATE"] = s.Now().Format(time.RFC3339)
+	obj[createdField[entity]] = s.Now().Format(time.RFC3339)
 	s.entities[entity] = append(s.entities[entity], obj)
 	s.mu.Unlock()
 	s.Record(r.Context(), sent, entity, strconv.Itoa(id))
 	sandbox.WriteJSON(w, http.StatusOK, "", map[string]any{"result": id, "time": s.timeBlock()})
 }
 
-func (s *Server) list(w http.ResponseWriter, entity string, filter map[string]any, sel []string) {
+// createdField is the creation-time field of each entity: DATE_CREATE for
+// deals, CREATED for activities ([OK] crm activity fields).
+var createdField = map[string]string{"deal": "DATE_CREATE", "activity": "CREATED"}
+
+// pageSize is Bitrix24's fixed list page (50, with "next" for the start
+// of the following page).
+const pageSize = 50
+
+// match applies one filter entry: "FIELD" or "=FIELD" (equal), ">=FIELD" or
+// "<=FIELD" (compared as times when both sides parse as RFC 3339, else as
+// numbers). Other operators are outside the emulated subset.
+func match(o object, key string, want any) (ok, known bool) {
+	op, field := "=", key
+	for _, p := range []string{">=", "<=", "="} {
+		if strings.HasPrefix(key, p) {
+			op, field = p, key[len(p):]
+			break
+		}
+	}
+	if field == "" || strings.ContainsAny(field, "!<>%@=") {
+		return false, false
+	}
+	got, w := str(o[field]), str(want)
+	if op == "=" {
+		return got == w, true
+	}
+	var cmp int
+	if gt, err1 := time.Parse(time.RFC3339, got); err1 == nil {
+		wt, err2 := time.Parse(time.RFC3339, w)
+		if err2 != nil {
+			return false, false
+		}
+		cmp = gt.Compare(wt)
+	} else {
+		gn, err1 := strconv.ParseFloat(got, 64)
+		wn, err2 := strconv.ParseFloat(w, 64)
+		if err1 != nil || err2 != nil {
+			return false, true
+		}
+		switch {
+		case gn < wn:
+			cmp = -1
+		case gn > wn:
+			cmp = 1
+		}
+	}
+	if op == ">=" {
+		return cmp >= 0, true
+	}
+	return cmp <= 0, true
+}
+
+func (s *Server) list(w http.ResponseWriter, entity string, filter map[string]any, sel []string, start int) {
 	s.mu.Lock()
 	all := append([]object(nil), s.entities[entity]...)
 	s.mu.Unlock()
-	result := []object{}
+	var matched []object
 	for _, o := range all {
 		ok := true
 		for k, v := range filter {
-			field := strings.TrimPrefix(k, "=")
-			if strings.ContainsAny(field, "!<>%@") {
-				ok = false // operators other than "=" are outside the emulated subset
-				break
+			m, known := match(o, k, v)
+			if !known {
+				writeErr(w, http.StatusBadRequest, "", "Filter "+strconv.Quote(k)+" is outside the emulated subset.")
+				return
 			}
-			if str(o[field]) != str(v) {
+			if !m {
 				ok = false
 				break
 			}
 		}
-		if !ok {
-			continue
+		if ok {
+			matched = append(matched, o)
 		}
+	}
+	result := []object{}
+	for i := start; i < len(matched) && len(result) < pageSize; i++ {
+		o := matched[i]
 		out := object{}
 		if len(sel) == 0 || (len(sel) == 1 && sel[0] == "*") {
 			for k, v := range o {
@@ -286,9 +353,10 @@ func (s *Server) list(w http.ResponseWriter, entity string, filter map[string]an
 			out["ID"] = o["ID"]
 		}
 		result = append(result, out)
-		if len(result) == 50 {
-			break
-		}
 	}
-	sandbox.WriteJSON(w, http.StatusOK, "", map[string]any{"result": result, "total": len(result), "time": s.timeBlock()})
+	body := map[string]any{"result": result, "total": len(matched), "time": s.timeBlock()}
+	if start+len(result) < len(matched) {
+		body["next"] = start + len(result)
+	}
+	sandbox.WriteJSON(w, http.StatusOK, "", body)
 }

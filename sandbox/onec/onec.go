@@ -321,10 +321,23 @@ func invoiceAnswer(d *document, replayed bool) map[string]any {
 	return map[string]any{"key": d.Key, "ref": d.Ref, "number": d.Number, "posted": d.Posted, "replayed": replayed}
 }
 
+// getInvoice answers by the key register; when the register has no record
+// (the key never reached the service: a connector dropped the header), by
+// the oldest document whose comment carries the "[op:<key>]" marker, with
+// "found_by": "marker" and an empty "key".
 func (s *Server) getInvoice(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	s.mu.Lock()
 	d := s.register[key]
+	by := "register"
+	if d == nil {
+		for _, doc := range s.docs {
+			if strings.Contains(doc.Comment, "[op:"+key+"]") && !doc.Deleted {
+				d, by = doc, "marker"
+				break
+			}
+		}
+	}
 	s.mu.Unlock()
 	if d == nil {
 		sandbox.WriteJSON(w, http.StatusNotFound, "", map[string]string{"error": "not_found"})
@@ -332,7 +345,7 @@ func (s *Server) getInvoice(w http.ResponseWriter, r *http.Request) {
 	}
 	sandbox.WriteJSON(w, http.StatusOK, "", map[string]any{
 		"key": d.Key, "ref": d.Ref, "number": d.Number, "posted": d.Posted, "state": "done",
-		"order_id": d.OrderID, "amount_minor": d.AmountMinor, "currency": d.Currency,
+		"order_id": d.OrderID, "amount_minor": d.AmountMinor, "currency": d.Currency, "found_by": by,
 	})
 }
 
@@ -496,15 +509,17 @@ func (s *Server) odataList(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// cond is one "<name> eq <literal>" clause.
+// cond is one "<name> eq <literal>" clause, or with contains set one
+// "substringof('<text>', <name>)" clause.
 type cond struct {
-	name string
-	val  any
+	name     string
+	val      any
+	contains bool
 }
 
-// parseFilter parses the $filter subset: clauses "<name> eq <literal>"
-// joined by " and "; literals 'string' (with ” escapes), guid'…', true,
-// false, numbers.
+// parseFilter parses the $filter subset: clauses "<name> eq <literal>" and
+// "substringof('<text>', <name>)" (optionally "eq true") joined by " and ";
+// literals 'string' (with ” escapes), guid'…', true, false, numbers.
 func parseFilter(f string) ([]cond, error) {
 	f = strings.TrimSpace(f)
 	if f == "" {
@@ -512,17 +527,35 @@ func parseFilter(f string) ([]cond, error) {
 	}
 	var out []cond
 	for f != "" {
-		name, rest, ok := strings.Cut(f, " eq ")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.ContainsAny(name, " '()") {
-			return nil, fmt.Errorf("ожидалось <имя> eq <значение>")
+		var rest string
+		if after, ok := strings.CutPrefix(f, "substringof("); ok {
+			lit, tail, err := parseLiteral(strings.TrimLeft(after, " "))
+			text, isText := lit.(string)
+			if err != nil || !isText {
+				return nil, fmt.Errorf("substringof ожидает строку")
+			}
+			tail, ok = strings.CutPrefix(strings.TrimLeft(tail, " "), ",")
+			name, tail2, ok2 := strings.Cut(tail, ")")
+			name = strings.TrimSpace(name)
+			if !ok || !ok2 || name == "" || strings.ContainsAny(name, " '()") {
+				return nil, fmt.Errorf("ожидалось substringof('<текст>', <имя>)")
+			}
+			rest = strings.TrimLeft(tail2, " ")
+			rest = strings.TrimPrefix(rest, "eq true")
+			out = append(out, cond{name: name, val: text, contains: true})
+		} else {
+			name, r, ok := strings.Cut(f, " eq ")
+			name = strings.TrimSpace(name)
+			if !ok || name == "" || strings.ContainsAny(name, " '()") {
+				return nil, fmt.Errorf("ожидалось <имя> eq <значение>")
+			}
+			val, r, err := parseLiteral(strings.TrimLeft(r, " "))
+			if err != nil {
+				return nil, err
+			}
+			rest = r
+			out = append(out, cond{name: name, val: val})
 		}
-		rest = strings.TrimLeft(rest, " ")
-		val, rest, err := parseLiteral(rest)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, cond{name: name, val: val})
 		rest = strings.TrimLeft(rest, " ")
 		if rest == "" {
 			break
@@ -585,6 +618,12 @@ func matchAll(e map[string]any, conds []cond) bool {
 		v, ok := e[c.name]
 		if !ok {
 			return false
+		}
+		if c.contains {
+			if !strings.Contains(fmt.Sprint(v), c.val.(string)) {
+				return false
+			}
+			continue
 		}
 		switch want := c.val.(type) {
 		case json.Number:

@@ -71,8 +71,17 @@ func TestParseFilter(t *testing.T) {
 	t.Parallel()
 	c, err := parseFilter("ВнешнийКлюч eq 'a''b' and DeletionMark eq false and Ref_Key eq guid'6F1C3A2E-1C00-5E00-8000-00000000A1C1' and N eq 1.5")
 	require.NoError(t, err)
-	require.Equal(t, []cond{{"ВнешнийКлюч", "a'b"}, {"DeletionMark", false}, {"Ref_Key", "6f1c3a2e-1c00-5e00-8000-00000000a1c1"}, {"N", json.Number("1.5")}}, c)
-	for _, bad := range []string{"x eq", "x eq 'open", "x gt 1", "x eq 1 or y eq 2", "x eq guid'zz'", "x eq 1 and "} {
+	require.Equal(t, []cond{{"ВнешнийКлюч", "a'b", false}, {"DeletionMark", false, false}, {"Ref_Key", "6f1c3a2e-1c00-5e00-8000-00000000a1c1", false}, {"N", json.Number("1.5"), false}}, c)
+	c, err = parseFilter("substringof('[op:k]', Комментарий) and DeletionMark eq false")
+	require.NoError(t, err)
+	require.Equal(t, []cond{{"Комментарий", "[op:k]", true}, {"DeletionMark", false, false}}, c)
+	c, err = parseFilter("substringof('x', A) eq true")
+	require.NoError(t, err)
+	require.Equal(t, []cond{{"A", "x", true}}, c)
+	require.True(t, matchAll(map[string]any{"A": "a x b"}, c))
+	require.False(t, matchAll(map[string]any{"A": "a b"}, c))
+	for _, bad := range []string{"x eq", "x eq 'open", "x gt 1", "x eq 1 or y eq 2", "x eq guid'zz'", "x eq 1 and ",
+		"substringof(1, A)", "substringof('x' A)", "substringof('x', A"} {
 		_, err := parseFilter(bad)
 		require.Error(t, err, bad)
 	}
@@ -81,5 +90,6 @@ func TestParseFilter(t *testing.T) {
 func FuzzParseFilter(f *testing.F) {
 	f.Add("a eq 'x' and b eq false")
 	f.Add("a eq guid'6f1c3a2e-1c00-5e00-8000-00000000a1c1'")
+	f.Add("substringof('[op:k]', b) eq true and c eq 1")
 	f.Fuzz(func(t *testing.T, s string) { _, _ = parseFilter(s) })
 }

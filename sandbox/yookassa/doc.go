@@ -10,7 +10,11 @@
 //   - POST /v3/payments, GET /v3/payments/{id}, GET /v3/payments (created_at
 //     window, status, limit ≤ 100, cursor; newest first; next_cursor),
 //     POST /v3/refunds, GET /v3/refunds/{id}, GET /v3/refunds (payment_id,
-//     created_at window);
+//     created_at window, limit, cursor);
+//   - list paging is by cursor, as the real API gives it (an opaque
+//     next_cursor, [OK] yookassa.ru/developers/using-api/lists): the cursor
+//     marks the last object served, so objects created while a client pages
+//     never shift an object onto a later page (no object is served twice);
 //   - statuses pending, waiting_for_capture (capture:false), succeeded,
 //     canceled with cancellation_details {party, reason};
 //   - error bodies {"type":"error","id","code","description","parameter"}.

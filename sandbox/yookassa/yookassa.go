@@ -475,10 +475,14 @@ func (win window) match(t time.Time) bool {
 		(win.lte.IsZero() || !t.After(win.lte)) && (win.lt.IsZero() || t.Before(win.lt))
 }
 
-// page reads limit and cursor: limit 1..100 (default 10); the cursor is an
-// opaque offset into the filtered, newest-first list.
-func page(q map[string][]string) (limit, offset int, bad string) {
-	limit = 10
+// page reads limit and cursor: limit 1..100 (default 10). The cursor is
+// opaque to clients; here it names the creation sequence number of the last
+// object of the previous page, and the next page holds the matching objects
+// created before it. A keyset cursor, as the real API's object-like cursor
+// suggests: objects created while a client pages are never shifted onto a
+// later page, so a scan sees each object at most once.
+func page(q map[string][]string) (limit int, before int, bad string) {
+	limit, before = 10, -1
 	if vs := q["limit"]; len(vs) > 0 && vs[0] != "" {
 		n, err := strconv.Atoi(vs[0])
 		if err != nil || n < 1 || n > 100 {
@@ -491,24 +495,44 @@ func page(q map[string][]string) (limit, offset int, bad string) {
 		if err != nil {
 			return 0, 0, "cursor"
 		}
-		n, err := strconv.Atoi(string(b))
-		if err != nil || n < 0 {
+		n, err := strconv.Atoi(strings.TrimPrefix(string(b), "seq:"))
+		if err != nil || n < 0 || !strings.HasPrefix(string(b), "seq:") {
 			return 0, 0, "cursor"
 		}
-		offset = n
+		before = n
 	}
-	return limit, offset, ""
+	return limit, before, ""
 }
 
-func writeList(w http.ResponseWriter, items []any, limit, offset int) {
-	out := map[string]any{"type": "list"}
-	end := min(offset+limit, len(items))
-	if offset > len(items) {
-		offset = len(items)
+// listNewestFirst walks the n objects of one kind, newest first, from just
+// before the cursor position, and returns up to limit that match and the
+// cursor of the next page ("" at the end).
+func listNewestFirst(n, before, limit int, match func(i int) (any, bool)) ([]any, string) {
+	start := n - 1
+	if before >= 0 && before-1 < start {
+		start = before - 1
 	}
-	out["items"] = items[offset:end]
-	if end < len(items) {
-		out["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+	items := []any{}
+	last := -1
+	for i := start; i >= 0; i-- {
+		v, ok := match(i)
+		if !ok {
+			continue
+		}
+		if len(items) == limit {
+			// Another one matches: the next page starts after the last taken.
+			return items, base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.Itoa(last)))
+		}
+		items = append(items, v)
+		last = i
+	}
+	return items, ""
+}
+
+func writeList(w http.ResponseWriter, items []any, next string) {
+	out := map[string]any{"type": "list", "items": items}
+	if next != "" {
+		out["next_cursor"] = next
 	}
 	sandbox.WriteJSON(w, http.StatusOK, "", out)
 }
@@ -521,7 +545,7 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 			bad = "status"
 		}
 	}
-	limit, offset, badPage := page(q)
+	limit, before, badPage := page(q)
 	if bad == "" {
 		bad = badPage
 	}
@@ -531,22 +555,22 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 	}
 	status := q.Get("status")
 	s.mu.Lock()
-	var items []any
-	for i := len(s.order) - 1; i >= 0; i-- {
+	items, next := listNewestFirst(len(s.order), before, limit, func(i int) (any, bool) {
 		p := s.payments[s.order[i]]
-		if win.match(p.created) && (status == "" || p.Status == status) {
-			c := *p
-			items = append(items, &c)
+		if !win.match(p.created) || (status != "" && p.Status != status) {
+			return nil, false
 		}
-	}
+		c := *p
+		return &c, true
+	})
 	s.mu.Unlock()
-	writeList(w, orEmpty(items), limit, offset)
+	writeList(w, items, next)
 }
 
 func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	win, bad := parseWindow(q)
-	limit, offset, badPage := page(q)
+	limit, before, badPage := page(q)
 	if bad == "" {
 		bad = badPage
 	}
@@ -556,23 +580,16 @@ func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
 	}
 	pid := q.Get("payment_id")
 	s.mu.Lock()
-	var items []any
-	for i := len(s.rorder) - 1; i >= 0; i-- {
+	items, next := listNewestFirst(len(s.rorder), before, limit, func(i int) (any, bool) {
 		rf := s.refunds[s.rorder[i]]
-		if win.match(rf.created) && (pid == "" || rf.PaymentID == pid) {
-			c := *rf
-			items = append(items, &c)
+		if !win.match(rf.created) || (pid != "" && rf.PaymentID != pid) {
+			return nil, false
 		}
-	}
+		c := *rf
+		return &c, true
+	})
 	s.mu.Unlock()
-	writeList(w, orEmpty(items), limit, offset)
-}
-
-func orEmpty(items []any) []any {
-	if items == nil {
-		return []any{}
-	}
-	return items
+	writeList(w, items, next)
 }
 
 // canonicalHash is the hash of the body's JSON value with object keys

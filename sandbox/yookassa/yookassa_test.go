@@ -3,6 +3,7 @@ package yookassa_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -174,4 +175,44 @@ func TestDecline(t *testing.T) {
 	_, p := do(t, s, "POST", base+"/v3/payments", "d1", body)
 	require.Equal(t, "canceled", p["status"])
 	require.Equal(t, "insufficient_funds", p["cancellation_details"].(map[string]any)["reason"])
+}
+
+// The cursor is a position in the list, not an offset: payments created
+// while a client pages go to the front and never shift an object onto a
+// later page, so each is seen once.
+func TestCursorPagingIsStableUnderCreation(t *testing.T) {
+	t.Parallel()
+	s, base, _ := start(t, yookassa.Options{})
+	for i := range 5 {
+		do(t, s, "POST", base+"/v3/payments", fmt.Sprint("old-", i), pay("1.00"))
+	}
+	seen := map[any]int{}
+	next := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		q := url.Values{"limit": {"2"}}
+		if next != "" {
+			q.Set("cursor", next)
+		}
+		st, l := do(t, s, "GET", base+"/v3/payments?"+q.Encode(), "", nil)
+		require.Equal(t, 200, st)
+		for _, it := range l["items"].([]any) {
+			seen[it.(map[string]any)["id"]]++
+		}
+		// Two new payments between pages: an offset cursor would serve the
+		// same objects again.
+		do(t, s, "POST", base+"/v3/payments", fmt.Sprint("new-a-", pages), pay("1.00"))
+		do(t, s, "POST", base+"/v3/payments", fmt.Sprint("new-b-", pages), pay("1.00"))
+		c, _ := l["next_cursor"].(string)
+		if c == "" {
+			break
+		}
+		next = c
+	}
+	require.Len(t, seen, 5, "every payment that existed when paging began, and only those")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "payment %v served twice", id)
+	}
+	st, _ := do(t, s, "GET", base+"/v3/payments?cursor=bm9wZQ", "", nil)
+	require.Equal(t, 400, st, "a cursor that is not ours")
 }

@@ -1,0 +1,26 @@
+// Package adapters is the seam between the worker and the targets: the
+// Adapter contract (Execute once with the operation key, Lookup by the key
+// alone), the closed error classes with their safe codes, and what every
+// HTTP adapter shares:
+//
+//   - Send and NewRequest: one exchange that knows whether the request was
+//     written, never lets net/http re-send a keyed request by itself, and
+//     classifies transport failures (not sent → retry; sent → reconcile);
+//     a 5xx that came before the whole body was written is retry with a
+//     *_before_request_written code, apart from the same status after it;
+//   - Client: the HTTP client plus the target account's client-side token
+//     bucket (RateLimit), so requests wait for their slot within the call
+//     instead of meeting the target's 429/503;
+//   - Attempt (WithAttempt, AttemptFrom, Retried): the worker tells an
+//     adapter which attempt it runs and since when the journal knows the
+//     key, so searches start there and a first attempt skips looking for
+//     earlier ones;
+//   - Outcome.ReportDuplicates: several objects for one key in a target
+//     are reported in the result (the worker logs and counts them);
+//   - KeyLocks (single-flight per key), TargetKey, Secret, LoadCredential.
+//
+// One package per target implements the contract; adaptertest is the
+// contract suite they all pass against their sandbox emulators.
+//
+// Imports: operation, the standard library and golang.org/x/time/rate.
+package adapters
