@@ -50,5 +50,6 @@
 // Secrets are never logged, and neither are bodies.
 //
 // Imports: the standard library, nats.go's jetstream, prometheus'
-// client_golang and idemgate's operation package. Only cmd imports ingest.
+// client_golang and idemgate's operation and redact packages. Only cmd
+// imports ingest.
 package ingest

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/amocrm"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sb "github.com/idemgate/idemgate/sandbox/amocrm"
 )
@@ -54,7 +55,7 @@ func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *
 	_, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
-	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), adapters.Secret(srv.Token()), time.Second
+	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), redact.Secret(srv.Token()), time.Second
 	if cfg.KeyFieldID == 0 {
 		cfg.KeyFieldID = srv.KeyFieldID()
 	} else if cfg.KeyFieldID < 0 {

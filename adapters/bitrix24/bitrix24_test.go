@@ -12,6 +12,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	sb "github.com/idemgate/idemgate/sandbox/bitrix24"
 )
 
@@ -43,7 +44,7 @@ func setup(t *testing.T, opts sb.Options) (*bitrix24.Adapter, *sb.Server) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	uid, code := srv.Credentials()
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: srv.URL(), UserID: uid, WebhookCode: adapters.Secret(code), Timeout: time.Second})
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: srv.URL(), UserID: uid, WebhookCode: redact.Secret(code), Timeout: time.Second})
 	require.NoError(t, err)
 	return a, srv
 }

@@ -36,5 +36,6 @@
 // it, but a replay then makes a second invoice — the residual double-write
 // window of the article's limitations, which only the journal narrows.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package onec

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	sbonec "github.com/idemgate/idemgate/sandbox/onec"
 )
 
@@ -41,7 +42,7 @@ func setup(t *testing.T, mode string) (*onec.Adapter, *sbonec.Server) {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	user, pw := srv.Credentials()
 	a, err := onec.New(onec.Config{
-		BaseURL: srv.BaseURL(), Mode: mode, User: user, Password: adapters.Secret(pw),
+		BaseURL: srv.BaseURL(), Mode: mode, User: user, Password: redact.Secret(pw),
 		Timeout: time.Second, Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)

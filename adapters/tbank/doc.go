@@ -26,5 +26,6 @@
 // ExternalRequestId (a repeat returns the current state [3P]); refunds
 // cannot be looked up by key (Lookup: Indeterminate, lookup_unsupported).
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package tbank

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbyk "github.com/idemgate/idemgate/sandbox/yookassa"
 )
@@ -31,7 +32,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -43,7 +44,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 func mustNew(t *testing.T, b bundle, mod func(*yookassa.Config)) *yookassa.Adapter {
 	t.Helper()
 	shop, secret := b.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
 	mod(&cfg)
 	a, err := yookassa.New(cfg)
 	require.NoError(t, err)
