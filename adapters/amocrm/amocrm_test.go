@@ -85,13 +85,16 @@ func harness(op func(string, int) operation.Operation, invalid func(string) oper
 	}
 }
 
+// invalidLead is a lead amoCRM cannot take: its price is in whole units.
+func invalidLead(intent string) operation.Operation {
+	o := leadOp(intent, 0)
+	o.Fields["amount_minor"] = int64(12345) // not whole units
+	return o
+}
+
 func TestContractLead(t *testing.T) {
 	t.Parallel()
-	adaptertest.Run(t, harness(leadOp, func(intent string) operation.Operation {
-		o := leadOp(intent, 0)
-		o.Fields["amount_minor"] = int64(12345) // not whole units
-		return o
-	}))
+	adaptertest.Run(t, harness(leadOp, invalidLead))
 }
 
 func TestContractTask(t *testing.T) {
@@ -105,7 +108,7 @@ func TestContractTask(t *testing.T) {
 
 func TestContractLeadTagOnly(t *testing.T) {
 	t.Parallel()
-	h := harness(leadOp, nil)
+	h := harness(leadOp, invalidLead)
 	h.New = func(t *testing.T) adaptertest.Setup {
 		a, srv := setup(t, sb.Options{}, amocrm.Config{KeyFieldID: -1})
 		return adaptertest.Setup{Adapter: a, Sandbox: srv}
