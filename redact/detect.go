@@ -63,11 +63,12 @@ func (k Kind) String() string {
 	return "unknown kind"
 }
 
-// Detect reports the kind of the first secret-looking content in s, or
-// KindNone: the one detector behind operation key screening (a key is
-// refused when Detect finds anything) and behind String (which masks card
-// numbers and replaces everything else Detect finds). It allocates nothing
-// unless s holds '=' (name=value pairs are then checked with IsSecretKey).
+// Detect reports what secret-looking content s holds — of the kinds found,
+// the first in the order of the Kind constants — or KindNone. It is the one
+// detector behind operation key screening (a key is refused when Detect
+// finds anything) and behind String (which masks card numbers and replaces
+// everything else Detect finds). It allocates nothing unless s holds '='
+// (name=value pairs are then checked with IsSecretKey).
 func Detect[S ~string | ~[]byte](s S) Kind {
 	// Each rule is called directly (not through a table of funcs) so that
 	// the []byte instantiation does not convert s to a string.
