@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -19,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Further safe codes used by the HTTP adapters (the configured rules map
@@ -390,22 +391,6 @@ func TargetKey(key string, maxLen int) string {
 	return key[:maxLen-len(d)-1] + "~" + d
 }
 
-// Secret is a credential. It formats and marshals as "[redacted]".
-type Secret string
-
-// Redacted is how a Secret prints.
-const Redacted = "[redacted]"
-
-func (Secret) String() string                  { return Redacted }
-func (Secret) GoString() string                { return Redacted }
-func (Secret) MarshalText() ([]byte, error)    { return []byte(Redacted), nil }
-func (s Secret) Reveal() string                { return string(s) }
-func (Secret) Format(f fmt.State, _ rune)      { _, _ = io.WriteString(f, Redacted) }
-func (Secret) LogValue() slog.Value            { return slog.StringValue(Redacted) }
-func (s Secret) IsZero() bool                  { return s == "" }
-func (Secret) MarshalJSON() ([]byte, error)    { return []byte(`"` + Redacted + `"`), nil }
-func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
-
 // ErrNoCredential is returned when no credential source is configured or
 // the configured one is empty.
 var ErrNoCredential = errors.New("no credential configured")
@@ -414,7 +399,7 @@ var ErrNoCredential = errors.New("no credential configured")
 // of file (surrounding space trimmed) when file is set; else the environment
 // variable env. getenv defaults to os.Getenv. Errors name the source, never
 // the value.
-func LoadCredential(value Secret, env, file string, getenv func(string) string) (Secret, error) {
+func LoadCredential(value redact.Secret, env, file string, getenv func(string) string) (redact.Secret, error) {
 	if value != "" {
 		return value, nil
 	}
@@ -430,14 +415,14 @@ func LoadCredential(value Secret, env, file string, getenv func(string) string) 
 		if s == "" {
 			return "", fmt.Errorf("credential file %s: %w", file, ErrNoCredential)
 		}
-		return Secret(s), nil
+		return redact.Secret(s), nil
 	}
 	if env != "" {
 		if getenv == nil {
 			getenv = os.Getenv
 		}
 		if v := strings.TrimSpace(getenv(env)); v != "" {
-			return Secret(v), nil
+			return redact.Secret(v), nil
 		}
 		return "", fmt.Errorf("environment variable %s: %w", env, ErrNoCredential)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // closeSecond serves the first request on each connection and hangs up on
@@ -247,8 +248,8 @@ func TestTargetKey(t *testing.T) {
 
 func TestSecretNeverPrints(t *testing.T) {
 	t.Parallel()
-	s := adapters.Secret("hunter2")
-	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %s %q %#v %+v", s, s, s, s, struct{ S adapters.Secret }{s})} {
+	s := redact.Secret("hunter2")
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %s %q %#v %+v", s, s, s, s, struct{ S redact.Secret }{s})} {
 		require.NotContains(t, out, "hunter2")
 	}
 	require.Equal(t, "hunter2", s.Reveal())

@@ -3,13 +3,13 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Schemes: how a source's notifications are authenticated.
@@ -69,26 +69,6 @@ var YooKassaAddresses = []string{
 // ErrInvalidConfig is wrapped by every configuration error from Validate and New.
 var ErrInvalidConfig = errors.New("invalid ingest configuration")
 
-// Secret is a configured secret. It formats, logs and marshals as
-// "[REDACTED]", so a Config can be printed safely; use string(s) for the value.
-type Secret string
-
-// String returns "[REDACTED]", never the value.
-func (Secret) String() string { return redacted }
-
-// GoString keeps %#v from printing the value.
-func (Secret) GoString() string { return `"` + redacted + `"` }
-
-// MarshalText keeps JSON and YAML dumps of a Config from holding the value.
-func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
-
-// LogValue keeps slog from logging the value.
-func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-func (s Secret) set() bool { return s != "" }
-
-const redacted = "[REDACTED]"
-
 // Config is the ingest server's configuration, as cmd reads it (YAML key in
 // the mapstructure tags). The zero value of every field but Sources means its
 // default; see WithDefaults.
@@ -135,7 +115,7 @@ type Source struct {
 	// whsec_…, used as is; "standard": whsec_<base64>, or the bare base64;
 	// "tbank": the terminal Password). Several may be active during a
 	// rotation; any of them verifies. Give them here or in SecretsFile.
-	Secrets []Secret `mapstructure:"secrets"`
+	Secrets []redact.Secret `mapstructure:"secrets"`
 	// SecretsFile names a file holding the secrets, one a line (blank lines
 	// ignored), read at New. Used when Secrets is empty.
 	SecretsFile string `mapstructure:"secrets_file"`
@@ -169,14 +149,14 @@ type YooKassaConfig struct {
 	ShopID string `mapstructure:"shop_id"`
 	// SecretKey is the API secret key (the Basic auth password), or read from
 	// SecretKeyFile at New.
-	SecretKey     Secret `mapstructure:"secret_key"`
-	SecretKeyFile string `mapstructure:"secret_key_file"`
+	SecretKey     redact.Secret `mapstructure:"secret_key"`
+	SecretKeyFile string        `mapstructure:"secret_key_file"`
 	// Timeout bounds one re-fetch. Default 10s.
 	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 func (c YooKassaConfig) configured() bool {
-	return c.ShopID != "" || c.SecretKey.set() || c.SecretKeyFile != ""
+	return c.ShopID != "" || !c.SecretKey.IsZero() || c.SecretKeyFile != ""
 }
 
 // Route turns one event type of a source into one operation.
@@ -363,7 +343,7 @@ func (s Source) validate() error {
 			bad("scheme %s needs secrets or secrets_file", s.Scheme)
 		}
 		for _, sec := range s.Secrets {
-			if !sec.set() {
+			if sec.IsZero() {
 				bad("empty secret")
 			}
 		}
@@ -375,7 +355,7 @@ func (s Source) validate() error {
 			if s.Refetch.ShopID == "" {
 				bad("refetch.shop_id is required")
 			}
-			if !s.Refetch.SecretKey.set() && s.Refetch.SecretKeyFile == "" {
+			if s.Refetch.SecretKey.IsZero() && s.Refetch.SecretKeyFile == "" {
 				bad("refetch needs secret_key or secret_key_file")
 			}
 			if !strings.HasPrefix(s.Refetch.API, "https://") && !strings.HasPrefix(s.Refetch.API, "http://") {
@@ -510,15 +490,15 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 }
 
 // readSecretsFile reads one secret a line. The error never quotes the content.
-func readSecretsFile(path string) ([]Secret, error) {
+func readSecretsFile(path string) ([]redact.Secret, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read secrets file: %w", ErrInvalidConfig, err)
 	}
-	var out []Secret
+	var out []redact.Secret
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, Secret(line))
+			out = append(out, redact.Secret(line))
 		}
 	}
 	if len(out) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // stubJS satisfies New's non-nil check for configuration tests, which never
@@ -56,18 +57,18 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"unknown scheme", ingest.Source{Name: "x", Scheme: "paypal"}, "unknown scheme"},
 		{"no scheme", ingest.Source{Name: "custom"}, "scheme is required"},
-		{"bad name", ingest.Source{Name: "Stripe/1", Scheme: ingest.SchemeStripe, Secrets: []ingest.Secret{"s"}}, "name must be"},
+		{"bad name", ingest.Source{Name: "Stripe/1", Scheme: ingest.SchemeStripe, Secrets: []redact.Secret{"s"}}, "name must be"},
 		{"no secrets", ingest.Source{Name: "stripe"}, "needs secrets"},
-		{"tbank without terminal", ingest.Source{Name: "tbank", Secrets: []ingest.Secret{"p"}}, "terminal_key"},
-		{"yookassa with secrets", ingest.Source{Name: "yookassa", Secrets: []ingest.Secret{"s"}}, "no signing secrets"},
+		{"tbank without terminal", ingest.Source{Name: "tbank", Secrets: []redact.Secret{"p"}}, "terminal_key"},
+		{"yookassa with secrets", ingest.Source{Name: "yookassa", Secrets: []redact.Secret{"s"}}, "no signing secrets"},
 		{"yookassa refetch without key", ingest.Source{Name: "yookassa", Refetch: ingest.YooKassaConfig{ShopID: "1"}}, "secret_key"},
-		{"bad CIDR", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, AllowedAddresses: []string{"10.0.0.0/33"}}, "allowed_addresses"},
-		{"route twice", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: append(route("crm.task.create", task...), route("crm.task.create", task...)...)}, "routed twice"},
-		{"path and value", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a", Value: "b"})}, "exclusive"},
-		{"bad convert", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a", Convert: "float"})}, "unknown convert"},
-		{"object constant", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Value: map[string]any{}})}, "value must be"},
-		{"empty path segment", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a..b"})}, "empty segment"},
-		{"bad operation name", ingest.Source{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: route("Crm Task")}, "operation"},
+		{"bad CIDR", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, AllowedAddresses: []string{"10.0.0.0/33"}}, "allowed_addresses"},
+		{"route twice", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: append(route("crm.task.create", task...), route("crm.task.create", task...)...)}, "routed twice"},
+		{"path and value", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a", Value: "b"})}, "exclusive"},
+		{"bad convert", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a", Convert: "float"})}, "unknown convert"},
+		{"object constant", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Value: map[string]any{}})}, "value must be"},
+		{"empty path segment", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: route("crm.task.create", ingest.FieldMap{Field: "title", Path: "a..b"})}, "empty segment"},
+		{"bad operation name", ingest.Source{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: route("Crm Task")}, "operation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,14 +80,14 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 	require.ErrorContains(t, ingest.Config{}.WithDefaults().Validate(), "no sources")
-	dup := ingest.Config{Sources: []ingest.Source{{Name: "stripe", Secrets: []ingest.Secret{"s"}}, {Name: "stripe", Secrets: []ingest.Secret{"s"}}}}
+	dup := ingest.Config{Sources: []ingest.Source{{Name: "stripe", Secrets: []redact.Secret{"s"}}, {Name: "stripe", Secrets: []redact.Secret{"s"}}}}
 	require.ErrorContains(t, dup.WithDefaults().Validate(), "used twice")
 }
 
 func TestNewChecksRoutesAgainstRegistry(t *testing.T) {
 	t.Parallel()
 	src := func(r ingest.Route) ingest.Config {
-		return ingest.Config{Sources: []ingest.Source{{Name: "stripe", Secrets: []ingest.Secret{"s"}, Routes: []ingest.Route{r}}}}
+		return ingest.Config{Sources: []ingest.Source{{Name: "stripe", Secrets: []redact.Secret{"s"}, Routes: []ingest.Route{r}}}}
 	}
 	tests := []struct {
 		name string
@@ -102,11 +103,11 @@ func TestNewChecksRoutesAgainstRegistry(t *testing.T) {
 			{Field: "title", Value: "t"}}}), "needs field responsible_id"},
 		{"required field optional", src(ingest.Route{Event: "e", Operation: "crm.task.create", Payload: []ingest.FieldMap{
 			{Field: "title", Value: "t"}, {Field: "responsible_id", Path: "r", Optional: true}}}), "needs field responsible_id"},
-		{"t-bank nested path", ingest.Config{Sources: []ingest.Source{{Name: "tbank", TerminalKey: "T", Secrets: []ingest.Secret{"p"},
+		{"t-bank nested path", ingest.Config{Sources: []ingest.Source{{Name: "tbank", TerminalKey: "T", Secrets: []redact.Secret{"p"},
 			Routes: []ingest.Route{{Event: "CONFIRMED", Operation: "crm.task.create", Payload: []ingest.FieldMap{
 				{Field: "title", Value: "t"}, {Field: "responsible_id", Path: "Data.manager"}}}}}}}, "nested"},
 		{"yookassa without refetch", ingest.Config{Sources: []ingest.Source{{Name: "yookassa"}}}, "refetch credentials"},
-		{"bad standard secret", ingest.Config{Sources: []ingest.Source{{Name: "crm", Scheme: ingest.SchemeStandard, Secrets: []ingest.Secret{"whsec_!!!"}}}}, "base64"},
+		{"bad standard secret", ingest.Config{Sources: []ingest.Source{{Name: "crm", Scheme: ingest.SchemeStandard, Secrets: []redact.Secret{"whsec_!!!"}}}}, "base64"},
 		{"missing secrets file", ingest.Config{Sources: []ingest.Source{{Name: "stripe", SecretsFile: "/nonexistent/stripe"}}}, "secrets file"},
 	}
 	for _, tt := range tests {
@@ -252,7 +253,7 @@ func TestEventID(t *testing.T) {
 	for _, parts := range [][]string{
 		{"evt with spaces"},
 		{"4111111111111111"}, // a card-like number
-		{"token_abc"},        // a secret-looking word
+		{"sk_live_abc"},      // a secret token
 		{strings.Repeat("a", 200)},
 		{"a", ""},
 	} {

@@ -22,8 +22,11 @@
 //     delivery, 503 when the provider cannot be asked;
 //  6. maps the body to the route's operation payload (422 when the mapping or
 //     the resulting command does not hold, so the sender retries after the
-//     configuration is fixed) and publishes the command envelope on
-//     idemgate.cmd.<operation> with Nats-Msg-Id = event_id;
+//     configuration is fixed), masking card numbers and secrets in every
+//     string taken from the body (redact.String: a card keeps its first six
+//     and last four digits, a token becomes "[REDACTED]"), and publishes the
+//     command envelope on idemgate.cmd.<operation> with Nats-Msg-Id =
+//     event_id;
 //  7. answers 200 "OK" only after JetStream acknowledged the publish — a
 //     duplicate delivery inside the stream's dedup window is acknowledged too,
 //     without a second message — and 503 when the publish was not
@@ -50,5 +53,6 @@
 // Secrets are never logged, and neither are bodies.
 //
 // Imports: the standard library, nats.go's jetstream, prometheus'
-// client_golang and idemgate's operation package. Only cmd imports ingest.
+// client_golang and idemgate's operation and redact packages. Only cmd
+// imports ingest.
 package ingest

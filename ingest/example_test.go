@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // A YooKassa payment.succeeded notification becomes a 1C invoice, a Stripe
@@ -53,7 +54,7 @@ func ExampleConfig() {
 			},
 			{
 				Name:    "stripe",
-				Secrets: []ingest.Secret{"whsec_old…", "whsec_new…"},
+				Secrets: []redact.Secret{"whsec_old…", "whsec_new…"},
 				Routes: []ingest.Route{{
 					Event: "payment_intent.succeeded", Operation: "crm.task.create",
 					IntentPaths: []string{"type", "data.object.id"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/redact"
 )
 
 const fuzzTolerance = 5 * time.Minute
@@ -19,7 +20,7 @@ const fuzzTolerance = 5 * time.Minute
 // header without a genuine v1 signature over a fresh timestamp, and always
 // accepts a genuine one (and refuses it over another body).
 func FuzzStripeSignatureHeader(f *testing.F) {
-	secrets := []ingest.Secret{stripeOld, stripeNew}
+	secrets := []redact.Secret{stripeOld, stripeNew}
 	body := []byte(`{"id":"evt_1","type":"payment_intent.succeeded"}`)
 	f.Add(stripeHeader(stripeNew, fixedNow, body).Get("Stripe-Signature"), body)
 	f.Add(fmt.Sprintf("t=%d,v1=%s,v0=00", fixedNow.Unix(), strings.Repeat("ab", 32)), body)
@@ -45,7 +46,7 @@ func FuzzStripeSignatureHeader(f *testing.F) {
 
 // genuineStripe is an independent oracle: one t item, fresh, and a v1 item
 // equal to the HMAC of "t.body" under one of the secrets.
-func genuineStripe(header string, body []byte, secrets []ingest.Secret) bool {
+func genuineStripe(header string, body []byte, secrets []redact.Secret) bool {
 	var ts []string
 	var sigs []string
 	for _, item := range strings.Split(header, ",") {
@@ -129,7 +130,7 @@ func genuineStandard(id, timestamp, signature string, body []byte, keys [][]byte
 // whose Token is not the documented token under an active password (or that
 // names another terminal), and accepts one signed properly.
 func FuzzTBankToken(f *testing.F) {
-	passwords := []ingest.Secret{tbankPwdOld, tbankPwdNew}
+	passwords := []redact.Secret{tbankPwdOld, tbankPwdNew}
 	f.Add(tbankNotification(tbankPwdNew, nil))
 	f.Add(tbankNotification("guess", nil))
 	f.Add([]byte(`{"Token":"00","TerminalKey":"TestTerminal"}`))

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/redact"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -147,7 +148,7 @@ func testConfig(yookassaAPI string) ingest.Config {
 		TrustedProxies: []string{"10.0.0.1"},
 		Sources: []ingest.Source{
 			{
-				Name: "stripe", Secrets: []ingest.Secret{stripeOld, stripeNew},
+				Name: "stripe", Secrets: []redact.Secret{stripeOld, stripeNew},
 				Routes: []ingest.Route{{
 					Event: "payment_intent.succeeded", Operation: "crm.task.create",
 					Payload: []ingest.FieldMap{
@@ -158,7 +159,7 @@ func testConfig(yookassaAPI string) ingest.Config {
 				}},
 			},
 			{
-				Name: "billing", Scheme: ingest.SchemeStandard, Secrets: []ingest.Secret{standardOld, standardNew},
+				Name: "billing", Scheme: ingest.SchemeStandard, Secrets: []redact.Secret{standardOld, standardNew},
 				Routes: []ingest.Route{{
 					Event: "invoice.paid", Operation: "invoice.create",
 					Payload: []ingest.FieldMap{
@@ -170,7 +171,7 @@ func testConfig(yookassaAPI string) ingest.Config {
 				}},
 			},
 			{
-				Name: "tbank", TerminalKey: tbankTerm, Secrets: []ingest.Secret{tbankPwdOld, tbankPwdNew},
+				Name: "tbank", TerminalKey: tbankTerm, Secrets: []redact.Secret{tbankPwdOld, tbankPwdNew},
 				Routes: []ingest.Route{{
 					Event: "CONFIRMED", Operation: "crm.task.create",
 					Payload: []ingest.FieldMap{

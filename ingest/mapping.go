@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // MaxEventIDLen is the longest event id ingest publishes as is; longer
@@ -147,7 +148,14 @@ type MappingError struct {
 
 func (e *MappingError) Error() string { return "payload field " + e.Field + ": " + e.Reason }
 
-// mapPayload builds a route's payload from the body.
+// mapPayload builds a route's payload from the body. Every string taken from
+// the body passes through redact.String before it is published: the sender's
+// free text (a Stripe description mapped into a title, say) may hold a card
+// number or a token, and JetStream keeps what it is given. Card numbers keep
+// their first six and last four digits; tokens, JWTs, credentials and long
+// random runs become "[REDACTED]". Values that hold nothing of the kind (the
+// detector is the one that screens operation keys, so ids pass) are
+// published as received; constants from the route are not touched.
 func mapPayload(r Route, doc map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(r.Payload))
 	for _, f := range r.Payload {
@@ -165,6 +173,9 @@ func mapPayload(r Route, doc map[string]any) (map[string]any, error) {
 		cv, err := convert(v, f)
 		if err != nil {
 			return nil, &MappingError{Field: f.Field, Reason: err.Error()}
+		}
+		if s, ok := cv.(string); ok {
+			cv = redact.String(s)
 		}
 		out[f.Field] = cv
 	}

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // ObjectRef names the object a notification is about.
@@ -51,7 +53,7 @@ const maxObjectBytes = 1 << 20
 type YooKassaRefetcher struct {
 	api     string
 	shopID  string
-	secret  Secret
+	secret  redact.Secret
 	timeout time.Duration
 	client  *http.Client
 }
@@ -60,7 +62,7 @@ type YooKassaRefetcher struct {
 // its secret key resolved). client nil means a client with no overall
 // timeout; cfg.Timeout bounds each fetch either way.
 func NewYooKassaRefetcher(cfg YooKassaConfig, client *http.Client) (*YooKassaRefetcher, error) {
-	if cfg.ShopID == "" || !cfg.SecretKey.set() {
+	if cfg.ShopID == "" || cfg.SecretKey.IsZero() {
 		return nil, fmt.Errorf("%w: yookassa refetch needs shop_id and secret_key", ErrInvalidConfig)
 	}
 	u, err := url.Parse(cfg.API)

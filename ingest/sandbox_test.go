@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	ykemu "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
@@ -25,7 +26,7 @@ func TestYooKassaEmulatorRefetch(t *testing.T) {
 	t.Cleanup(api.Close)
 	shop, key := emu.Credentials()
 	b := setup(t, setupOpts{cfg: func(c *ingest.Config) {
-		c.Sources[3].Refetch = ingest.YooKassaConfig{API: api.URL + "/v3", ShopID: shop, SecretKey: ingest.Secret(key)}
+		c.Sources[3].Refetch = ingest.YooKassaConfig{API: api.URL + "/v3", ShopID: shop, SecretKey: redact.Secret(key)}
 	}})
 
 	// A payment made at the emulator, still pending.

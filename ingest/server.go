@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // SourceHeader is the message header naming the source a command came from.
@@ -102,7 +103,7 @@ type source struct {
 	name      string
 	cfg       Source
 	allowed   []netip.Prefix
-	secrets   []Secret
+	secrets   []redact.Secret
 	keys      [][]byte // Standard Webhooks keys, decoded
 	routes    map[string]Route
 	refetcher Refetcher
@@ -198,7 +199,7 @@ func newSource(sc Source, o options) (*source, error) {
 			return nil, fmt.Errorf("%w: yookassa needs refetch credentials (shop_id, secret_key): its notifications are trusted only after a re-fetch", ErrInvalidConfig)
 		}
 		rc := sc.Refetch
-		if !rc.SecretKey.set() {
+		if rc.SecretKey.IsZero() {
 			keys, err := readSecretsFile(rc.SecretKeyFile)
 			if err != nil {
 				return nil, err

@@ -482,3 +482,52 @@ func TestIntentPathsMakeOneOperationOfTwoEvents(t *testing.T) {
 	require.Equal(t, "prod:crm.task.create:stripe:payment_intent.succeeded:pi_3MtwBw:v2", keys[0])
 	require.Equal(t, keys[0], keys[1])
 }
+
+// TestMappedTextIsMaskedBeforeJetStream: a Stripe description mapped into a
+// command's title and description holds a card number and a secret key; the
+// command stored in the JetStream stream (read back from it) holds neither,
+// while innocent text and ids are published as received.
+func TestMappedTextIsMaskedBeforeJetStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: func(c *ingest.Config) {
+		c.Sources[0].Routes = append(c.Sources[0].Routes, ingest.Route{
+			Event: "charge.succeeded", Operation: "crm.task.create",
+			Payload: []ingest.FieldMap{
+				{Field: "title", Path: "data.object.description"},
+				{Field: "description", Path: "data.object.statement"},
+				{Field: "responsible_id", Value: "manager-7"},
+				{Field: "customer_id", Path: "data.object.metadata.customer_id"},
+			},
+		})
+	}})
+	const (
+		pan     = "4111 1111 1111 1111"
+		bare    = "5555555555554444"
+		sk      = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+		skTail  = "4eC39HqLyjWDarjtT1zdp7dc"
+		innocnt = "order-token-77 for secret-santa-2026, reset 2026-12-02"
+	)
+	body := []byte(`{"id":"evt_mask","type":"charge.succeeded","data":{"object":{"id":"ch_1",` +
+		`"description":"Paid with ` + pan + ` using ` + sk + `",` +
+		`"statement":"card ` + bare + `; ` + innocnt + `",` +
+		`"metadata":{"customer_id":"cus_NffrFeUfNV2Hib"}}}}`)
+	rec := b.post(t, "stripe", body, stripeHeader(stripeNew, fixedNow, body), "")
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+
+	m := b.last(t, "idemgate.cmd.crm.task.create")
+	stored := string(m.Data)
+	for _, leak := range []string{pan, bare, "4111111111111111", sk, skTail, "sk_live_"} {
+		require.NotContains(t, stored, leak, "the stream holds %q", leak)
+	}
+	var cmd operation.Command
+	require.NoError(t, json.Unmarshal(m.Data, &cmd))
+	var payload map[string]string
+	require.NoError(t, json.Unmarshal(cmd.Payload, &payload))
+	require.Equal(t, "Paid with 4111 11** **** 1111 using [REDACTED]", payload["title"])
+	require.Equal(t, "card 555555******4444; "+innocnt, payload["description"])
+	require.Equal(t, "cus_NffrFeUfNV2Hib", payload["customer_id"])
+	require.Equal(t, "manager-7", payload["responsible_id"])
+	// The masked command is still one the daemon accepts.
+	_, err := (&operation.Decoder{Env: "prod"}).Decode(m.Data)
+	require.NoError(t, err)
+}

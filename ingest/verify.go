@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Verification errors. None of them quotes a signature, a secret or the body.
@@ -44,7 +46,7 @@ func StripeSignature(secret string, t int64, body []byte) string {
 // appear while Stripe rolls a secret); other schemes (v0) are ignored. The
 // timestamp must be within tolerance of now, either way; tolerance 0 skips
 // that check.
-func VerifyStripe(header string, body []byte, secrets []Secret, now time.Time, tolerance time.Duration) error {
+func VerifyStripe(header string, body []byte, secrets []redact.Secret, now time.Time, tolerance time.Duration) error {
 	if strings.TrimSpace(header) == "" {
 		return ErrSignatureMissing
 	}
@@ -221,7 +223,7 @@ func tbankScalar(v any) (string, bool) {
 // VerifyTBank checks a parsed T-Bank notification: its Token must be the
 // TBankToken of its fields under one of passwords, and its TerminalKey must
 // be terminalKey.
-func VerifyTBank(fields map[string]any, terminalKey string, passwords []Secret) error {
+func VerifyTBank(fields map[string]any, terminalKey string, passwords []redact.Secret) error {
 	tok, present := fields["Token"]
 	if !present {
 		return ErrSignatureMissing

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/redact"
 )
 
 func hexHMAC(key []byte, msg string) string {
@@ -106,7 +107,7 @@ func TestTBankTokenDocumentationExample(t *testing.T) {
 func TestVerifyStripe(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"evt_1","type":"x"}`)
-	secrets := []ingest.Secret{stripeOld, stripeNew}
+	secrets := []redact.Secret{stripeOld, stripeNew}
 	ts := fixedNow.Unix()
 	sig := func(secret string, ts int64, body []byte) string {
 		return hexHMAC([]byte(secret), fmt.Sprintf("%d.%s", ts, body))
@@ -191,7 +192,7 @@ func TestVerifyStandard(t *testing.T) {
 
 func TestVerifyTBank(t *testing.T) {
 	t.Parallel()
-	passwords := []ingest.Secret{tbankPwdOld, tbankPwdNew}
+	passwords := []redact.Secret{tbankPwdOld, tbankPwdNew}
 	parse := func(b []byte) map[string]any {
 		d := json.NewDecoder(strings.NewReader(string(b)))
 		d.UseNumber()

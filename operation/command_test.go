@@ -247,7 +247,7 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "date impossible", body: `{"event_id":"evt-1","operation":"invoice.create","payload":{"order_id":"o","customer_id":"c","amount_minor":1,"currency":"RUB","due_date":"2026-02-30"}}`, code: CodeInvalidField, field: "payload.due_date", key: "prod:invoice.create:evt-1:v1", eventID: "evt-1"},
 		// bad_key
 		{name: "intent with a card number", body: `{"event_id":"evt-1","operation":"payment.charge","intent_id":"4111-1111-1111-1111","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "intent_id", eventID: "evt-1"},
-		{name: "intent with a secret word", body: `{"event_id":"evt-1","operation":"payment.charge","intent_id":"Bearer-abc","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "intent_id", eventID: "evt-1"},
+		{name: "intent with a secret token", body: `{"event_id":"evt-1","operation":"payment.charge","intent_id":"sk_live_abc","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "intent_id", eventID: "evt-1"},
 		{name: "intent with a space", body: `{"event_id":"evt-1","operation":"payment.charge","intent_id":"a b","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "intent_id", eventID: "evt-1"},
 		{name: "intent too long", body: `{"event_id":"evt-1","operation":"payment.charge","intent_id":"` + strings.Repeat("a-", 130) + `","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "intent_id", eventID: "evt-1"},
 		{name: "bad key_version", body: `{"event_id":"evt-1","operation":"payment.charge","key_version":"1","approval_id":"a","payload":` + okPayload + `}`, code: CodeBadKey, field: "key_version", eventID: "evt-1"},

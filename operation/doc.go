@@ -12,6 +12,11 @@
 //
 // Everything here is pure and deterministic: no I/O, no clock, no logging.
 //
-// Imports: the standard library only. Every other idemgate package may import
-// this one; it imports none of them.
+// Keys and ids are screened for secrets by redact.Detect, the one detector
+// that also masks logs, results and webhook text, so what a key refuses and
+// what a log masks cannot drift apart.
+//
+// Imports: the standard library and idemgate's redact (itself standard
+// library only). Every other idemgate package may import this one; it
+// imports no other.
 package operation

@@ -2,7 +2,8 @@ package operation
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Key is a parsed operation key: <env>:<operation>:<intent_id>:<key_version>.
@@ -104,20 +105,19 @@ func ParseKey(s string) (Key, error) {
 }
 
 // ValidateKey reports whether s is an acceptable operation key (see ParseKey).
-// Beyond the grammar it refuses keys that may carry a secret:
-//   - a card-like number: 13–19 digits passing the Luhn check, either as one
-//     run of digits or split into card-style groups (4-4-4-4[-3], 4-6-5,
-//     4-6-4) by '-', '.', '_' or '~';
-//   - a secret-looking word, case-insensitively: sk_live_, sk_test_,
-//     rk_live_, rk_test_, whsec_, bearer, password, passwd, secret, token,
-//     apikey, api_key, api-key, private_key, private-key;
-//   - a high-entropy run of letters and digits: 32 or more mixing upper case,
-//     lower case and digits (base64-like), 40 or more hex digits, or 48 or
-//     more of any.
+// Beyond the grammar it refuses keys that look like they carry a secret, by
+// redact.Detect's rules: a card number (13–19 digits passing the Luhn check,
+// as one run or in a printed card layout such as 4111-1111-1111-1111), a
+// well-known token format (sk_live_, sk_test_, rk_live_, rk_test_, whsec_,
+// GitHub and Slack tokens), a JWT (eyJ….….…), or a long random-looking run
+// (32+ letters and digits mixing upper case, lower case and digits; 40+ hex
+// digits; 48+ letters mixed with digits). Words are not secrets:
+// "order-token-77", "secret-santa-2026" and "password-reset-42" pass, as do
+// UUIDs, dates and order numbers that are not card numbers.
 //
-// A UUID (with or without dashes) passes. Because of the Luhn rule, an intent
-// made of a long bare number (13–19 digits) is refused about one time in ten:
-// producers should not use bare numeric IDs of that length as intents.
+// Because of the Luhn rule, an intent made of a long bare number (13–19
+// digits) is refused about one time in ten: producers should not use bare
+// numeric IDs of that length as intents.
 func ValidateKey(s string) error {
 	_, err := ParseKey(s)
 	return err
@@ -256,213 +256,11 @@ func ValidateID(part, id string) error {
 	return nil
 }
 
-// secretWords are refused anywhere in a key, case-insensitively.
-var secretWords = []string{
-	"sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_",
-	"bearer", "password", "passwd", "secret", "token",
-	"apikey", "api_key", "api-key", "private_key", "private-key",
-}
-
-// secretReason returns why s looks like it holds a secret, or "".
+// secretReason returns why s looks like it holds a secret, or "". The rules
+// are redact's detector, the same that masks logs, results and webhook text.
 func secretReason[S ~string | ~[]byte](s S) string {
-	if hasCardNumber(s) {
-		return "contains a card-like number (13-19 digits passing the Luhn check)"
-	}
-	if hasSecretWord(s) {
-		return "contains a secret-looking word"
-	}
-	if hasHighEntropyRun(s) {
-		return "contains a long random-looking run (a token or secret?)"
+	if k := redact.Detect(s); k != redact.KindNone {
+		return "contains a " + k.String()
 	}
 	return ""
-}
-
-// hasSecretWord reports whether strings.ToLower(s) contains one of
-// secretWords. ASCII input, the usual case, is searched in place.
-func hasSecretWord[S ~string | ~[]byte](s S) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			// Unicode case mapping may turn a non-ASCII rune into a letter
-			// of a secret word (U+212A KELVIN SIGN lowers to 'k').
-			lower := strings.ToLower(string(s))
-			for _, w := range secretWords {
-				if strings.Contains(lower, w) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	for i := 0; i < len(s); i++ {
-		for _, w := range secretWordsByFirst[lowerASCII(s[i])] {
-			if hasPrefixFoldASCII(s[i+1:], w[1:]) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// secretWordsByFirst groups secretWords by their first byte.
-var secretWordsByFirst = func() (t [256][]string) {
-	for _, w := range secretWords {
-		t[w[0]] = append(t[w[0]], w)
-	}
-	return t
-}()
-
-func lowerASCII(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c + ('a' - 'A')
-	}
-	return c
-}
-
-// hasPrefixFoldASCII reports whether s starts with the lower-case ASCII word
-// w, ignoring the case of s.
-func hasPrefixFoldASCII[S ~string | ~[]byte](s S, w string) bool {
-	if len(s) < len(w) {
-		return false
-	}
-	for j := 0; j < len(w); j++ {
-		if lowerASCII(s[j]) != w[j] {
-			return false
-		}
-	}
-	return true
-}
-
-// luhnValid reports whether the decimal digits pass the Luhn check.
-func luhnValid[S ~string | ~[]byte](digits S) bool {
-	sum := 0
-	double := false
-	for i := len(digits) - 1; i >= 0; i-- {
-		d := int(digits[i] - '0')
-		if double {
-			d *= 2
-			if d > 9 {
-				d -= 9
-			}
-		}
-		sum += d
-		double = !double
-	}
-	return sum%10 == 0
-}
-
-func isCardSep(c byte) bool { return c == '-' || c == '.' || c == '_' || c == '~' || c == ' ' }
-
-// hasCardNumber finds card-like numbers: a separator-free run of 13–19 digits
-// passing Luhn, or a separated run whose groups follow a card layout and whose
-// 13–19 digits pass Luhn.
-func hasCardNumber[S ~string | ~[]byte](s S) bool {
-	var digitBuf [64]byte
-	var groupBuf [32]int
-	i := 0
-	for i < len(s) {
-		if !isDigit(s[i]) {
-			i++
-			continue
-		}
-		// Collect a run: digit groups joined by single separators.
-		digits, groups := digitBuf[:0], groupBuf[:0]
-		j := i
-		for {
-			start := j
-			for j < len(s) && isDigit(s[j]) {
-				j++
-			}
-			g := s[start:j]
-			if n := len(g); n >= 13 && n <= 19 && luhnValid(g) {
-				return true
-			}
-			for k := 0; k < len(g); k++ {
-				digits = append(digits, g[k])
-			}
-			groups = append(groups, len(g))
-			if j+1 < len(s) && isCardSep(s[j]) && isDigit(s[j+1]) {
-				j++
-				continue
-			}
-			break
-		}
-		// The card number may be the whole run or a sub-run of its groups (a
-		// date or an order number printed next to it).
-		if len(groups) > 1 {
-			off := 0
-			for a := 0; a < len(groups); a++ {
-				total := groups[a]
-				for b := a + 1; b < len(groups) && total < 19; b++ {
-					total += groups[b]
-					if total >= 13 && total <= 19 && cardLayout(groups[a:b+1]) && luhnValid(digits[off:off+total]) {
-						return true
-					}
-				}
-				off += groups[a]
-			}
-		}
-		i = j
-	}
-	return false
-}
-
-// cardLayout reports whether group lengths look like a printed card number:
-// 4-4-4-1..4, 4-4-4-4-1..3 (all 4s but a shorter last group), 4-6-4 or 4-6-5.
-func cardLayout(groups []int) bool {
-	if len(groups) == 3 && groups[0] == 4 && groups[1] == 6 && (groups[2] == 4 || groups[2] == 5) {
-		return true
-	}
-	for k, g := range groups {
-		last := k == len(groups)-1
-		if !last && g != 4 {
-			return false
-		}
-		if last && (g < 1 || g > 4) {
-			return false
-		}
-	}
-	return len(groups) >= 3
-}
-
-// hasHighEntropyRun finds runs of ASCII letters and digits that look like
-// tokens: >= 32 mixing upper, lower and digits, >= 40 hex digits, or >= 48 of
-// anything.
-func hasHighEntropyRun[S ~string | ~[]byte](s S) bool {
-	i := 0
-	for i < len(s) {
-		j := i
-		var upper, lower, digit, nonHex bool
-		for j < len(s) {
-			c := s[j]
-			switch {
-			case c >= 'A' && c <= 'Z':
-				upper = true
-				if c > 'F' {
-					nonHex = true
-				}
-			case c >= 'a' && c <= 'z':
-				lower = true
-				if c > 'f' {
-					nonHex = true
-				}
-			case c >= '0' && c <= '9':
-				digit = true
-			default:
-				goto end
-			}
-			j++
-		}
-	end:
-		n := j - i
-		switch {
-		case n >= 48:
-			return true
-		case n >= 40 && !nonHex:
-			return true
-		case n >= 32 && upper && lower && digit:
-			return true
-		}
-		i = j + 1
-	}
-	return false
 }

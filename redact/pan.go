@@ -5,13 +5,13 @@ package redact
 // "411111******1111", and "4111 1111 1111 1111" becomes "4111 11** **** 1111"
 // (separators stay where they were, so the text keeps its length).
 //
-// A card number is 13–19 digits that pass the Luhn check, written either as
-// one run of digits or as consecutive groups of digits joined by single
-// spaces or dashes. Whole groups are considered: "2026-12-02 4111 1111 1111
-// 1111" has its card masked, but a single 20-digit number (a bank account,
-// say) is left alone even if 16 of its digits happen to pass Luhn. The result
-// holds no card number by this definition, and MaskPANs(MaskPANs(s)) ==
-// MaskPANs(s).
+// A card number is what Detect reports as KindCard: 13–19 digits passing the
+// Luhn check, written as one run of digits or as groups in a printed card
+// layout joined by single separators. Whole groups are considered: in
+// "2026-12-02 4111 1111 1111 1111" only the card is masked, and a single
+// 20-digit number (a bank account, say) is left alone even if 16 of its
+// digits happen to pass Luhn. The result holds no card number by this
+// definition, and MaskPANs(MaskPANs(s)) == MaskPANs(s).
 func MaskPANs(s string) string {
 	if !hasDigits(s, minPAN) {
 		return s
@@ -19,8 +19,11 @@ func MaskPANs(s string) string {
 	b := []byte(s)
 	changed := false
 	// Each pass replaces digits with '*', so the loop ends; a second pass is
-	// rarely needed (masking can split a run and expose a new grouping).
-	for maskOnce(b) {
+	// rarely needed (masking can split a group and expose a new layout).
+	for {
+		if _, _, masked := scanCards(string(b), b); !masked {
+			break
+		}
 		changed = true
 	}
 	if !changed {
@@ -32,6 +35,8 @@ func MaskPANs(s string) string {
 const (
 	minPAN = 13
 	maxPAN = 19
+	// maxCardGroups is the most groups a card layout has (4-4-4-4-3).
+	maxCardGroups = 5
 )
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -49,98 +54,121 @@ func hasDigits(s string, n int) bool {
 	return false
 }
 
-func isPANSep(c byte) bool { return c == ' ' || c == '-' }
-
-// luhn reports whether the digits pass the Luhn check.
-func luhn(digits []byte) bool {
-	sum := 0
-	double := false
-	for i := len(digits) - 1; i >= 0; i-- {
-		d := int(digits[i] - '0')
-		if double {
-			d *= 2
-			if d > 9 {
-				d -= 9
-			}
-		}
-		sum += d
-		double = !double
-	}
-	return sum%10 == 0
-}
+// isCardSep reports whether c may join the digit groups of a printed card.
+func isCardSep(c byte) bool { return c == ' ' || c == '-' || c == '.' || c == '_' || c == '~' }
 
 type span struct{ start, end int }
 
-// maskOnce masks, in place, every card number found by one left-to-right scan
-// and reports whether it changed anything.
-func maskOnce(b []byte) bool {
-	changed := false
-	var groups []span
-	var digits [maxPAN]byte
-	for i := 0; i < len(b); {
-		if !isDigit(b[i]) {
+// hasCard reports whether s holds a card number.
+func hasCard[S ~string | ~[]byte](s S) bool {
+	_, _, ok := scanCards(s, nil)
+	return ok
+}
+
+// scanCards looks for card numbers in s. With mask nil it stops at the first
+// and returns its span. Otherwise mask is a copy of s: every card found is
+// masked in mask while digits are judged on s, so that overlapping
+// candidates (a card next to a chance Luhn match) are all judged on the
+// original text; it then reports whether any digit was masked.
+func scanCards[S ~string | ~[]byte](s S, mask []byte) (start, end int, ok bool) {
+	var win [maxCardGroups]span // the last groups of the current run, oldest first
+	i := 0
+	for i < len(s) {
+		if !isDigit(s[i]) {
 			i++
 			continue
 		}
 		// A run: digit groups joined by single separators.
-		groups = groups[:0]
-		j := i
+		n := 0
 		for {
-			start := j
-			for j < len(b) && isDigit(b[j]) {
-				j++
+			st := i
+			for i < len(s) && isDigit(s[i]) {
+				i++
 			}
-			groups = append(groups, span{start, j})
-			if j+1 < len(b) && isPANSep(b[j]) && isDigit(b[j+1]) {
-				j++
+			if n == len(win) {
+				copy(win[:], win[1:])
+				n--
+			}
+			win[n] = span{st, i}
+			n++
+			// Every candidate ending with this group: the group alone, or
+			// it with the groups before it.
+			total := 0
+			for a := n - 1; a >= 0; a-- {
+				total += win[a].end - win[a].start
+				if total > maxPAN {
+					break
+				}
+				groups := win[a:n]
+				if total < minPAN || len(groups) > 1 && !cardLayout(groups) || !luhnGroups(s, groups) {
+					continue
+				}
+				if mask == nil {
+					return groups[0].start, groups[len(groups)-1].end, true
+				}
+				if maskDigits(mask, groups, total) {
+					ok = true
+				}
+			}
+			if i+1 < len(s) && isCardSep(s[i]) && isDigit(s[i+1]) {
+				i++
 				continue
 			}
 			break
 		}
-		i = j
-		// Every sequence of whole groups that is a card gets its middle
-		// masked; overlapping candidates are all masked, so that a card
-		// preceded by other digits (a date, say) cannot hide behind a
-		// chance Luhn match that starts earlier.
-		var cards [][2]int
-		for a := range groups {
-			total := 0
-			for e := a; e < len(groups); e++ {
-				total += groups[e].end - groups[e].start
-				if total > maxPAN {
-					break
-				}
-				if total < minPAN {
-					continue
-				}
-				n := 0
-				for _, g := range groups[a : e+1] {
-					n += copy(digits[n:], b[g.start:g.end])
-				}
-				if luhn(digits[:n]) {
-					cards = append(cards, [2]int{a, e})
-				}
-			}
-		}
-		// Mask after finding all, so every candidate was judged on the
-		// original digits.
-		for _, c := range cards {
-			if maskDigits(b, groups[c[0]:c[1]+1]) {
-				changed = true
-			}
-		}
 	}
-	return changed
+	return 0, 0, ok
 }
 
-// maskDigits replaces all but the first six and last four digits of the
-// groups with '*' and reports whether any was still a digit.
-func maskDigits(b []byte, groups []span) bool {
-	changed := false
-	total := 0
-	for _, g := range groups {
-		total += g.end - g.start
+// cardLayout reports whether group lengths look like a printed card number:
+// 4-4-4-1..4, 4-4-4-4-1..3 (all 4s but a shorter last group), 4-6-4 or 4-6-5.
+func cardLayout(groups []span) bool {
+	l := func(k int) int { return groups[k].end - groups[k].start }
+	if len(groups) == 3 && l(0) == 4 && l(1) == 6 && (l(2) == 4 || l(2) == 5) {
+		return true
 	}
+	if len(groups) < 3 {
+		return false
+	}
+	for k := range groups {
+		if k < len(groups)-1 && l(k) != 4 {
+			return false
+		}
+	}
+	last := l(len(groups) - 1)
+	return last >= 1 && last <= 4
+}
+
+// luhnGroups reports whether the digits of the groups, read in order, pass
+// the Luhn check.
+func luhnGroups[S ~string | ~[]byte](s S, groups []span) bool {
+	sum := 0
+	double := false
+	for g := len(groups) - 1; g >= 0; g-- {
+		for i := groups[g].end - 1; i >= groups[g].start; i-- {
+			d := int(s[i] - '0')
+			if double {
+				d *= 2
+				if d > 9 {
+					d -= 9
+				}
+			}
+			sum += d
+			double = !double
+		}
+	}
+	return sum%10 == 0
+}
+
+// luhn reports whether the decimal digits pass the Luhn check.
+func luhn[S ~string | ~[]byte](digits S) bool {
+	return luhnGroups(digits, []span{{0, len(digits)}})
+}
+
+// maskDigits replaces all but the first six and last four of the total
+// digits of the groups with '*' and reports whether any was still a digit.
+func maskDigits(b []byte, groups []span, total int) bool {
+	changed := false
 	k := 0
 	for _, g := range groups {
 		for p := g.start; p < g.end; p++ {

@@ -1,7 +1,8 @@
 package redact
 
 import (
-	"regexp"
+	"cmp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -89,58 +90,51 @@ func splitWords(name string) []string {
 	return words
 }
 
-var (
-	// Authorization credentials after their scheme.
-	authSchemeRe = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})`)
-	// Well-known secret token formats, replaced whole.
-	tokenRe = regexp.MustCompile(`\b(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{6,}|whsec_[A-Za-z0-9+/=]{6,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*)`)
-	// name=value pairs (query strings, form bodies, DSNs).
-	pairRe = regexp.MustCompile(`([A-Za-z0-9_.-]+)=([^\s&"',;]+)`)
-)
-
-// looksEncoded reports whether s looks like base64 rather than a word: it
-// holds a digit, '=', '+' or '/', or mixes upper and lower case.
-func looksEncoded(s string) bool {
-	var upper, lower bool
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case isDigit(c) || c == '=' || c == '+' || c == '/':
-			return true
-		case c >= 'A' && c <= 'Z':
-			upper = true
-		case c >= 'a' && c <= 'z':
-			lower = true
-		}
-	}
-	return upper && lower
-}
-
-// String redacts free text: it masks card numbers (MaskPANs), replaces the
-// credentials after "Bearer" and "Basic", well-known secret
-// token formats (sk_live_…, whsec_…, GitHub and Slack tokens, JWTs) and the
-// values of name=value pairs whose name IsSecretKey. String(String(s)) ==
-// String(s).
+// String redacts free text by the rules of Detect: card numbers are masked
+// (MaskPANs) and everything else Detect finds — well-known token formats
+// (sk_live_…, whsec_…, GitHub and Slack tokens), JWTs, the credential after
+// "Bearer" or "Basic", the value of a name=value pair whose name IsSecretKey,
+// long random-looking runs — is replaced by Placeholder. Afterwards Detect
+// finds nothing in the result, and String(String(s)) == String(s).
 func String(s string) string {
 	if s == "" {
 		return s
 	}
-	s = tokenRe.ReplaceAllString(s, Placeholder)
-	s = authSchemeRe.ReplaceAllStringFunc(s, func(m string) string {
-		sub := authSchemeRe.FindStringSubmatch(m)
-		if strings.EqualFold(sub[1], "basic") && !looksEncoded(sub[3]) {
-			return m // "basic settings": prose, not a credential
-		}
-		return sub[1] + sub[2] + Placeholder
-	})
-	if strings.IndexByte(s, '=') >= 0 {
-		s = pairRe.ReplaceAllStringFunc(s, func(m string) string {
-			eq := strings.IndexByte(m, '=')
-			if !IsSecretKey(m[:eq]) || m[eq+1:] == Placeholder {
-				return m
+	return MaskPANs(replaceSecrets(s))
+}
+
+// replaceSecrets replaces every non-card finding with Placeholder; findings
+// that overlap are replaced as one. Every finding ends before a byte that is
+// not a letter or digit (or at the end), so a placeholder, bracketed, never
+// joins its neighbours into a new finding.
+func replaceSecrets(s string) string {
+	var spans []span
+	for _, next := range textRules {
+		for from := 0; ; {
+			start, end, ok := next(s, from)
+			if !ok {
+				break
 			}
-			return m[:eq+1] + Placeholder
-		})
+			spans = append(spans, span{start, end})
+			from = max(end, start+1)
+		}
 	}
-	return MaskPANs(s)
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for k := 0; k < len(spans); {
+		cur := spans[k]
+		for k++; k < len(spans) && spans[k].start < cur.end; k++ {
+			cur.end = max(cur.end, spans[k].end)
+		}
+		b.WriteString(s[last:cur.start])
+		b.WriteString(Placeholder)
+		last = cur.end
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }

@@ -24,17 +24,24 @@ func TestMaskPANs(t *testing.T) {
 		{"4222222222222", "422222***2222"},                                                   // 13 digits
 		{"6011000990139424", "601100******9424"},                                             // Discover
 		{"4000056655665556", "400005******5556"},                                             // Visa debit
-		{"paid 2026-12-02 4111 1111 1111 1111 ok", "paid 2026-12-02 41** **** **** 1111 ok"}, // the date makes a second, overlapping candidate
+		{"paid 2026-12-02 4111 1111 1111 1111 ok", "paid 2026-12-02 4111 11** **** 1111 ok"}, // a date is not part of a card
+		{"4111.1111.1111.1111", "4111.11**.****.1111"},
+		{"4111_1111_1111_1111 2026", "4111_11**_****_1111 2026"},
+		{"6304 0000 0000 0000 000", "6304 00** **** ***0 000"}, // 4-4-4-4-3
+		{"4111111111111111-5555555555554444", "411111******1111-555555******4444"},
 		{"x4111111111111111y", "x411111******1111y"},
 		{`{"n":"5555555555554444"}`, `{"n":"555555******4444"}`},
 		{"4111111111111111,5555555555554444", "411111******1111,555555******4444"},
 		{"6759649826438453", "675964******8453"},       // Maestro, 16
 		{"6304000000000000000", "630400*********0000"}, // Maestro, 19
 		// Not card numbers.
-		{"4111111111111112", "4111111111111112"},                   // Luhn fails
-		{"411111111111", "411111111111"},                           // 12 digits
-		{"40702810900000012345", "40702810900000012345"},           // 20-digit account number
-		{"4111  1111 1111 1111", "4111  1111 1111 1111"},           // double space splits the run
+		{"4111111111111112", "4111111111111112"},         // Luhn fails
+		{"411111111111", "411111111111"},                 // 12 digits
+		{"40702810900000012345", "40702810900000012345"}, // 20-digit account number
+		{"4111  1111 1111 1111", "4111  1111 1111 1111"}, // double space splits the run
+		{"4111 111111111111", "4111 111111111111"},       // not a card layout
+		{"2026-12-02-000125", "2026-12-02-000125"},       // 14 digits passing Luhn, but a date
+		{"5555555555554444 0", "555555******4444 0"},
 		{"2026-12-02T10:00:00Z", "2026-12-02T10:00:00Z"},           // timestamp
 		{"+7 495 123-45-67", "+7 495 123-45-67"},                   // phone
 		{"order-48291 amount 125000", "order-48291 amount 125000"}, // short numbers
@@ -50,17 +57,42 @@ func TestMaskPANs(t *testing.T) {
 	}
 }
 
-// hasPAN is an independent, brute-force statement of the invariant: no
-// sequence of whole digit groups (joined by single spaces or dashes) of 13–19
-// digits passes Luhn.
+// hasPAN is an independent, brute-force statement of the card rule: some
+// digit group (a maximal run of digits) of 13–19 digits passes Luhn, or some
+// sequence of consecutive groups joined by single separators (' ', '-', '.',
+// '_', '~'), printed in a card layout, holds 13–19 digits passing Luhn.
 func hasPAN(s string) bool {
 	var groups []string
+	layouts := [][]int{{4, 6, 4}, {4, 6, 5}}
+	for last := 1; last <= 4; last++ {
+		layouts = append(layouts, []int{4, 4, 4, last})
+		if last <= 3 {
+			layouts = append(layouts, []int{4, 4, 4, 4, last})
+		}
+	}
+	isLayout := func(gs []string) bool {
+		if len(gs) == 1 {
+			return true
+		}
+	next:
+		for _, l := range layouts {
+			if len(l) != len(gs) {
+				continue
+			}
+			for k := range l {
+				if len(gs[k]) != l[k] {
+					continue next
+				}
+			}
+			return true
+		}
+		return false
+	}
 	flush := func() bool {
 		for a := range groups {
-			d := ""
 			for e := a; e < len(groups); e++ {
-				d += groups[e]
-				if len(d) >= 13 && len(d) <= 19 && luhn([]byte(d)) {
+				d := strings.Join(groups[a:e+1], "")
+				if len(d) >= 13 && len(d) <= 19 && isLayout(groups[a:e+1]) && luhn(d) {
 					return true
 				}
 			}
@@ -78,7 +110,7 @@ func hasPAN(s string) bool {
 			groups = append(groups, cur)
 			cur = ""
 		}
-		if i < len(s) && isPANSep(s[i]) && i > 0 && isDigit(s[i-1]) && i+1 < len(s) && isDigit(s[i+1]) {
+		if i < len(s) && strings.IndexByte(" -._~", s[i]) >= 0 && i > 0 && isDigit(s[i-1]) && i+1 < len(s) && isDigit(s[i+1]) {
 			continue
 		}
 		if flush() {

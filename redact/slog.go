@@ -8,13 +8,23 @@ import (
 	"strconv"
 )
 
-// Secret is a string that must never be printed: its String, GoString,
-// Format, MarshalJSON, MarshalText and LogValue all give "[REDACTED]". Use
-// Reveal where the real value is needed (an Authorization header, say).
+// Secret is a string that must never be printed: a configured credential
+// (an API key, a webhook signing secret, a password). Its String, GoString,
+// Format, MarshalJSON, MarshalText and LogValue all give "[REDACTED]", so a
+// configuration holding it can be printed, logged or dumped safely; it is
+// read from configuration as a plain string (UnmarshalText). Use Reveal
+// where the real value is needed (an Authorization header, say). It is the
+// one secret type of idemgate: adapters and ingest configure with it.
 type Secret string
 
 // Reveal returns the secret value itself.
 func (s Secret) Reveal() string { return string(s) }
+
+// IsZero reports whether no secret is set.
+func (s Secret) IsZero() bool { return s == "" }
+
+// UnmarshalText sets the secret from configuration text, as is.
+func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
 
 // String returns the placeholder.
 func (Secret) String() string { return Placeholder }

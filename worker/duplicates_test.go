@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	sbbitrix "github.com/idemgate/idemgate/sandbox/bitrix24"
 	"github.com/idemgate/idemgate/worker"
 )
@@ -34,7 +35,7 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = portal.Close() })
 	uid, code := portal.Credentials()
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: portal.URL(), UserID: uid, WebhookCode: adapters.Secret(code),
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: portal.URL(), UserID: uid, WebhookCode: redact.Secret(code),
 		Timeout: 2 * time.Second, RateLimit: adapters.RateLimit{Rate: -1}})
 	require.NoError(t, err)
 

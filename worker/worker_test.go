@@ -117,6 +117,20 @@ func (t *target) total() int {
 	return n
 }
 
+// requireOneCallPerKey asserts that each key was executed exactly once and
+// nothing else was executed. The target keeps one object per key, so a
+// second Execute of a key adds no effect: only the call count shows it.
+func (t *target) requireOneCallPerKey(tb testing.TB, keys map[string]bool) {
+	tb.Helper()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key := range keys {
+		require.Equal(tb, 1, t.calls[key], "Execute calls for %s", key)
+		require.Equal(tb, 1, t.effects[key], "effects for %s", key)
+	}
+	require.Len(tb, t.calls, len(keys), "keys executed")
+}
+
 type bundle struct {
 	ns      *natstest.Server
 	nc      *nats.Conn
@@ -267,6 +281,11 @@ func TestTwoWorkersWithDuplicatesEffectsEqualDistinctKeys(t *testing.T) {
 	}
 	require.Len(t, finals, distinct)
 	require.Equal(t, distinct, b.target.total(), "effects in the target = distinct keys")
+	keys := map[string]bool{}
+	for i := range distinct {
+		keys[fmt.Sprintf("test:payment.charge:evt-%d:v1", i)] = true
+	}
+	b.target.requireOneCallPerKey(t, keys)
 }
 
 func TestSameKeyOtherPayloadConflicts(t *testing.T) {
@@ -476,6 +495,12 @@ func TestShutdownMidFlightLosesNothing(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, b.target.total(), "one effect per command, none lost")
+	keys := map[string]bool{}
+	for i := range n {
+		keys[fmt.Sprintf("test:payment.charge:evt-s%d:v1", i)] = true
+	}
+	require.Equal(t, keys, seen)
+	b.target.requireOneCallPerKey(t, keys)
 }
 
 // TestCanarySecretsLeakNowhere plants card numbers and tokens in a command

@@ -473,6 +473,51 @@ func (s *suite) badAnswers(t *testing.T) {
 	}
 }
 
+// concurrentDuplicates checks what a harness declaring !ConcurrentDedup
+// promises instead of one effect: the target does not serialise concurrent
+// Executes of one key (the journal's lease does), but each Execute makes at
+// most one effect, under that key only; what it returns is a real object;
+// the lookup finds the key and reports duplicates as such; and once the
+// Executes are serialised, as the lease makes them, a repeat adds nothing.
+func (s *suite) concurrentDuplicates(t *testing.T, st Setup, op operation.Operation, ids []string, errs []error) {
+	key := s.h.ledgerKey(op)
+	require.False(t, st.Adapter.Capabilities().NativeKey, "a target that deduplicates by key natively must serialise concurrent Executes (ConcurrentDedup)")
+	effects := st.Sandbox.Effects(key)
+	require.GreaterOrEqual(t, effects, 1, "concurrent Executes made no effect")
+	require.LessOrEqual(t, effects, len(ids), "more effects than Executes")
+	require.Equal(t, effects, st.Sandbox.TotalEffects(), "effects under another key")
+	returned := map[string]bool{}
+	for i := range ids {
+		if errs[i] != nil {
+			ae := adapters.AsError(errs[i])
+			require.NotEqual(t, adapters.NeverRetry, ae.Class, "concurrent duplicate: %v", errs[i])
+			s.noSecret(t, errs[i])
+			continue
+		}
+		require.NotEmpty(t, ids[i], "a successful Execute names its object")
+		returned[ids[i]] = true
+	}
+	require.LessOrEqual(t, len(returned), effects, "objects returned that the target never created")
+
+	settle(st)
+	lr, err := st.Adapter.Lookup(ctx(t), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status, "the lookup finds what the concurrent Executes made")
+	if len(returned) > 0 {
+		require.True(t, returned[lr.Outcome.ObjectID], "the lookup found %q, none of the objects Execute returned", lr.Outcome.ObjectID)
+	}
+	if effects > 1 {
+		require.Equal(t, adapters.CodeDuplicateObjects, lr.Code, "%d objects for one key must be reported as duplicates", effects)
+	}
+	t.Logf("declared: %d concurrent Executes of one key made %d objects, reported by the lookup; the journal lease prevents this", len(ids), effects)
+
+	if s.h.ReplayDedup {
+		_, err := st.Adapter.Execute(ctx(t), op)
+		require.NoError(t, err)
+		require.Equal(t, effects, st.Sandbox.Effects(key), "a serialised repeat after the race made another effect")
+	}
+}
+
 func (s *suite) concurrent(t *testing.T) {
 	st := s.setup(t)
 	op := s.h.Op(Intent("concurrent"), 0)
@@ -490,7 +535,7 @@ func (s *suite) concurrent(t *testing.T) {
 	}
 	wg.Wait()
 	if !s.h.ConcurrentDedup {
-		t.Logf("declared: concurrent Executes of one key may create %d objects; the journal lease prevents them", st.Sandbox.Effects(s.h.ledgerKey(op)))
+		s.concurrentDuplicates(t, st, op, ids, errs)
 		return
 	}
 	var got string

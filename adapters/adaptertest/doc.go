@@ -25,7 +25,10 @@
 //     _before_request_written code: adapters' own tests, since a small
 //     body is always written before a server can answer);
 //   - garbage, wrong status, truncated JSON → a safe-coded *Error, no panic;
-//   - concurrent Executes of one key → one effect where declared;
+//   - concurrent Executes of one key → one effect where declared; where not
+//     (ConcurrentDedup false), at most one effect per Execute, only under
+//     that key, the lookup finds one of the returned objects and reports
+//     more than one as duplicate_objects, and a serialised repeat adds none;
 //   - no error text contains the credential.
 //
 // Imports: adapters, operation, sandbox, testing and testify's require.

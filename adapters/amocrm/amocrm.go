@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -24,7 +25,7 @@ const (
 // Adapter is the amoCRM adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	token  adapters.Secret
+	token  redact.Secret
 	client *adapters.Client
 	locks  adapters.KeyLocks
 }

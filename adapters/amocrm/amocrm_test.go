@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/amocrm"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sb "github.com/idemgate/idemgate/sandbox/amocrm"
 )
@@ -59,7 +60,7 @@ func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *
 	_, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
-	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), adapters.Secret(srv.Token()), time.Second
+	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), redact.Secret(srv.Token()), time.Second
 	if cfg.KeyFieldID == 0 {
 		cfg.KeyFieldID = srv.KeyFieldID()
 	} else if cfg.KeyFieldID < 0 {
@@ -92,13 +93,16 @@ func harness(op func(string, int) operation.Operation, invalid func(string) oper
 	}
 }
 
+// invalidLead is a lead amoCRM cannot take: its price is in whole units.
+func invalidLead(intent string) operation.Operation {
+	o := leadOp(intent, 0)
+	o.Fields["amount_minor"] = int64(12345) // not whole units
+	return o
+}
+
 func TestContractLead(t *testing.T) {
 	t.Parallel()
-	adaptertest.Run(t, harness(leadOp, func(intent string) operation.Operation {
-		o := leadOp(intent, 0)
-		o.Fields["amount_minor"] = int64(12345) // not whole units
-		return o
-	}))
+	adaptertest.Run(t, harness(leadOp, invalidLead))
 }
 
 func TestContractTask(t *testing.T) {
@@ -112,7 +116,7 @@ func TestContractTask(t *testing.T) {
 
 func TestContractLeadTagOnly(t *testing.T) {
 	t.Parallel()
-	h := harness(leadOp, nil)
+	h := harness(leadOp, invalidLead)
 	h.New = func(t *testing.T) adaptertest.Setup {
 		a, srv := setup(t, sb.Options{}, amocrm.Config{KeyFieldID: -1})
 		return adaptertest.Setup{Adapter: a, Sandbox: srv}
@@ -240,7 +244,7 @@ func (f *crmFront) holdNextCreate() (<-chan struct{}, func()) {
 
 func frontAdapter(t *testing.T, srv *sb.Server, url string) *amocrm.Adapter {
 	t.Helper()
-	a, err := amocrm.New(amocrm.Config{BaseURL: url, Token: adapters.Secret(srv.Token()), Timeout: 5 * time.Second,
+	a, err := amocrm.New(amocrm.Config{BaseURL: url, Token: redact.Secret(srv.Token()), Timeout: 5 * time.Second,
 		KeyFieldID: srv.KeyFieldID(), SettleTime: -1, RateLimit: adapters.RateLimit{Rate: -1}})
 	require.NoError(t, err)
 	return a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -41,9 +42,9 @@ type Config struct {
 	// Token is the OAuth access or long-lived token; when empty it is read
 	// from TokenFile, else from the environment variable TokenEnv (default
 	// IDEMGATE_AMOCRM_TOKEN).
-	Token     adapters.Secret `mapstructure:"token"`
-	TokenFile string          `mapstructure:"token_file"`
-	TokenEnv  string          `mapstructure:"token_env"`
+	Token     redact.Secret `mapstructure:"token"`
+	TokenFile string        `mapstructure:"token_file"`
+	TokenEnv  string        `mapstructure:"token_env"`
 	// KeyFieldID is the lead text custom field holding our key; 0 keeps the
 	// key in a tag only.
 	KeyFieldID int64 `mapstructure:"key_field_id"`

@@ -49,5 +49,6 @@
 // 429 storms is an account block: stop and alert). A failed search before a
 // create sent nothing: retry.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package amocrm

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -25,7 +26,7 @@ const (
 // Adapter is the Bitrix24 adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	code   adapters.Secret
+	code   redact.Secret
 	client *adapters.Client
 	locks  adapters.KeyLocks
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sb "github.com/idemgate/idemgate/sandbox/bitrix24"
 )
@@ -58,7 +59,7 @@ func setup(t *testing.T, opts sb.Options) (*bitrix24.Adapter, *sb.Server) {
 func newAdapter(t *testing.T, base string, srv *sb.Server, mod func(*bitrix24.Config)) *bitrix24.Adapter {
 	t.Helper()
 	uid, code := srv.Credentials()
-	cfg := bitrix24.Config{PortalURL: base, UserID: uid, WebhookCode: adapters.Secret(code), Timeout: time.Second,
+	cfg := bitrix24.Config{PortalURL: base, UserID: uid, WebhookCode: redact.Secret(code), Timeout: time.Second,
 		RateLimit: adapters.RateLimit{Rate: -1}}
 	if mod != nil {
 		mod(&cfg)

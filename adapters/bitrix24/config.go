@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -49,9 +50,9 @@ type Config struct {
 	// WebhookCode is the webhook's secret code; when empty it is read from
 	// WebhookCodeFile, else from the environment variable WebhookCodeEnv
 	// (default IDEMGATE_BITRIX24_WEBHOOK_CODE).
-	WebhookCode     adapters.Secret `mapstructure:"webhook_code"`
-	WebhookCodeFile string          `mapstructure:"webhook_code_file"`
-	WebhookCodeEnv  string          `mapstructure:"webhook_code_env"`
+	WebhookCode     redact.Secret `mapstructure:"webhook_code"`
+	WebhookCodeFile string        `mapstructure:"webhook_code_file"`
+	WebhookCodeEnv  string        `mapstructure:"webhook_code_env"`
 	// OriginatorID is our system's id in ORIGINATOR_ID (default "idemgate").
 	OriginatorID string `mapstructure:"originator_id"`
 	// ActivityTypeID and OwnerTypeID shape crm.task.create (defaults 3, 3).

@@ -51,5 +51,6 @@
 // sent nothing, so it is retry. The webhook code is a credential: it is in
 // the URL path, and no error ever contains the URL.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package bitrix24

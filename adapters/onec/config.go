@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Modes of the adapter.
@@ -57,9 +58,9 @@ type Config struct {
 	// Password is the user's password; when empty it is read from
 	// PasswordFile, else from the environment variable PasswordEnv (default
 	// IDEMGATE_ONEC_PASSWORD).
-	Password     adapters.Secret `mapstructure:"password"`
-	PasswordFile string          `mapstructure:"password_file"`
-	PasswordEnv  string          `mapstructure:"password_env"`
+	Password     redact.Secret `mapstructure:"password"`
+	PasswordFile string        `mapstructure:"password_file"`
+	PasswordEnv  string        `mapstructure:"password_env"`
 	// Timeout bounds one HTTP exchange (default 60s).
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxKeyLen is the longest key the base stores (default 100).

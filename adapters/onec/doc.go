@@ -45,5 +45,6 @@
 // a second invoice — the residual double-write window of the article's
 // limitations, which only the journal narrows.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package onec

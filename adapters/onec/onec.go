@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // OpInvoiceCreate is the operation type this adapter performs.
@@ -19,7 +20,7 @@ const OpInvoiceCreate = "invoice.create"
 // Adapter is the 1C adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg      Config
-	password adapters.Secret
+	password redact.Secret
 	client   *adapters.Client
 	locks    adapters.KeyLocks
 }

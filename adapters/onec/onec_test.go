@@ -15,6 +15,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	sbonec "github.com/idemgate/idemgate/sandbox/onec"
 )
 
@@ -43,7 +44,7 @@ func setup(t *testing.T, mode string) (*onec.Adapter, *sbonec.Server) {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	user, pw := srv.Credentials()
 	a, err := onec.New(onec.Config{
-		BaseURL: srv.BaseURL(), Mode: mode, User: user, Password: adapters.Secret(pw),
+		BaseURL: srv.BaseURL(), Mode: mode, User: user, Password: redact.Secret(pw),
 		Timeout: time.Second, Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestODataDuplicatesAreReported(t *testing.T) {
 	t.Parallel()
 	replicaA, srv := setup(t, onec.ModeOData)
 	user, pw := srv.Credentials()
-	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: adapters.Secret(pw), Timeout: time.Second})
+	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: redact.Secret(pw), Timeout: time.Second})
 	require.NoError(t, err)
 	o := op(adaptertest.Intent("twice"), 0)
 	first := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 1})

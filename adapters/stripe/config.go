@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -46,9 +47,9 @@ type Config struct {
 	// SecretKey is the API key (sk_…); when empty it is read from
 	// SecretKeyFile, else from the environment variable SecretKeyEnv
 	// (default STRIPE_SECRET_KEY).
-	SecretKey     adapters.Secret `mapstructure:"secret_key"`
-	SecretKeyFile string          `mapstructure:"secret_key_file"`
-	SecretKeyEnv  string          `mapstructure:"secret_key_env"`
+	SecretKey     redact.Secret `mapstructure:"secret_key"`
+	SecretKeyFile string        `mapstructure:"secret_key_file"`
+	SecretKeyEnv  string        `mapstructure:"secret_key_env"`
 	// APIVersion is sent as Stripe-Version when set (search needs
 	// 2020-08-27 or later; default: the account's version).
 	APIVersion string `mapstructure:"api_version"`

@@ -35,5 +35,6 @@
 // The approval id travels as metadata, never as a key. Nothing from an
 // answer is kept but ids, status, amount, currency and decline code.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package stripe

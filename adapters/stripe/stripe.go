@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -41,7 +42,7 @@ const (
 // Adapter is the Stripe adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	secret adapters.Secret
+	secret redact.Secret
 	client *adapters.Client
 }
 

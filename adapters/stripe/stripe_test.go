@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/stripe"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbst "github.com/idemgate/idemgate/sandbox/stripe"
 )
@@ -52,7 +53,7 @@ func setup(t *testing.T, opts sbst.Options, mod func(*stripe.Config)) bundle {
 	base, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	cfg := stripe.Config{BaseURL: base, SecretKey: adapters.Secret(srv.SecretKey()), Timeout: time.Second, Clock: clk.Now}
+	cfg := stripe.Config{BaseURL: base, SecretKey: redact.Secret(srv.SecretKey()), Timeout: time.Second, Clock: clk.Now}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -42,9 +43,9 @@ type Config struct {
 	// Password signs requests (Token). When empty it is read from
 	// PasswordFile, else from the environment variable PasswordEnv (default
 	// TBANK_PASSWORD).
-	Password     adapters.Secret `mapstructure:"password"`
-	PasswordFile string          `mapstructure:"password_file"`
-	PasswordEnv  string          `mapstructure:"password_env"`
+	Password     redact.Secret `mapstructure:"password"`
+	PasswordFile string        `mapstructure:"password_file"`
+	PasswordEnv  string        `mapstructure:"password_env"`
 	// Timeout bounds one HTTP exchange (default 30s).
 	Timeout time.Duration `mapstructure:"timeout"`
 	// OrderIDUnique declares that the terminal refuses a repeated OrderId on

@@ -29,5 +29,6 @@
 // No client-side rate limit by default: T-Bank publishes none for the
 // acquiring API [??]; RateLimit sets one.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package tbank

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -40,7 +41,7 @@ const (
 type Adapter struct {
 	cfg      Config
 	terminal string
-	password adapters.Secret
+	password redact.Secret
 	client   *adapters.Client
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/tbank"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbtb "github.com/idemgate/idemgate/sandbox/tbank"
 )
@@ -30,7 +31,7 @@ func setup(t *testing.T, opts sbtb.Options, mod func(*tbank.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	term, pw := srv.Credentials()
-	cfg := tbank.Config{BaseURL: base, TerminalKey: term, Password: adapters.Secret(pw), Timeout: time.Second,
+	cfg := tbank.Config{BaseURL: base, TerminalKey: term, Password: redact.Secret(pw), Timeout: time.Second,
 		OrderIDUnique: !opts.DuplicateOrderIDs}
 	if mod != nil {
 		mod(&cfg)

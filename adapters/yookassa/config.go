@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -47,9 +48,9 @@ type Config struct {
 	// SecretKey is the API secret (Basic password). When empty it is read
 	// from SecretKeyFile, else from the environment variable SecretKeyEnv
 	// (default YOOKASSA_SECRET_KEY).
-	SecretKey     adapters.Secret `mapstructure:"secret_key"`
-	SecretKeyFile string          `mapstructure:"secret_key_file"`
-	SecretKeyEnv  string          `mapstructure:"secret_key_env"`
+	SecretKey     redact.Secret `mapstructure:"secret_key"`
+	SecretKeyFile string        `mapstructure:"secret_key_file"`
+	SecretKeyEnv  string        `mapstructure:"secret_key_env"`
 	// Timeout bounds one HTTP exchange (default 30s). YooKassa may take up
 	// to 30 s before it answers 500 "unknown", so keep it above that in
 	// production.

@@ -36,5 +36,6 @@
 // Nothing from a response is kept but the id, status, amount and
 // cancellation reason.
 //
-// Imports: adapters, operation and the standard library.
+// Imports: adapters, operation, redact (its Secret type) and the standard
+// library.
 package yookassa

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -34,7 +35,7 @@ const CodeLookupIncomplete = "lookup_incomplete"
 type Adapter struct {
 	cfg    Config
 	shopID string
-	secret adapters.Secret
+	secret redact.Secret
 	client *adapters.Client
 }
 

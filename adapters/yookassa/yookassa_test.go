@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbyk "github.com/idemgate/idemgate/sandbox/yookassa"
 )
@@ -34,7 +35,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -46,7 +47,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 func mustNew(t *testing.T, b bundle, mod func(*yookassa.Config)) *yookassa.Adapter {
 	t.Helper()
 	shop, secret := b.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
 	mod(&cfg)
 	a, err := yookassa.New(cfg)
 	require.NoError(t, err)
@@ -313,7 +314,7 @@ func front(t *testing.T, srv *sbyk.Server, mod func(*yookassa.Config), before fu
 	}))
 	t.Cleanup(ts.Close)
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: adapters.Secret(secret), Timeout: 5 * time.Second}
+	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: 5 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -16,12 +16,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/demo"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -266,9 +266,9 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) 
 	shop, secret := sb.YooKassa.Credentials()
 	user, password := sb.OneC.Credentials()
 	uid, code := sb.Bitrix24.Credentials()
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.Secret(secret)}
-	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: adapters.Secret(password)}
-	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: adapters.Secret(code)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: redact.Secret(password)}
+	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: redact.Secret(code)}
 	c.Routes = map[string]string{
 		"payment.charge":  yookassa.DefaultName,
 		"payment.refund":  yookassa.DefaultName,

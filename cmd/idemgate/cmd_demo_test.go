@@ -19,11 +19,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/demo"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -260,7 +260,7 @@ func benchTargetOnly(b *testing.B) {
 	}
 	defer sb.Close()
 	shop, secret := sb.YooKassa.Credentials()
-	a, err := yookassa.New(yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.Secret(secret)})
+	a, err := yookassa.New(yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: redact.Secret(secret)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,16 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
+	"github.com/idemgate/idemgate/operation"
 	sbbitrix "github.com/idemgate/idemgate/sandbox/bitrix24"
 )
 
@@ -25,7 +29,7 @@ func TestWebhookDeliveredThreeTimesMakesOneTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 
-	ingestAddr := freeAddr(t)
+	ingestAddr, natsAddr := freeAddr(t), freeAddr(t)
 	const secret = "whsec_test_canary_secret"
 	yaml := fmt.Sprintf(`
 env: test
@@ -55,7 +59,7 @@ ingest:
             - {field: title, value: "Call the customer about the payment"}
             - {field: responsible_id, value: "7"}
             - {field: customer_id, path: data.object.metadata.customer_id}
-`, t.TempDir(), freeAddr(t), pgtest.Schema(t), sbURL, sbbitrix.DefaultUserID, sbbitrix.DefaultWebhookCode, ingestAddr, secret)
+`, t.TempDir(), natsAddr, pgtest.Schema(t), sbURL, sbbitrix.DefaultUserID, sbbitrix.DefaultWebhookCode, ingestAddr, secret)
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, yaml)))
 	require.NoError(t, err)
 	require.NoError(t, c.validate())
@@ -96,9 +100,50 @@ ingest:
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
-	require.Eventually(t, func() bool { return sb.TotalEffects() == 1 }, 30*time.Second, 20*time.Millisecond)
-	// Nothing more arrives: every delivery was the same command.
-	require.Never(t, func() bool { return sb.TotalEffects() > 1 }, time.Second, 50*time.Millisecond)
+	// Wait until the pipeline has drained: every command the deliveries put
+	// in the stream was acknowledged by the daemon, which acks only after
+	// the command's effect and result. Nothing can act after that, so the
+	// counts below are final.
+	nc, err := nats.Connect("nats://" + natsAddr)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var commands uint64
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, "IDEMGATE_COMMANDS")
+		if err != nil {
+			return false
+		}
+		si, err := st.Info(ctx)
+		if err != nil {
+			return false
+		}
+		cons, err := st.Consumer(ctx, "idemgate-worker")
+		if err != nil {
+			return false
+		}
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return false
+		}
+		commands = si.State.LastSeq
+		return commands > 0 && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream == si.State.LastSeq
+	}, 60*time.Second, 20*time.Millisecond, "the daemon did not ack every command")
+	require.Equal(t, uint64(1), commands, "three deliveries of one webhook are one command")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	res, err := js.Stream(ctx2, "IDEMGATE_RESULTS")
+	require.NoError(t, err)
+	rm, err := res.GetLastMsgForSubject(ctx2, "idemgate.res.crm.task.create")
+	require.NoError(t, err)
+	var r operation.Result
+	require.NoError(t, json.Unmarshal(rm.Data, &r))
+	require.Equal(t, operation.ResultSucceeded, r.Status, "%+v", r)
+	require.Equal(t, 1, sb.TotalEffects(), "one task in the Bitrix24 sandbox")
+	require.Equal(t, 1, sb.Effects(r.OperationKey))
 	cancel()
 	require.NoError(t, <-done)
 	require.NotContains(t, logs.String(), secret)

@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/redact"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
@@ -127,7 +127,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 				c.Journal.URL = pgtest.Schema(t)
 			}
 			c.Routes = map[string]string{"payment.charge": "yookassa"}
-			c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.Secret(secret)}
+			c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)}
 			require.NoError(t, c.validate())
 
 			ctx, cancel := context.WithCancel(context.Background())
