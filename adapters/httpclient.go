@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/crashpoint"
 )
 
 // Further safe codes used by the HTTP adapters (the configured rules map
@@ -130,7 +132,7 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
 		WroteHeaders: func() { wrote.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true); crashpoint.Hit(crashpoint.RequestWritten) },
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	resp, err := client.Do(req)
