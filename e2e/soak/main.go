@@ -112,6 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		switch c.breakName {
 		case "no_fencing":
 			def("nemesis", func() { c.nemesis = NemPause + ",faults" })
+			def("duration", func() { c.duration = 40 * time.Second })
+			def("fault-window", func() { c.faultFor = 40 * time.Second })
 		case "blind_retry":
 			def("nemesis", func() { c.nemesis = NemFaults })
 		case "ack_before_publish":
@@ -173,6 +175,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
+		return 3, err
+	}
+	// PostgreSQL runs as its own user (when we are root) under this folder.
+	if err := os.Chmod(cfg.out, 0o755); err != nil {
 		return 3, err
 	}
 	s := &soak{cfg: cfg, stdout: stdout, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5eed))}

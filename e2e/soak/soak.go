@@ -117,9 +117,12 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 			s.nem.faults = []faultSet{{"fault:lost_responses", map[string][]map[string]any{
 				"onec": {{"kind": "lose_response_close", "rate": 0.2}}, "yookassa": {{"kind": "reset_after_commit", "rate": 0.2}}}}}
 		case "no_fencing":
-			s.nem.faults = []faultSet{{"fault:slow_calls", map[string][]map[string]any{
-				"onec": {{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "any"}}, "yookassa": {{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "any"}},
-				"bitrix24": {{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "any"}}}}}
+			// Slow calls are in flight when a replica is paused; slow
+			// lookups keep the new owner's reconcile attempts open when the
+			// stale owner wakes up and completes.
+			slow := []map[string]any{{"kind": "delay", "delay_ms": 3500, "rate": 0.9, "scope": "read"},
+				{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "create"}}
+			s.nem.faults = []faultSet{{"fault:slow_calls", map[string][]map[string]any{"onec": slow, "yookassa": slow, "bitrix24": slow}}}
 		}
 	}
 	s.logf("soak: %d replicas, %.0f commands/s for %v, nemesis %v, seed %d, out %s", s.cfg.replicas, s.cfg.rate, s.cfg.duration,
