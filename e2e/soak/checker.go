@@ -36,7 +36,7 @@ var invariantOrder = []struct{ name, says string }{
 	{InvBlindRetry, "no execute after an unknown (or abandoned) attempt without a lookup in between; no lookup reporting 'not found' for an object that existed"},
 	{InvIllegal, "only the journal's legal transitions in the attempts trail"},
 	{InvNotExecuted, "a conflicting copy or a poison command is never executed, never answered as succeeded"},
-	{InvStale, "no completion accepted under a stale fencing token (the row's outcome is its current lease's)"},
+	{InvStale, "no completion accepted under a stale fencing token (the row's outcome is its current lease's; a lookup's attempt is closed by a lookup)"},
 	{InvFailedFinalObj, "no failed_final for a key whose object exists in the target"},
 	{InvCanary, "no canary secret in daemon logs, the journal, results or metrics"},
 	{InvOpenAttempts, "no attempt left open (no outcome) after settling"},
@@ -506,6 +506,12 @@ func (c *checker) checkTrail(in *intent) {
 		c.breach(InvIllegal, in.key, "row %s without any attempt", in.row.Status)
 	}
 	for _, a := range t {
+		// Every lookup's completion says what the lookup found (the note):
+		// a reconcile attempt closed without one was closed by an
+		// executor's completion, i.e. under another lease's token.
+		if a.Kind == "reconcile" && a.Outcome != "" && a.Note == "" {
+			c.breach(InvStale, in.key, "reconcile attempt (token %d, %s) closed as %q by a completion that did no lookup", a.Token, a.Worker, a.Outcome)
+		}
 		if a.Finished.IsZero() {
 			c.breach(InvOpenAttempts, in.key, "%s attempt %d (token %d, %s) never closed", a.Kind, a.Attempt, a.Token, a.Worker)
 		}

@@ -140,6 +140,9 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 			h.Attempts[1].Outcome = "unknown"
 			h.Attempts[1].Note = ""
 		}, false},
+		{"lookup attempt closed by an executor's completion", InvStale, k1, func(h *History) {
+			h.Attempts[1].Note = ""
+		}, true},
 		{"failed_final while the object exists", InvFailedFinalObj, k2, func(h *History) {
 			h.Effects = append(h.Effects, Effect{Target: "yookassa", Key: k2, ObjectID: "pay-2", At: at(5.2)})
 		}, true},
