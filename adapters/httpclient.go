@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -175,7 +176,7 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
 		WroteHeaders: func() { wrote.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true); crashpoint.Hit(crashpoint.RequestWritten) },
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	var body *countingBody

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -115,6 +116,7 @@ func (w *Worker) reconcile(j *job) {
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
 	v := lookup(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
+	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	w.beats.untrack(lease)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
 	switch v.status {

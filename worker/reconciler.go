@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -162,6 +163,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
 		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
 	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
+	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
 	switch v.status {
 	case adapters.Found:

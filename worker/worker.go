@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
@@ -489,7 +490,7 @@ func (w *Worker) execute(j *job) {
 		began := time.Now()
 		out, err := adapter.Execute(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), j.op)
 		w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
-		lost := lease.lost.Load()
+		lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
 		w.beats.untrack(lease)
 		if lost {
 			// Another owner took the lease over: it reconciles and publishes.
@@ -498,6 +499,7 @@ func (w *Worker) execute(j *job) {
 			return
 		}
 		if err == nil {
+			crashpoint.Hit(crashpoint.BeforeComplete)
 			w.m.executed.Inc()
 			reportDuplicates(w.d, adapter, key, out)
 			w.completeAndPublish(j, journal.Completion{
@@ -521,7 +523,7 @@ func (w *Worker) execute(j *job) {
 			w.m.unknown.Inc()
 			// Nobody looks it up before the target could answer truly.
 			settle := settleFor(adapter.Capabilities(), w.cfg.CallTimeout)
-			if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
+			if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: crashpoint.Token(w.work, w.d.Store, key, j.claim.Token), Status: journal.StatusUnknown,
 				ErrorCode: ae.Code, TargetRequestID: ae.RequestID, HoldFor: settle}); err != nil {
 				w.completionFailed(j, err)
 				return
@@ -638,6 +640,7 @@ func outcomeJSON(d Deps, o adapters.Outcome) json.RawMessage {
 // completeAndPublish records a final outcome in the next group commit, then
 // publishes and acks. It returns at once: the group's flush carries on.
 func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool) {
+	c.Token = crashpoint.Token(w.work, w.d.Store, c.Key, c.Token)
 	w.commit.Submit(w.work, c, func(err error) {
 		if err != nil {
 			w.completionFailed(j, err)
@@ -688,6 +691,8 @@ func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) ope
 // acknowledged the result: a command is never acked before its result is
 // durably published.
 func (w *Worker) publishAndAck(j *job, r operation.Result) {
+	crashpoint.Do(crashpoint.AckBeforePublish, func() { _ = j.msg.DoubleAck(w.work) })
+	crashpoint.Hit(crashpoint.BeforePublish)
 	w.publish(j, r, func(err error) {
 		if err != nil {
 			w.log.Error("result not published: the command will be redelivered and the result replayed",
@@ -695,6 +700,7 @@ func (w *Worker) publishAndAck(j *job, r operation.Result) {
 			w.nak(j, time.Second)
 			return
 		}
+		crashpoint.Hit(crashpoint.BeforeAck)
 		if err := j.msg.Ack(); err != nil {
 			w.log.Warn("ack failed: the command will be redelivered and replayed", "operation_key", r.OperationKey, "error", err.Error())
 		}

@@ -1,0 +1,126 @@
+package main
+
+import "time"
+
+// History is everything a soak run recorded, as the checker reads it: what
+// the workload sent, what the targets did (their ledgers), what the daemons
+// published (the results stream and the replies), what the journal holds,
+// and where secrets must not appear. It is plain data so that the checker
+// can be tested on synthetic histories.
+type History struct {
+	// Sent is every command message the publisher sent (PubAck received).
+	Sent []Sent `json:"sent"`
+	// Effects is every effect in every target emulator's ledger.
+	Effects []Effect `json:"-"`
+	// Results is every message of the results stream.
+	Results []ResultMsg `json:"-"`
+	// Rows is the journal (agent_operation_log) after settling.
+	Rows []Row `json:"-"`
+	// Attempts is the attempts trail (agent_operation_attempts) after settling.
+	Attempts []Attempt `json:"-"`
+	// Unacked is how many commands the durable consumer still had pending or
+	// unacknowledged after settling.
+	Unacked int `json:"unacked"`
+	// Texts are the places canaries must not appear: daemon logs, the
+	// journal dump, the results, the metrics.
+	Texts []Text `json:"-"`
+	// Canary is the marker every canary secret starts with.
+	Canary string `json:"canary"`
+	// Secrets are the targets' credentials, which must not appear either.
+	Secrets []string `json:"-"`
+	// NativeOnly names the targets protected by their own key alone: an
+	// effect made while a connector dropped that key is the documented
+	// residual double-write window, reported but not a breach.
+	NativeOnly map[string]bool `json:"native_only"`
+	// Windows is the nemesis timeline.
+	Windows []Window `json:"windows"`
+	// Start and End bound the workload.
+	Start, End time.Time
+}
+
+// Message kinds the workload sends.
+const (
+	KindFresh   = "fresh"   // a new intent
+	KindCopy    = "copy"    // an earlier intent again, same content, new Nats-Msg-Id
+	KindAlt     = "alt"     // an earlier intent with other content: conflict (or, if it came first, the winner)
+	KindPoison  = "poison"  // malformed but keyed: must be rejected
+	KindKeyless = "keyless" // not even JSON: must be rejected, no key derivable
+)
+
+// Sent is one command message.
+type Sent struct {
+	MsgID string `json:"msg_id"`
+	Key   string `json:"key"`
+	Op    string `json:"op"`
+	Kind  string `json:"kind"`
+	// Fingerprint is the request hash of this message's content ("" for poison).
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	At          time.Time `json:"at"`    // first publish attempt
+	Acked       time.Time `json:"acked"` // PubAck
+	Reply       *Reply    `json:"reply,omitempty"`
+}
+
+// Reply is the first final (non-pending) result received on the command's
+// reply subject (core NATS: best effort, lost while NATS is down).
+type Reply struct {
+	Status   string    `json:"status"`
+	ObjectID string    `json:"object_id,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Effect is one object a target created (sandbox ledger).
+type Effect struct {
+	Target     string    `json:"target"`
+	Key        string    `json:"key"`
+	ObjectID   string    `json:"object_id"`
+	KeyIgnored bool      `json:"key_ignored,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// ResultMsg is one message of the results stream.
+type ResultMsg struct {
+	Key      string    `json:"operation_key"`
+	EventID  string    `json:"event_id"`
+	Status   string    `json:"status"`
+	ObjectID string    `json:"target_object_id,omitempty"`
+	At       time.Time `json:"at"` // stored in the stream
+}
+
+// Row is one journal row.
+type Row struct {
+	Key         string
+	Status      string
+	ObjectID    string
+	RequestHash string
+	Token       int64
+}
+
+// Attempt is one entry of the attempts trail.
+type Attempt struct {
+	Key       string
+	Attempt   int
+	Token     int64
+	Worker    string
+	Kind      string // execute, reconcile, operator
+	Started   time.Time
+	Finished  time.Time // zero while open
+	Outcome   string    // "" while open
+	ErrorCode string
+	Note      string
+}
+
+// Text is one place to search for canaries.
+type Text struct {
+	Where string
+	Body  []byte
+}
+
+// Window is one nemesis action, from its start to its recovery.
+type Window struct {
+	Kind   string    `json:"kind"`
+	Detail string    `json:"detail"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	// Note says how it went (e.g. the crash point was reached).
+	Note string `json:"note,omitempty"`
+}

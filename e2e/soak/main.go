@@ -1,0 +1,204 @@
+// Command soak is idemgate's fault soak: real processes (three `idemgate run`
+// replicas, a throwaway PostgreSQL, a nats-server, the target emulators),
+// a steady workload of commands with copies, conflicts, poison and canary
+// secrets, a nemesis that kills, pauses, crashes at named points, stops the
+// database and the broker and injects target faults, and a checker that
+// reads the targets' ledgers, the results, the journal and its trail and the
+// logs, and fails when one guarantee was breached. See docs/soak.md.
+//
+// Run it with scripts/soak, which builds what it needs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the run's settings (flags).
+type config struct {
+	out, binDir   string
+	duration      time.Duration
+	rate          float64
+	publishers    int
+	seed          uint64
+	nemesis       string
+	gap, faultFor time.Duration
+	pgDown        time.Duration
+	settle        time.Duration
+	lease         time.Duration
+	replicas      int
+	breakName     string
+	known         string
+	keyless       bool
+	knownDefects  bool
+	smoke         bool
+	budget        time.Duration
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code, err := run(ctx, os.Args[1:], os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+	}
+	os.Exit(code)
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.out, "out", "", "output directory (report, logs); default a new folder under $TMPDIR")
+	fs.StringVar(&c.binDir, "bin-dir", "", "folder holding idemgate (built with -tags soak) and nats-server")
+	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long the workload runs")
+	fs.Float64Var(&c.rate, "rate", 100, "commands per second")
+	fs.IntVar(&c.publishers, "publishers", 64, "concurrent publishers (each retries its message until PubAck)")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload, nemesis and emulator faults (0: from the clock)")
+	fs.StringVar(&c.nemesis, "nemesis", strings.Join(allNemeses, ","), "nemesis kinds: "+strings.Join(allNemeses, ",")+" (empty: none)")
+	fs.DurationVar(&c.gap, "gap", 8*time.Second, "recovery gap between process nemesis actions")
+	fs.DurationVar(&c.faultFor, "fault-window", 12*time.Second, "length of one sandbox fault window")
+	fs.DurationVar(&c.pgDown, "pg-down", 20*time.Second, "how long PostgreSQL stays stopped")
+	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "longest wait for everything to settle after the workload")
+	fs.IntVar(&c.replicas, "replicas", 3, "idemgate run replicas")
+	fs.StringVar(&c.breakName, "break", "", "break one guarantee in the daemons (soak build): no_fencing, blind_retry, ack_before_publish")
+	fs.StringVar(&c.known, "known", "", "comma-separated invariants whose breaches are reported as known defects, not failures")
+	fs.BoolVar(&c.keyless, "keyless-poison", false, "also send non-JSON poison (no key can be derived)")
+	fs.BoolVar(&c.knownDefects, "known-defect-faults", false, "add fault windows that provoke defects known to be open (see docs/soak.md)")
+	fs.BoolVar(&c.smoke, "smoke", false, "the CI smoke: 150s workload, every nemesis kind once, short gaps")
+	fs.DurationVar(&c.budget, "budget", 0, "fail when the whole run takes longer than this (0: no budget)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.smoke {
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("duration", func() { c.duration = 150 * time.Second })
+		def("gap", func() { c.gap = 5 * time.Second })
+		def("fault-window", func() { c.faultFor = 10 * time.Second })
+		def("settle", func() { c.settle = 100 * time.Second })
+		def("budget", func() { c.budget = 6 * time.Minute })
+	}
+	if c.breakName != "" {
+		// A broken variant is short and aims its nemesis at the broken
+		// guarantee.
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("duration", func() { c.duration = 30 * time.Second })
+		def("settle", func() { c.settle = 25 * time.Second })
+		def("gap", func() { c.gap = 3 * time.Second })
+		def("budget", func() { c.budget = 0 })
+		switch c.breakName {
+		case "no_fencing":
+			def("nemesis", func() { c.nemesis = NemPause + ",faults" })
+			def("duration", func() { c.duration = 40 * time.Second })
+			def("fault-window", func() { c.faultFor = 40 * time.Second })
+		case "blind_retry":
+			def("nemesis", func() { c.nemesis = NemFaults })
+		case "ack_before_publish":
+			def("nemesis", func() { c.nemesis = NemCrash })
+		default:
+			return c, fmt.Errorf("--break %q: no_fencing, blind_retry or ack_before_publish", c.breakName)
+		}
+	}
+	for _, k := range strings.Split(c.nemesis, ",") {
+		if k = strings.TrimSpace(k); k != "" && !contains(allNemeses, k) {
+			return c, fmt.Errorf("--nemesis %q: one of %s", k, strings.Join(allNemeses, ","))
+		}
+	}
+	for _, k := range strings.Split(c.known, ",") {
+		if k = strings.TrimSpace(k); k != "" && !knownInvariant(k) {
+			return c, fmt.Errorf("--known %q: not an invariant", k)
+		}
+	}
+	if c.rate <= 0 || c.replicas < 1 || c.publishers < 1 {
+		return c, errors.New("--rate, --replicas and --publishers must be positive")
+	}
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	c.lease = 6 * time.Second
+	return c, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func knownInvariant(name string) bool {
+	for _, o := range invariantOrder {
+		if o.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// run is main without the exit: 0 pass, 1 breach, 2 usage, 3 the harness
+// itself failed.
+func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
+	cfg, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return 2, err
+	}
+	began := time.Now()
+	if cfg.out == "" {
+		cfg.out, err = os.MkdirTemp("", "idemgate-soak-")
+		if err != nil {
+			return 3, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
+		return 3, err
+	}
+	// PostgreSQL runs as its own user (when we are root) under this folder.
+	if err := os.Chmod(cfg.out, 0o755); err != nil {
+		return 3, err
+	}
+	s := &soak{cfg: cfg, stdout: stdout, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5eed))}
+	defer s.teardown()
+	rep, err := s.run(ctx)
+	if err != nil {
+		return 3, err
+	}
+	rep.Run.Elapsed = time.Since(began).Round(time.Second).String()
+	if cfg.budget > 0 && time.Since(began) > cfg.budget {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("over budget: the run took %v, budget %v", time.Since(began).Round(time.Second), cfg.budget))
+		rep.Pass = false
+		rep.Run.OverBudget = true
+	}
+	if err := writeReports(cfg.out, rep); err != nil {
+		return 3, err
+	}
+	fmt.Fprintf(stdout, "\n%s\nreport: %s\n", summary(rep), filepath.Join(cfg.out, "soak-report.md"))
+	if !rep.Pass {
+		return 1, nil
+	}
+	return 0, nil
+}

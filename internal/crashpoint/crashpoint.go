@@ -1,0 +1,96 @@
+// Package crashpoint names the points where the fault soak (e2e/soak) kills a
+// daemon on purpose, and the guarantees it can break on purpose to prove that
+// its checker catches each breach.
+//
+// Built without the `soak` build tag (every release and test build), every
+// function here is a constant no-op the compiler removes: nothing reads the
+// environment, nothing can crash or break. Built with `-tags soak` (only
+// scripts/soak does), two environment variables are read once at start-up:
+//
+//	IDEMGATE_SOAK_CRASH=<point>[:<n>]  SIGKILL this process at the n-th pass
+//	                                   (default 1st) through the named point
+//	IDEMGATE_SOAK_BREAK=<break>        break one guarantee (see Break)
+//
+// It imports only the standard library and journal (for the fencing break).
+package crashpoint
+
+import (
+	"context"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// Point names a place in the daemon where a crash is most telling.
+type Point string
+
+// Crash points, in the order a command passes them.
+const (
+	// RequestWritten: the target's request was written on the wire; its
+	// response has not been read (the effect may or may not happen).
+	RequestWritten Point = "request_written"
+	// BeforeComplete: the target answered with success; the journal does not
+	// know yet.
+	BeforeComplete Point = "before_complete"
+	// BeforePublish: the outcome is in the journal; its result is not
+	// published yet.
+	BeforePublish Point = "before_publish"
+	// BeforeAck: the result was published (PubAck received); the command is
+	// not acknowledged yet.
+	BeforeAck Point = "before_ack"
+)
+
+// Points lists every crash point.
+var Points = []Point{RequestWritten, BeforeComplete, BeforePublish, BeforeAck}
+
+// Break names a guarantee a soak build can be told to break.
+type Break string
+
+// Breaks. Each must make the soak's checker fail on its own invariant.
+const (
+	// NoFencing completes with whatever fencing token is current instead of
+	// the caller's own, and keeps working after the lease was lost: a stale
+	// owner's completion is accepted (invariant stale_completions).
+	NoFencing Break = "no_fencing"
+	// BlindRetry treats every lookup of an unknown outcome as "not found": the
+	// call is retried without knowing whether it took effect (invariant
+	// blind_retries).
+	BlindRetry Break = "blind_retry"
+	// AckBeforePublish acknowledges a command before its result is
+	// published: a crash in between loses the result (invariant lost).
+	AckBeforePublish Break = "ack_before_publish"
+)
+
+// Breaks lists every break.
+var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish}
+
+// Hit passes point p: in a soak build told to crash there, the process kills
+// itself with SIGKILL (no deferred code, no flush) at the chosen pass.
+func Hit(p Point) { hit(p) }
+
+// Broken reports whether a soak build was told to break b.
+func Broken(b Break) bool { return broken(b) }
+
+// Do runs f only when a soak build was told to break b.
+func Do(b Break, f func()) {
+	if broken(b) {
+		f()
+	}
+}
+
+// TokenReader reads an operation's journal row.
+type TokenReader interface {
+	Get(ctx context.Context, key string) (journal.Record, error)
+}
+
+// Token returns the fencing token a completion carries: token itself, except
+// in a soak build told to break NoFencing, where it is the row's current
+// token (so a stale owner's completion is accepted).
+func Token(ctx context.Context, r TokenReader, key string, token int64) int64 {
+	if !broken(NoFencing) {
+		return token
+	}
+	if rec, err := r.Get(ctx, key); err == nil {
+		return rec.LeaseToken
+	}
+	return token
+}

@@ -1,0 +1,36 @@
+package crashpoint
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+type fixedToken int64
+
+func (f fixedToken) Get(context.Context, string) (journal.Record, error) {
+	return journal.Record{LeaseToken: int64(f)}, nil
+}
+
+// TestNoOpWithoutSoakTag: a normal build never crashes, never breaks, and
+// completes with the caller's own token.
+func TestNoOpWithoutSoakTag(t *testing.T) {
+	if Enabled {
+		t.Skip("built with -tags soak")
+	}
+	t.Setenv("IDEMGATE_SOAK_CRASH", "before_ack")
+	t.Setenv("IDEMGATE_SOAK_BREAK", "no_fencing")
+	for _, p := range Points {
+		Hit(p)
+	}
+	for _, b := range Breaks {
+		if Broken(b) {
+			t.Errorf("Broken(%s) in a build without the soak tag", b)
+		}
+		Do(b, func() { t.Errorf("Do(%s) ran in a build without the soak tag", b) })
+	}
+	if got := Token(context.Background(), fixedToken(9), "k", 3); got != 3 {
+		t.Errorf("Token = %d, want the caller's 3", got)
+	}
+}
