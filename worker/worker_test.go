@@ -358,8 +358,8 @@ func TestErrorClasses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, att, 3)
 	require.Equal(t, adapters.CodeHTTP503, att[0].ErrorCode)
-	require.Equal(t, journal.StatusFailedRetryable, att[0].Outcome)
-	require.Equal(t, journal.StatusSucceeded, att[2].Outcome)
+	require.Equal(t, journal.OutcomeFailedRetryable, att[0].Outcome)
+	require.Equal(t, journal.OutcomeSucceeded, att[2].Outcome)
 
 	// Timeout after the request was sent: unknown, reconciled by lookup,
 	// never a second call.
@@ -374,7 +374,7 @@ func TestErrorClasses(t *testing.T) {
 	require.Equal(t, 1, calls, "an unknown outcome is looked up, not re-sent")
 	att, err = b.store.Attempts(context.Background(), "test:payment.charge:evt-lost:v1")
 	require.NoError(t, err)
-	require.Equal(t, journal.StatusUnknown, att[0].Outcome)
+	require.Equal(t, journal.OutcomeUnknown, att[0].Outcome)
 	require.Equal(t, "reconcile", att[len(att)-1].Kind)
 }
 
