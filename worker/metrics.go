@@ -19,6 +19,7 @@ type Metrics struct {
 	decisions     *prometheus.CounterVec
 	results       *prometheus.CounterVec
 	reconciled    *prometheus.CounterVec
+	fenced        *prometheus.CounterVec
 	unresolved    prometheus.Gauge
 	idleRetryable prometheus.Gauge
 	latency       prometheus.Histogram
@@ -46,6 +47,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Results published, by status."}, []string{"status"}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "reconcile_lookups_total",
 			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "completions_fenced_total",
+			Help: "Completions refused for a stale fencing token (another owner took the operation over): fencing working as designed."},
+			[]string{"by"}),
 		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
 			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
 		idleRetryable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_retry_idle",
@@ -57,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.unresolved, m.idleRetryable, m.latency, m.calls)
+			m.retries, m.decisions, m.results, m.reconciled, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls)
 	}
 	return m
 }
