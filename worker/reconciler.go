@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/journal"
@@ -309,6 +311,23 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 	if d.JS == nil {
 		return nil
 	}
+	status, err := publishResult(ctx, d.JS, rec)
+	if err != nil {
+		return err
+	}
+	d.Metrics.results.WithLabelValues(string(status)).Inc()
+	return nil
+}
+
+// PublishResult publishes a journal row's outcome as its command's result
+// (pending while it is not final), e.g. after an operator's decision was
+// recorded by a tool that holds no Deps.
+func PublishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) error {
+	_, err := publishResult(ctx, js, rec)
+	return err
+}
+
+func publishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) (operation.ResultStatus, error) {
 	res := operation.Result{OperationKey: rec.Key, EventID: rec.EventID, Operation: rec.OperationType,
 		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: rec.Result,
 		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount}
@@ -322,11 +341,10 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 	}
 	m, err := consumer.ResultMsg(res)
 	if err != nil {
-		return err
+		return res.Status, err
 	}
-	if _, err := d.JS.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish result of %s: %w", rec.Key, err)
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return res.Status, fmt.Errorf("publish result of %s: %w", rec.Key, err)
 	}
-	d.Metrics.results.WithLabelValues(string(res.Status)).Inc()
-	return nil
+	return res.Status, nil
 }

@@ -278,3 +278,36 @@ func (b *bundle) awaitFirst(t *testing.T, keys []string) map[string]operation.Re
 	}
 	return got
 }
+
+// TestExhaustedAfterAnUnknownIsLookedUpFirst: YooKassa's first answer is a
+// proxy's 500 (nothing was taken, but nobody can tell), the lookup finds
+// nothing, and the retries that follow all get 503 until the budget is
+// spent. Since an earlier outcome was unknown, the intent is looked up once
+// more before it may end failed_final; it finds nothing and ends
+// failed_final, with no charge in the ledger.
+func TestExhaustedAfterAnUnknownIsLookedUpFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb, a := startYooKassa(t)
+	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 500, Body: "<html>500</html>"}))
+	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultHTTP503, Count: 3}))
+	b.workerFor(t, "w1", worker.Config{LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second,
+		Retry: worker.RetryPolicy{MaxAttempts: 4, InitialDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, InLease: 2 * time.Second}},
+		map[string]adapters.Adapter{"payment.charge": a})
+	const key = "test:payment.charge:order-spent:v1"
+	b.publishCommand(t, chargeCommand("evt-spent", "order-spent"))
+	r := b.await(t, key, 1)[0]
+	require.Equal(t, operation.ResultFailedFinal, r.Status, "%+v %s", r, trail(t, b.store, key))
+	require.Equal(t, adapters.CodeHTTP503, r.ErrorCode)
+	require.Zero(t, sb.TotalEffects())
+	atts, err := b.store.Attempts(context.Background(), key)
+	require.NoError(t, err)
+	last, beforeLast := atts[len(atts)-1], atts[len(atts)-2]
+	require.Equal(t, "execute", beforeLast.Kind, trail(t, b.store, key))
+	require.Equal(t, 4, beforeLast.Attempt)
+	require.Equal(t, journal.OutcomeUnknown, beforeLast.Outcome, "the spent retries were looked up first: %s", trail(t, b.store, key))
+	require.Equal(t, "reconcile", last.Kind)
+	require.Equal(t, journal.OutcomeFailedFinal, last.Outcome)
+	require.Contains(t, last.Note, "not found by key after the retries ran out")
+	require.Len(t, executes(t, b.store, key), 4, "no attempt past max_attempts")
+}
