@@ -88,10 +88,7 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM agent_operation_log WHER
 
 // complete applies outcomes under their fencing tokens, from legal states only,
 // and closes each attempt's row in the trail. An unknown or failed_retryable
-// outcome may be held (hold_ms): lease_until is then its end. A completion
-// whose token is no longer current closes its own attempt as fenced (also
-// one a take-over closed as abandoned: the worker now reports), the note
-// saying what the worker found.
+// outcome may be held (hold_ms): lease_until is then its end.
 const complete = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[], $10::bigint[])
@@ -125,22 +122,27 @@ WITH input AS (
         note              = nullif(i.note, '')
     FROM upd u JOIN input i USING (operation_key)
     WHERE a.operation_key = u.operation_key AND a.lease_token = u.lease_token AND a.finished_at IS NULL
-), fenced AS (
-    UPDATE agent_operation_attempts a SET
-        finished_at       = now(),
-        outcome           = 'fenced',
-        error_code        = coalesce(nullif(i.error_code, ''), a.error_code),
-        target_request_id = coalesce(nullif(i.request_id, ''), a.target_request_id),
-        note              = 'lease taken over before this outcome was recorded: ' || i.status
-                            || CASE WHEN i.object_id <> '' THEN ' (object ' || i.object_id || ')' ELSE '' END
-                            || CASE WHEN i.note <> '' THEN '; ' || i.note ELSE '' END
-    FROM input i JOIN agent_operation_log l USING (operation_key)
-    WHERE a.operation_key = i.operation_key
-      AND a.lease_token = i.token
-      AND l.lease_token <> i.token
-      AND (a.finished_at IS NULL OR a.outcome = 'abandoned')
 )
 SELECT operation_key FROM upd`
+
+// fenceAttempts closes the attempts of completions refused for a stale
+// token as fenced (also one a take-over closed as abandoned: its worker now
+// reports), the note saying what the worker found. It runs only for the
+// items a completion found stale, never on the group commit's hot path.
+const fenceAttempts = `
+UPDATE agent_operation_attempts a SET
+    finished_at       = now(),
+    outcome           = 'fenced',
+    error_code        = coalesce(nullif(i.error_code, ''), a.error_code),
+    target_request_id = coalesce(nullif(i.request_id, ''), a.target_request_id),
+    note              = 'lease taken over before this outcome was recorded: ' || i.status
+                        || CASE WHEN i.object_id <> '' THEN ' (object ' || i.object_id || ')' ELSE '' END
+                        || CASE WHEN i.note <> '' THEN '; ' || i.note ELSE '' END
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+    AS i(operation_key, token, status, object_id, error_code, request_id, note)
+WHERE a.operation_key = i.operation_key
+  AND a.lease_token = i.token
+  AND (a.finished_at IS NULL OR a.outcome = 'abandoned')`
 
 // completeCheck reads what a completion that did not apply found, to tell a
 // stale token from an illegal state from one already applied.
