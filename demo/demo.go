@@ -344,7 +344,7 @@ func countKinds(atts []journal.Attempt) (executes, reconciled int) {
 		case "execute":
 			executes++
 		case "reconcile":
-			if a.Outcome == journal.StatusSucceeded || a.Outcome == journal.StatusFailedFinal {
+			if a.Outcome == journal.OutcomeSucceeded || a.Outcome == journal.OutcomeFailedFinal {
 				reconciled++
 			}
 		}

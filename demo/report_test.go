@@ -162,10 +162,10 @@ func TestAttemptsArithmetic(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	atts := []journal.Attempt{
-		{Attempt: 3, Kind: "execute", StartedAt: t0.Add(1600 * time.Millisecond), FinishedAt: t0.Add(1700 * time.Millisecond), Outcome: journal.StatusSucceeded},
-		{Attempt: 1, Kind: "execute", StartedAt: t0, FinishedAt: t0.Add(100 * time.Millisecond), Outcome: journal.StatusFailedRetryable},
-		{Attempt: 2, Kind: "execute", StartedAt: t0.Add(500 * time.Millisecond), FinishedAt: t0.Add(600 * time.Millisecond), Outcome: journal.StatusFailedRetryable},
-		{Attempt: 3, Kind: "reconcile", StartedAt: t0.Add(2 * time.Second), Outcome: journal.StatusUnknown},
+		{Attempt: 3, Kind: "execute", StartedAt: t0.Add(1600 * time.Millisecond), FinishedAt: t0.Add(1700 * time.Millisecond), Outcome: journal.OutcomeSucceeded},
+		{Attempt: 1, Kind: "execute", StartedAt: t0, FinishedAt: t0.Add(100 * time.Millisecond), Outcome: journal.OutcomeFailedRetryable},
+		{Attempt: 2, Kind: "execute", StartedAt: t0.Add(500 * time.Millisecond), FinishedAt: t0.Add(600 * time.Millisecond), Outcome: journal.OutcomeFailedRetryable},
+		{Attempt: 3, Kind: "reconcile", StartedAt: t0.Add(2 * time.Second), Outcome: journal.OutcomeUnknown},
 	}
 	gap, ok := retryGap(atts, 2)
 	require.True(t, ok)
@@ -175,7 +175,7 @@ func TestAttemptsArithmetic(t *testing.T) {
 	executes, reconciled := countKinds(atts)
 	require.Equal(t, 3, executes)
 	require.Equal(t, 0, reconciled, "an unsettled reconcile round is not a reconciliation")
-	atts = append(atts, journal.Attempt{Attempt: 3, Kind: "reconcile", Outcome: journal.StatusSucceeded})
+	atts = append(atts, journal.Attempt{Attempt: 3, Kind: "reconcile", Outcome: journal.OutcomeSucceeded})
 	_, reconciled = countKinds(atts)
 	require.Equal(t, 1, reconciled)
 }

@@ -199,7 +199,7 @@ func (s *checks) lostResponse(t *testing.T) {
 	require.Empty(t, rec.TargetObjectID)
 	exec := attemptsOf(atts, "execute")
 	require.Len(t, exec, 1, "never retried blindly: %s", describe(rec, atts))
-	require.Equal(t, journal.StatusUnknown, exec[0].Outcome, describe(rec, atts))
+	require.Equal(t, journal.OutcomeUnknown, exec[0].Outcome, describe(rec, atts))
 	require.NotEmpty(t, exec[0].ErrorCode, "a safe code says why")
 	require.NotEmpty(t, attemptsOf(atts, "reconcile"), "lookups were tried: %s", describe(rec, atts))
 	require.Len(t, c.effects(key), 1, "no second object while unknown")
@@ -233,7 +233,7 @@ func (s *checks) reconciliation(t *testing.T) {
 	rc := attemptsOf(atts, "reconcile")
 	require.NotEmpty(t, rc)
 	last := rc[len(rc)-1]
-	require.Equal(t, journal.StatusSucceeded, last.Outcome, describe(rec, atts))
+	require.Equal(t, journal.OutcomeSucceeded, last.Outcome, describe(rec, atts))
 	require.Equal(t, rec.LeaseToken, last.Token, "the settling lookup held the current lease")
 	require.Equal(t, 2, c.sb.core.TotalEffects())
 	require.Zero(t, s.newCreates(), "found by lookup, nothing re-sent")
@@ -273,7 +273,7 @@ func (s *checks) concurrentTwins(t *testing.T) {
 	rec, atts := c.row(key)
 	require.Len(t, atts, 1, "one attempt: %s", describe(rec, atts))
 	require.Equal(t, "execute", atts[0].Kind)
-	require.Equal(t, journal.StatusSucceeded, atts[0].Outcome)
+	require.Equal(t, journal.OutcomeSucceeded, atts[0].Outcome)
 	require.Equal(t, int64(1), rec.LeaseToken, "one lease was ever granted")
 	require.Equal(t, atts[0].Worker, rec.LeaseOwner, "the lease owner is the one who called")
 	require.Equal(t, 1, rec.AttemptCount)
@@ -342,10 +342,10 @@ func (s *checks) sigkillTakeOver(t *testing.T) {
 	exec := attemptsOf(atts, "execute")
 	require.Len(t, exec, 1, "executed once: %s", describe(rec, atts))
 	require.Equal(t, victim.name, exec[0].Worker)
-	require.Empty(t, exec[0].Outcome, "the killed worker never finished its attempt")
+	require.Equal(t, journal.OutcomeAbandoned, exec[0].Outcome, "the killed worker never finished its attempt: the take-over closed it")
 	var takeOver *journal.Attempt
 	for i, a := range attemptsOf(atts, "reconcile") {
-		if a.Outcome == journal.StatusSucceeded {
+		if a.Outcome == journal.OutcomeSucceeded {
 			takeOver = &attemptsOf(atts, "reconcile")[i]
 		}
 	}
@@ -391,11 +391,11 @@ func (s *checks) lookupBeforeRetry(t *testing.T) {
 	rec, atts := c.row(key)
 	exec := attemptsOf(atts, "execute")
 	require.Len(t, exec, 2, describe(rec, atts))
-	require.Equal(t, journal.StatusUnknown, exec[0].Outcome, describe(rec, atts))
-	require.Equal(t, journal.StatusSucceeded, exec[1].Outcome, describe(rec, atts))
+	require.Equal(t, journal.OutcomeUnknown, exec[0].Outcome, describe(rec, atts))
+	require.Equal(t, journal.OutcomeSucceeded, exec[1].Outcome, describe(rec, atts))
 	var notFound *journal.Attempt
 	for _, a := range attemptsOf(atts, "reconcile") {
-		if a.Outcome == journal.StatusFailedRetryable {
+		if a.Outcome == journal.OutcomeFailedRetryable {
 			notFound = &a
 		}
 	}

@@ -33,14 +33,14 @@ import (
 
 // Horizons of the daemons under test: short so the suite is fast, and valid
 // (call_timeout < lease_ttl; lease_ttl + heartbeat_interval < ack_wait;
-// retry.max_elapsed + call_timeout < ack_wait), with slack for a loaded
+// retry.in_lease + call_timeout < ack_wait), with slack for a loaded
 // 2-core machine running race-instrumented replicas.
 const (
 	leaseTTL          = 4 * time.Second
 	callTimeout       = 2500 * time.Millisecond
 	heartbeatInterval = time.Second
 	ackWait           = 6 * time.Second
-	retryMaxElapsed   = 3 * time.Second
+	retryInLease      = 3 * time.Second
 	reconcileInterval = 500 * time.Millisecond
 	// slowCreate holds the first create of check 8 in the target, well
 	// inside callTimeout, so that the twin command meets a live lease.
@@ -144,14 +144,14 @@ worker:
   max_in_flight: 1
   shutdown_timeout: 2s
   retry:
-    max_elapsed: %s
+    in_lease: %s
 reconciler:
   interval: %s
 routes:
   %s: %s
 adapters:
 %s`, dataDir, c.ns.URL(), ackWait, c.dsn, owner, leaseTTL, callTimeout, heartbeatInterval,
-		retryMaxElapsed, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML)
+		retryInLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML)
 	p := filepath.Join(c.dir, owner+".yaml")
 	require.NoError(c.t, os.WriteFile(p, []byte(yaml), 0o600))
 	return p

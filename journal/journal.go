@@ -117,6 +117,24 @@ type Claim struct {
 	// Attempt is the attempt number the caller runs (Execute and Reconcile).
 	Attempt int
 	Record  Record
+	// Now is the database clock when the row was read for this decision:
+	// the time base for Record's times (a lease's or hold's end, the
+	// operation's age), so that callers never compare them with their own
+	// clock.
+	Now time.Time
+}
+
+// Age is how long ago, on the database clock, the operation was first
+// claimed: its first attempt began.
+func (c Claim) Age() time.Duration { return c.Now.Sub(c.Record.CreatedAt) }
+
+// Wait is how long, on the database clock, the row's lease or hold still
+// runs (zero when it has ended or there is none).
+func (c Claim) Wait() time.Duration {
+	if c.Record.LeaseUntil.IsZero() || !c.Record.LeaseUntil.After(c.Now) {
+		return 0
+	}
+	return c.Record.LeaseUntil.Sub(c.Now)
 }
 
 // Owns reports whether the claim gave the caller a lease.
@@ -138,12 +156,28 @@ type Record struct {
 	ApprovalID   string
 	LeaseOwner   string
 	LeaseToken   int64
-	LeaseUntil   time.Time // zero when no lease
-	// ReconcileRounds counts lookups that could not settle an unknown outcome.
+	// LeaseUntil is the end of the lease of a started (or reconciled) row,
+	// or of the hold of an unknown or failed_retryable row: nobody acts on
+	// the row before it passes on the database clock (for failed_retryable,
+	// the next attempt's "not before"). Zero when there is none.
+	LeaseUntil time.Time
+	// ReconcileRounds counts lookups that could not settle the current
+	// unknown outcome; it restarts at 0 once the outcome is settled.
 	ReconcileRounds int
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	CompletedAt     time.Time // zero until terminal
+	// ReconcileRoundsTotal counts every unsettled lookup the operation ever
+	// had: the history ReconcileRounds forgets.
+	ReconcileRoundsTotal int
+	// RaisedAt is when the operation was first raised for an operator's
+	// review (zero if never). It stays after the outcome is settled.
+	RaisedAt time.Time
+	// EffectPossible is set once an attempt's outcome was unknown (a lost
+	// answer, or an owner that died mid-call): the target may hold the
+	// object whatever later attempts answered, so the operation is looked up
+	// before it may end failed_final.
+	EffectPossible bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	CompletedAt    time.Time // zero until terminal
 }
 
 // Completion records the outcome of an attempt under a lease.
@@ -162,10 +196,13 @@ type Completion struct {
 	// Reconciled marks a completion decided by a lookup; an unknown completion
 	// with Reconciled set counts one more unresolved reconcile round.
 	Reconciled bool
-	// HoldFor, on an unknown completion, keeps the operation from being taken
-	// over (by the reconciler or a redelivery) until it has passed on the
-	// database clock: the wait for a target's search to settle, or a backoff
-	// between lookups. Zero: at once.
+	// HoldFor keeps the operation from being claimed or taken over until it
+	// has passed on the database clock. On an unknown completion: the wait
+	// for a target's search to settle, or a backoff between lookups. On a
+	// failed_retryable completion: the retry's backoff, the next attempt's
+	// "not before" — a copy or redelivery that claims earlier is told
+	// InProgress and comes back later, it does not take an attempt. Zero: at
+	// once.
 	HoldFor time.Duration
 }
 
@@ -175,23 +212,68 @@ type LeaseRef struct {
 	Token int64
 }
 
+// AttemptOutcome is how one attempt of the trail ended: the status its
+// completion recorded, or what became of an attempt that could not record
+// one.
+type AttemptOutcome string
+
+// Attempt outcomes. The first four are the statuses a completion records.
+const (
+	OutcomeSucceeded       AttemptOutcome = "succeeded"
+	OutcomeFailedRetryable AttemptOutcome = "failed_retryable"
+	OutcomeFailedFinal     AttemptOutcome = "failed_final"
+	OutcomeUnknown         AttemptOutcome = "unknown"
+	// OutcomeFenced: the attempt's worker came back with an outcome after its
+	// lease had been taken over; its completion was refused by the fencing
+	// token. The note says what the worker found.
+	OutcomeFenced AttemptOutcome = "fenced"
+	// OutcomeAbandoned: the lease was taken over (an expired lease, or an
+	// operator's decision) while the attempt was still open; its worker has
+	// not reported since.
+	OutcomeAbandoned AttemptOutcome = "abandoned"
+)
+
+// Valid reports whether o is one of the attempt outcomes.
+func (o AttemptOutcome) Valid() bool {
+	switch o {
+	case OutcomeSucceeded, OutcomeFailedRetryable, OutcomeFailedFinal, OutcomeUnknown, OutcomeFenced, OutcomeAbandoned:
+		return true
+	}
+	return false
+}
+
+// OutcomeOf is the attempt outcome a completion with status s records.
+func OutcomeOf(s Status) AttemptOutcome { return AttemptOutcome(s) }
+
+// Attempt kinds.
+const (
+	KindExecute   = "execute"
+	KindReconcile = "reconcile"
+	KindOperator  = "operator"
+)
+
 // Attempt is one entry of the attempts trail.
 type Attempt struct {
 	Key             string
 	Attempt         int
 	Token           int64
 	Worker          string
-	Kind            string // "execute", "reconcile" or "operator"
+	Kind            string // KindExecute, KindReconcile or KindOperator
 	StartedAt       time.Time
-	FinishedAt      time.Time // zero while running
-	Outcome         Status    // empty while running
+	FinishedAt      time.Time      // zero while running
+	Outcome         AttemptOutcome // empty while running
 	ErrorCode       string
 	TargetRequestID string
 	Note            string
 }
 
-// Resolution is an operator's decision on an unknown operation that no lookup
-// could settle.
+// Resolution is an operator's decision on an operation that is not final:
+// unknown (held by a reconciler or not), failed_retryable, or started with
+// an expired lease (its owner is gone). The decision wins: it takes the
+// operation over with a new fencing token, so a reconciler or worker that
+// comes back later is refused. A started operation whose execute lease is
+// live (a call to the target may be in flight) is refused with ErrLeaseHeld
+// unless Force is set: an effect may still land after the decision.
 type Resolution struct {
 	Key            string
 	Status         Status // succeeded or failed_final
@@ -199,6 +281,8 @@ type Resolution struct {
 	ErrorCode      string
 	Evidence       string
 	Operator       string
+	// Force takes over even a live execute lease; the trail says so.
+	Force bool
 }
 
 // Errors. Per-item errors of a batch are returned in the result slice; the
@@ -213,6 +297,9 @@ var (
 	ErrNotFound = errors.New("journal: operation not found")
 	// ErrInvalid: a malformed request (empty key, bad status...).
 	ErrInvalid = errors.New("journal: invalid request")
+	// ErrLeaseHeld: a live execute lease holds the operation (a call to the
+	// target may be in flight). It wraps ErrIllegalTransition.
+	ErrLeaseHeld = fmt.Errorf("%w: a live execute holds the operation", ErrIllegalTransition)
 )
 
 // Store is the operation journal. Every method is safe for concurrent use.
@@ -231,7 +318,9 @@ type Store interface {
 	Claim(ctx context.Context, reqs []ClaimRequest) ([]Claim, error)
 	// Complete applies outcomes under their fencing tokens. The result slice
 	// aligns with cs: nil, ErrStaleToken or ErrIllegalTransition per item.
-	// Completing twice with the same token and outcome is not an error.
+	// Completing twice with the same token and outcome is not an error. A
+	// completion refused for a stale token closes its own attempt as fenced,
+	// with a note saying what the worker found, so that the trail keeps it.
 	Complete(ctx context.Context, cs []Completion) ([]error, error)
 	// Heartbeat extends live leases by ttl from now (database clock). The result
 	// slice aligns with refs: nil or ErrStaleToken per item.
@@ -239,11 +328,19 @@ type Store interface {
 	// TakeOverStale finds up to limit operations whose outcome is unknown
 	// (status unknown with no live lease, or started with an expired lease),
 	// locks them with SKIP LOCKED so replicas share the work, and takes each
-	// over with a new fencing token.
+	// over with a new fencing token. Attempts still open under an older token
+	// are closed as abandoned (as every take-over does).
 	TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]Claim, error)
-	// Resolve records an operator's decision on an unknown operation with no
-	// live lease. Refused (ErrIllegalTransition) for any other status.
+	// Resolve records an operator's decision (see Resolution) with a new
+	// fencing token and closes the attempts it takes over as abandoned.
+	// Refused with ErrIllegalTransition for a final operation, with
+	// ErrLeaseHeld for a live execute lease unless r.Force.
 	Resolve(ctx context.Context, r Resolution) (Record, error)
+	// RaiseForReview marks unknown operations as raised for an operator's
+	// review (RaisedAt, on the database clock) and returns the keys it
+	// marked now: a key already raised, or no longer unknown, is left alone,
+	// so that one alert goes out per operation however many replicas ask.
+	RaiseForReview(ctx context.Context, keys []string) ([]string, error)
 	// Get returns one operation.
 	Get(ctx context.Context, key string) (Record, error)
 	// Attempts returns an operation's attempts trail, oldest first.
@@ -304,10 +401,30 @@ func (c Completion) Validate() error {
 		return fmt.Errorf("%w: %s: cannot complete as %q", ErrInvalid, c.Key, c.Status)
 	case len(c.Result) > 0 && !json.Valid(c.Result):
 		return fmt.Errorf("%w: %s: result is not JSON", ErrInvalid, c.Key)
-	case c.HoldFor < 0 || (c.HoldFor > 0 && c.Status != StatusUnknown):
-		return fmt.Errorf("%w: %s: only an unknown outcome is held, for a positive time", ErrInvalid, c.Key)
+	case c.HoldFor < 0 || (c.HoldFor > 0 && c.Status != StatusUnknown && c.Status != StatusFailedRetryable):
+		return fmt.Errorf("%w: %s: only an unknown or retryable outcome is held, for a positive time", ErrInvalid, c.Key)
 	}
 	return nil
+}
+
+// ResolveRefused explains why a resolution did not apply to rec, the row as
+// it stands after the attempt: a final operation (ErrIllegalTransition), or
+// a live execute lease (ErrLeaseHeld). Engines share it so that operators
+// read the same message from both.
+func ResolveRefused(rec Record) error {
+	if rec.Status.Terminal() {
+		return fmt.Errorf("resolve %s: already final (%s%s): %w", rec.Key, rec.Status, orEmpty(" object ", rec.TargetObjectID), ErrIllegalTransition)
+	}
+	return fmt.Errorf("resolve %s: worker %s is executing it under a lease until %s (a call to the target may be in flight; "+
+		"wait for it to end, or force the decision if that worker is gone): %w",
+		rec.Key, rec.LeaseOwner, rec.LeaseUntil.UTC().Format(time.RFC3339), ErrLeaseHeld)
+}
+
+func orEmpty(prefix, v string) string {
+	if v == "" {
+		return ""
+	}
+	return prefix + v
 }
 
 // Validate checks an operator's resolution.

@@ -45,6 +45,9 @@ const (
 	// FaultHTTP500AfterCommit commits, then answers 500 with the target's
 	// error body (1C's "-1" after a failing handler, Stripe's cached 500).
 	FaultHTTP500AfterCommit FaultKind = "http_500_after_commit"
+	// FaultHTTP502AfterCommit commits, then a gateway in between answers 502
+	// (plain body): the upstream took effect, the client cannot tell.
+	FaultHTTP502AfterCommit FaultKind = "http_502_after_commit"
 	// FaultTruncateAfterCommit commits, then sends the first half of the real
 	// body with a matching Content-Length: a well-framed, truncated JSON.
 	FaultTruncateAfterCommit FaultKind = "truncate_after_commit"
@@ -58,7 +61,8 @@ var faultKinds = map[FaultKind]bool{
 	FaultDelay: true, FaultHTTP429: true, FaultHTTP502: true, FaultHTTP503: true,
 	FaultResetBefore: true, FaultIgnoreKey: true, FaultLoseResponseHang: true,
 	FaultLoseResponseClose: true, FaultResetAfterCommit: true,
-	FaultHTTP500AfterCommit: true, FaultTruncateAfterCommit: true, FaultRawResponse: true,
+	FaultHTTP500AfterCommit: true, FaultHTTP502AfterCommit: true, FaultTruncateAfterCommit: true,
+	FaultRawResponse: true,
 }
 
 // Scope selects which requests a fault applies to. The emulator classifies
@@ -100,6 +104,10 @@ type Fault struct {
 	Body   string `json:"body,omitempty"`
 	// Commit makes FaultRawResponse process the request first.
 	Commit bool `json:"commit,omitempty"`
+	// DropKey sends the request through a connector that drops our key (as
+	// FaultIgnoreKey does) before an after-commit fault spoils the answer:
+	// the target commits without seeing the key.
+	DropKey bool `json:"drop_key,omitempty"`
 }
 
 // faultWire is Fault's admin-API form: durations in milliseconds.
@@ -113,6 +121,7 @@ type faultWire struct {
 	Status       int       `json:"status,omitempty"`
 	Body         string    `json:"body,omitempty"`
 	Commit       bool      `json:"commit,omitempty"`
+	DropKey      bool      `json:"drop_key,omitempty"`
 	// Remaining is reported by GET /_sandbox/faults for count faults.
 	Remaining int `json:"remaining,omitempty"`
 }
@@ -122,7 +131,7 @@ func (f Fault) MarshalJSON() ([]byte, error) {
 	return json.Marshal(faultWire{
 		Kind: f.Kind, Scope: f.Scope, Count: f.Count, Rate: f.Rate,
 		DelayMS: f.Delay.Milliseconds(), RetryAfterMS: f.RetryAfter.Milliseconds(),
-		Status: f.Status, Body: f.Body, Commit: f.Commit,
+		Status: f.Status, Body: f.Body, Commit: f.Commit, DropKey: f.DropKey,
 	})
 }
 
@@ -135,7 +144,7 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	*f = Fault{
 		Kind: w.Kind, Scope: w.Scope, Count: w.Count, Rate: w.Rate,
 		Delay: time.Duration(w.DelayMS) * time.Millisecond, RetryAfter: time.Duration(w.RetryAfterMS) * time.Millisecond,
-		Status: w.Status, Body: w.Body, Commit: w.Commit,
+		Status: w.Status, Body: w.Body, Commit: w.Commit, DropKey: w.DropKey,
 	}
 	return nil
 }
@@ -162,8 +171,21 @@ func (f Fault) Validate() error {
 		return fmt.Errorf("%w: delay fault without delay", ErrInvalidFault)
 	case f.Kind == FaultRawResponse && (f.Status < 100 || f.Status > 999):
 		return fmt.Errorf("%w: raw response status %d", ErrInvalidFault, f.Status)
+	case f.DropKey && !f.Kind.afterCommit():
+		return fmt.Errorf("%w: drop_key applies to after-commit faults only, not %q", ErrInvalidFault, f.Kind)
 	}
 	return nil
+}
+
+// afterCommit reports whether the target processes the request before the
+// fault spoils its answer.
+func (k FaultKind) afterCommit() bool {
+	switch k {
+	case FaultLoseResponseHang, FaultLoseResponseClose, FaultResetAfterCommit,
+		FaultHTTP500AfterCommit, FaultHTTP502AfterCommit, FaultTruncateAfterCommit:
+		return true
+	}
+	return false
 }
 
 func (f Fault) matches(s Scope) bool {
@@ -239,7 +261,7 @@ func (fs *faultSet) list() []faultWire {
 		out = append(out, faultWire{
 			Kind: r.Kind, Scope: r.Scope, Count: r.Count, Rate: r.Rate,
 			DelayMS: r.Delay.Milliseconds(), RetryAfterMS: r.RetryAfter.Milliseconds(),
-			Status: r.Status, Body: r.Body, Commit: r.Commit, Remaining: r.remaining,
+			Status: r.Status, Body: r.Body, Commit: r.Commit, DropKey: r.DropKey, Remaining: r.remaining,
 		})
 	}
 	return out

@@ -215,9 +215,7 @@ func (c *Core) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case FaultHTTP503:
 		c.spec.WriteError(w, r, http.StatusServiceUnavailable, f.RetryAfter)
 	case FaultHTTP502:
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+		writeBadGateway(w)
 	case FaultResetBefore:
 		_, _ = io.Copy(io.Discard, r.Body)
 		abort(w, true)
@@ -230,6 +228,9 @@ func (c *Core) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(f.Status)
 		_, _ = io.WriteString(w, f.Body)
 	default: // after-commit faults
+		if f.DropKey {
+			r = r.WithContext(context.WithValue(r.Context(), ignoreKeyCtx, true))
+		}
 		buf := newBuffer()
 		c.spec.Handler.ServeHTTP(buf, r)
 		c.spoil(w, r, f, buf)
@@ -255,6 +256,8 @@ func (c *Core) spoil(w http.ResponseWriter, r *http.Request, f Fault, buf *buffe
 		abort(w, true)
 	case FaultHTTP500AfterCommit:
 		c.spec.WriteError(w, r, http.StatusInternalServerError, 0)
+	case FaultHTTP502AfterCommit:
+		writeBadGateway(w)
 	case FaultTruncateAfterCommit:
 		body := buf.body[:len(buf.body)/2]
 		for k, v := range buf.header {
@@ -264,6 +267,13 @@ func (c *Core) spoil(w http.ResponseWriter, r *http.Request, f Fault, buf *buffe
 		w.WriteHeader(buf.statusCode())
 		_, _ = w.Write(body)
 	}
+}
+
+// writeBadGateway is a proxy's 502: a plain page, not the target's error body.
+func writeBadGateway(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(http.StatusBadGateway)
+	_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
 }
 
 // abort closes the client connection without an answer; with reset it sends

@@ -110,6 +110,7 @@ func TestFaults(t *testing.T) {
 		{"reset_after_commit", sandbox.Fault{Kind: sandbox.FaultResetAfterCommit, Count: 1}, true, 0, 1},
 		{"hang_after_commit", sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Count: 1}, true, 0, 1},
 		{"500_after_commit", sandbox.Fault{Kind: sandbox.FaultHTTP500AfterCommit, Count: 1}, false, 500, 1},
+		{"502_after_commit", sandbox.Fault{Kind: sandbox.FaultHTTP502AfterCommit, Count: 1}, false, 502, 1},
 		{"truncate_after_commit", sandbox.Fault{Kind: sandbox.FaultTruncateAfterCommit, Count: 1}, false, 201, 1},
 		{"raw_before", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: "garbage"}, false, 200, 0},
 		{"raw_commit", sandbox.Fault{Kind: sandbox.FaultRawResponse, Count: 1, Status: 200, Body: "garbage", Commit: true}, false, 200, 1},
@@ -163,6 +164,26 @@ func TestIgnoreKeyCreatesPerRequest(t *testing.T) {
 	_, err := post(t, c, u, "k")
 	require.NoError(t, err)
 	require.Equal(t, 4, s.Effects("k"), "the target never stored the key")
+}
+
+// TestDropKeyAfterCommit: a connector drops the key, the target commits, and
+// a gateway answers 502. The target never stored the key, so the same key
+// sent again makes a second effect.
+func TestDropKeyAfterCommit(t *testing.T) {
+	t.Parallel()
+	s, u := start(t, sandbox.Options{})
+	require.NoError(t, s.InjectFault(sandbox.Fault{Kind: sandbox.FaultHTTP502AfterCommit, Count: 1, DropKey: true}))
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := post(t, c, u, "k")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Equal(t, 1, s.Effects("k"))
+	require.True(t, s.Ledger().Effects()[0].KeyIgnored)
+	_, err = post(t, c, u, "k")
+	require.NoError(t, err)
+	require.Equal(t, 2, s.Effects("k"), "the target never saw the key of the first request")
+	require.ErrorIs(t, s.InjectFault(sandbox.Fault{Kind: sandbox.FaultHTTP502, DropKey: true}), sandbox.ErrInvalidFault,
+		"a key dropped before a request that is not processed changes nothing")
 }
 
 func TestRateFaultIsDeterministic(t *testing.T) {

@@ -3,9 +3,18 @@
 // decision (execute, replay, conflict, pending, reconcile) → call the adapter
 // under a heartbeated lease → complete with the fencing token (group commit)
 // → publish the result → ack once JetStream acknowledged the result.
-// Retry-class failures retry in-lease with backoff as new attempts, longer
-// waits release the claim and come back with NakWithDelay; an unknown
-// outcome is never retried before a lookup by key.
+//
+// One retry schedule (RetryPolicy.NextRetry) drives every wait. A
+// retry-class failure is recorded failed_retryable with a hold on the
+// database clock — the next attempt's "not before" — so copies and
+// redeliveries of the command that arrive earlier wait it out instead of
+// taking an attempt; the retry budget (max_attempts calls, max_elapsed from
+// the first attempt) belongs to the intent. Short waits run in-lease
+// (backoff.RetryNotify over the policy), longer ones release the command
+// (NakWithDelay). An answer that may come after the target committed is
+// never retried before a lookup by key, and an intent whose outcome was ever
+// unknown is looked up before it may end failed_final. Rules classify error
+// codes, globally and per adapter.
 //
 // It imports consumer, journal, adapters and operation.
 package worker

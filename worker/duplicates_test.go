@@ -85,7 +85,7 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, string(res.Result), string(rec.Result), "the stored result carries them too")
 
-	require.Equal(t, 1.0, counter(t, reg, "bitrix24"))
+	require.Equal(t, 1.0, counter(t, reg, "idemgate_duplicates_detected_total", "target", "bitrix24"))
 	require.Contains(t, logs.String(), `"level":"ERROR"`)
 	require.Contains(t, logs.String(), `"duplicate_object_ids":["`+other+`"]`)
 	require.Contains(t, logs.String(), `"operation_key":"`+key+`"`)
@@ -94,25 +94,4 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 func formatID(f float64) string {
 	b, _ := json.Marshal(int64(f))
 	return string(b)
-}
-
-// counter reads idemgate_duplicates_detected_total{target=target}.
-func counter(t *testing.T, reg *prometheus.Registry, target string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "idemgate_duplicates_detected_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "target" && l.GetValue() == target {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no idemgate_duplicates_detected_total{target=%q}", target)
-	return 0
 }

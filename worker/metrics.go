@@ -20,6 +20,7 @@ type Metrics struct {
 	results       *prometheus.CounterVec
 	reconciled    *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
+	fenced        *prometheus.CounterVec
 	unresolved    prometheus.Gauge
 	idleRetryable prometheus.Gauge
 	latency       prometheus.Histogram
@@ -49,6 +50,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "duplicates_detected_total",
 			Help: "Operations whose target holds more than one object for the key, by adapter."}, []string{"target"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "completions_fenced_total",
+			Help: "Completions refused for a stale fencing token (another owner took the operation over): fencing working as designed."},
+			[]string{"by"}),
 		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
 			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
 		idleRetryable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_retry_idle",
@@ -60,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.unresolved, m.idleRetryable, m.latency, m.calls)
+			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls)
 	}
 	return m
 }

@@ -6,34 +6,56 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/idemgate/idemgate/adapters"
 )
 
-// RetryPolicy is the article's retry block: bounded attempts, exponential
-// delay with jitter. It comes from configuration, not code.
+// RetryPolicy is the article's retry block and idemgate's one retry
+// schedule. NextRetry gives the delay after a failed attempt (River's
+// ClientRetryPolicy shape); everything that waits uses it: the in-lease loop
+// (as a backoff.BackOff), the journal's hold on a retryable failure (the next
+// attempt's "not before" on the database clock, which copies and
+// redeliveries of the command wait out instead of taking an attempt), the
+// return of deliveries that found their operation held, lookup rounds, and
+// the start-up horizon checks (which sum its upper bounds, Bounds).
+//
+// The retry budget belongs to the intent, not to a delivery: MaxAttempts
+// counts calls to the target across every copy, delivery and replica (the
+// journal's attempt count), and MaxElapsed is measured from the intent's
+// first attempt on the database clock. It comes from configuration.
 type RetryPolicy struct {
-	// MaxAttempts bounds calls to the target for one operation across every
-	// delivery and replica (the journal's attempt count). Default 4.
+	// MaxAttempts bounds the calls to the target for one intent (the journal's
+	// attempt count; copies and redeliveries that arrive during a backoff take
+	// none). Default 4.
 	MaxAttempts int `mapstructure:"max_attempts"`
-	// InitialDelay is the first retry's delay. Default 500ms.
+	// MaxElapsed bounds an intent's retries in time: no attempt starts later
+	// than this after the intent's first attempt began (database clock).
+	// Default 1m.
+	MaxElapsed time.Duration `mapstructure:"max_elapsed"`
+	// InitialDelay is the delay after the first attempt. Default 500ms.
 	InitialDelay time.Duration `mapstructure:"initial_delay"`
 	// Multiplier grows the delay per attempt. Default 2.
 	Multiplier float64 `mapstructure:"multiplier"`
-	// MaxDelay caps one delay. Default 5s.
+	// MaxDelay caps one delay before jitter. Default 5s.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
 	// Jitter spreads delays randomly by ±50 %. Default true.
 	Jitter *bool `mapstructure:"jitter"`
-	// MaxElapsed bounds the retries one worker runs inside its lease before it
-	// releases the claim and lets JetStream redeliver later. Default 10s.
-	MaxElapsed time.Duration `mapstructure:"max_elapsed"`
+	// InLease bounds the retries one worker runs while it holds the command
+	// (sleeping between attempts with the command's AckWait kept alive); a
+	// longer wait releases the command to JetStream (NakWithDelay) and the
+	// journal's hold keeps every copy away until it ends. Default 10s.
+	InLease time.Duration `mapstructure:"in_lease"`
 }
+
+// jitterFactor is the spread of a jittered delay around its base.
+const jitterFactor = 0.5
 
 // WithDefaults fills zero fields.
 func (p RetryPolicy) WithDefaults() RetryPolicy {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = 4
+	}
+	if p.MaxElapsed == 0 {
+		p.MaxElapsed = time.Minute
 	}
 	if p.InitialDelay == 0 {
 		p.InitialDelay = 500 * time.Millisecond
@@ -48,8 +70,8 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 		t := true
 		p.Jitter = &t
 	}
-	if p.MaxElapsed == 0 {
-		p.MaxElapsed = 10 * time.Second
+	if p.InLease == 0 {
+		p.InLease = 10 * time.Second
 	}
 	return p
 }
@@ -60,6 +82,9 @@ func (p RetryPolicy) Validate() error {
 	if p.MaxAttempts < 1 || p.MaxAttempts > 100 {
 		errs = append(errs, fmt.Errorf("retry.max_attempts %d: between 1 and 100", p.MaxAttempts))
 	}
+	if p.MaxElapsed <= 0 {
+		errs = append(errs, fmt.Errorf("retry.max_elapsed %v: must be positive", p.MaxElapsed))
+	}
 	if p.InitialDelay <= 0 {
 		errs = append(errs, fmt.Errorf("retry.initial_delay %v: must be positive", p.InitialDelay))
 	}
@@ -69,59 +94,60 @@ func (p RetryPolicy) Validate() error {
 	if p.MaxDelay < p.InitialDelay {
 		errs = append(errs, fmt.Errorf("retry.max_delay %v: at least initial_delay %v", p.MaxDelay, p.InitialDelay))
 	}
-	if p.MaxElapsed <= 0 {
-		errs = append(errs, fmt.Errorf("retry.max_elapsed %v: must be positive", p.MaxElapsed))
+	if p.InLease <= 0 {
+		errs = append(errs, fmt.Errorf("retry.in_lease %v: must be positive", p.InLease))
 	}
 	return errors.Join(errs...)
 }
 
-// Delay returns the delay before attempt n+1 after n attempts (n ≥ 1),
-// at least retryAfter when the target asked for it.
-func (p RetryPolicy) Delay(n int, retryAfter time.Duration) time.Duration {
+// base is the delay after attempt n (n ≥ 1) before jitter: InitialDelay
+// grown by Multiplier per attempt, capped at MaxDelay.
+func (p RetryPolicy) base(n int) time.Duration {
 	d := float64(p.InitialDelay)
-	for i := 1; i < n; i++ {
+	for i := 1; i < n && d < float64(p.MaxDelay); i++ {
 		d *= p.Multiplier
-		if d > float64(p.MaxDelay) {
-			break
-		}
 	}
-	delay := min(time.Duration(d), p.MaxDelay)
-	if p.Jitter != nil && *p.Jitter {
-		delay = time.Duration(float64(delay) * (0.5 + rand.Float64()))
+	return min(time.Duration(d), p.MaxDelay)
+}
+
+func (p RetryPolicy) jitter() bool { return p.Jitter == nil || *p.Jitter }
+
+// Bounds are the shortest and longest delay NextRetry(n) can give.
+func (p RetryPolicy) Bounds(n int) (lo, hi time.Duration) {
+	b := p.base(max(n, 1))
+	if !p.jitter() {
+		return b, b
 	}
-	return max(delay, retryAfter)
+	return time.Duration(float64(b) * (1 - jitterFactor)), time.Duration(float64(b) * (1 + jitterFactor))
+}
+
+// NextRetry is the delay after attempt n (n ≥ 1; lower n count as 1) before
+// the next one: the schedule's base delay, jittered within Bounds(n).
+func (p RetryPolicy) NextRetry(n int) time.Duration {
+	lo, hi := p.Bounds(n)
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
+}
+
+// exhausted reports whether the intent's budget is spent: attempts calls
+// were made, or the next attempt would start more than MaxElapsed after the
+// first one began (next: its start, measured from the first attempt's).
+func (p RetryPolicy) exhausted(attempts int, next time.Duration) bool {
+	return attempts >= p.MaxAttempts || next > p.MaxElapsed
 }
 
 // Horizon is the longest a command may keep being redelivered for retries:
-// every delay of the policy, at their maximum, plus the AckWait of each
+// every delay of the schedule at its longest, plus the AckWait of each
 // delivery. Journal retention must exceed it.
 func (p RetryPolicy) Horizon(maxDeliver int, ackWait time.Duration) time.Duration {
 	var total time.Duration
 	for n := 1; n < maxDeliver; n++ {
-		d := float64(p.InitialDelay)
-		for i := 1; i < n; i++ {
-			d = min(d*p.Multiplier, float64(p.MaxDelay))
-		}
-		total += time.Duration(min(d, float64(p.MaxDelay))*1.5) + ackWait
+		_, hi := p.Bounds(n)
+		total += hi + ackWait
 	}
 	return total
-}
-
-// backOff returns a cenkalti/backoff exponential schedule for in-lease
-// retries, honouring the policy with MaxElapsedTime set explicitly (the
-// library's default of 15 minutes would silently stop retrying).
-func (p RetryPolicy) backOff() *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = p.InitialDelay
-	b.Multiplier = p.Multiplier
-	b.MaxInterval = p.MaxDelay
-	b.MaxElapsedTime = p.MaxElapsed
-	b.RandomizationFactor = 0
-	if p.Jitter != nil && *p.Jitter {
-		b.RandomizationFactor = 0.5
-	}
-	b.Reset()
-	return b
 }
 
 // Rules map safe error codes to classes: the article's rules block. A code
@@ -133,22 +159,42 @@ type Rules struct {
 	NeverRetry           []string `mapstructure:"never_retry"`
 }
 
-// DefaultRules are the article's example rules plus the codes adapters share.
+// DefaultRules are the article's example rules, refined: only answers that
+// prove the request was not processed are retried blindly (connection refused
+// or reset before the request was written, 429, 503 — the target's own
+// "not processed"). An answer that may come after the target committed — a
+// gateway's 502 or 504, a 500 after the request was written, a timeout or a
+// connection lost while waiting — is looked up by key first
+// (reconcile_before_retry): a key dropped on the way would otherwise turn a
+// re-send into a second effect.
 func DefaultRules() Rules {
 	return Rules{
 		Retry: []string{
 			adapters.CodeConnectionResetBeforeResponse, adapters.CodeConnectionRefused,
-			adapters.CodeHTTP429, adapters.CodeHTTP502, adapters.CodeHTTP503,
+			adapters.CodeHTTP429, adapters.CodeHTTP503,
 		},
 		ReconcileBeforeRetry: []string{
 			adapters.CodeTimeoutAfterRequestSent, adapters.CodeConnectionLostWhileWaiting,
-			adapters.CodeHTTP500, adapters.CodeHTTP504, adapters.CodeUnexpectedResponse,
+			adapters.CodeHTTP500, adapters.CodeHTTP502, adapters.CodeHTTP504, adapters.CodeUnexpectedResponse,
 		},
 		NeverRetry: []string{
 			adapters.CodeValidation, adapters.CodeAuthorizationDenied,
 			adapters.CodeKeyPayloadMismatch, adapters.CodeInsufficientFunds, adapters.CodeDeclined,
 		},
 	}
+}
+
+// noLookupRules is laid over the rules for an adapter that cannot look up
+// but whose target deduplicates by our key: an ambiguous gateway answer can
+// then only be settled by sending the same key again. (An adapter that can
+// do neither leaves it unknown, for an operator.)
+func noLookupRules() Rules {
+	return Rules{Retry: []string{adapters.CodeHTTP502, adapters.CodeHTTP504}}
+}
+
+// empty reports whether no code is listed.
+func (r Rules) empty() bool {
+	return len(r.Retry) == 0 && len(r.ReconcileBeforeRetry) == 0 && len(r.NeverRetry) == 0
 }
 
 // classifier is the compiled form of Rules.
@@ -173,6 +219,41 @@ func (r Rules) compile() (classifier, error) {
 	}
 	if err := add(r.NeverRetry, adapters.NeverRetry); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// over returns c with the codes of o taking o's class (a per-target block
+// merged over the global rules).
+func (c classifier) over(o classifier) classifier {
+	out := make(classifier, len(c)+len(o))
+	for code, class := range c {
+		out[code] = class
+	}
+	for code, class := range o {
+		out[code] = class
+	}
+	return out
+}
+
+// rulesFor compiles the effective rules of one adapter: the global rules,
+// the capability layer for a target that cannot be looked up, then the
+// adapter's own block from rules_by_adapter.
+func rulesFor(global Rules, byAdapter map[string]Rules, a adapters.Adapter) (classifier, error) {
+	c, err := global.compile()
+	if err != nil {
+		return nil, err
+	}
+	if caps := a.Capabilities(); !caps.Lookup && caps.NativeKey {
+		layer, _ := noLookupRules().compile()
+		c = c.over(layer)
+	}
+	if own, ok := byAdapter[a.Name()]; ok {
+		oc, err := own.compile()
+		if err != nil {
+			return nil, fmt.Errorf("rules_by_adapter.%s: %w", a.Name(), err)
+		}
+		c = c.over(oc)
 	}
 	return c, nil
 }

@@ -108,9 +108,24 @@ func sinceLastAttempt(ctx context.Context, store journal.Store, key string) (tim
 	return now.Sub(last), nil
 }
 
+// notFoundIsFinal reports whether a lookup that found nothing ends the
+// operation as failed_final rather than retrying it: the intent's retry
+// budget is spent (no attempt would start now), or the target's last answer
+// was final (never_retry) and was only looked up because an earlier
+// attempt's outcome was unknown. It returns the note for the trail.
+func notFoundIsFinal(p RetryPolicy, rules classifier, rec journal.Record, age time.Duration) (bool, string) {
+	if p.exhausted(rec.AttemptCount, age) {
+		return true, "not found by key after the retries ran out: final"
+	}
+	if rules != nil && rec.ErrorCode != "" && rules[rec.ErrorCode] == adapters.NeverRetry {
+		return true, "not found by key: the target's answer " + rec.ErrorCode + " is final"
+	}
+	return false, ""
+}
+
 // reconcile settles an unknown outcome held under a taken-over lease, then
 // publishes it, or retries the call with the same key when the target has
-// no trace of it.
+// no trace of it and the retry budget allows.
 func (w *Worker) reconcile(j *job) {
 	adapter := w.d.Adapters[j.op.Type]
 	key := j.op.Key.String()
@@ -119,6 +134,7 @@ func (w *Worker) reconcile(j *job) {
 	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	w.beats.untrack(lease)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
+	rec := j.claim.Record
 	switch v.status {
 	case adapters.Found:
 		w.m.reconciled.WithLabelValues("found").Inc()
@@ -127,9 +143,16 @@ func (w *Worker) reconcile(j *job) {
 		w.completeAndPublish(j, v.completion(key, j.claim.Token, w.outcomeJSON(v.outcome.Outcome)), false)
 	case adapters.NotFound:
 		w.m.reconciled.WithLabelValues("not_found").Inc()
+		if final, note := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, j.age()); final {
+			log.Warn(note, "error_code", rec.ErrorCode)
+			w.m.failedFinal.Inc()
+			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
+				Reconciled: true, Note: note, ErrorCode: rec.ErrorCode}, false)
+			return
+		}
 		log.Info(v.note)
 		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedRetryable,
-			Reconciled: true, Note: v.note, ErrorCode: j.claim.Record.ErrorCode}); err != nil {
+			Reconciled: true, Note: v.note, ErrorCode: rec.ErrorCode}); err != nil {
 			w.completionFailed(j, err)
 			return
 		}
@@ -139,7 +162,7 @@ func (w *Worker) reconcile(j *job) {
 			w.nak(j, time.Second)
 			return
 		}
-		j.claim = c
+		j.setClaim(c)
 		if c.Decision == journal.Execute {
 			w.execute(j)
 			return
@@ -150,13 +173,14 @@ func (w *Worker) reconcile(j *job) {
 		log.Warn("outcome still unknown", "note", v.note)
 		delay := v.retryIn
 		if !v.settling {
-			delay = max(delay, w.cfg.Retry.Delay(j.claim.Record.ReconcileRounds+1, 0))
+			// Lookups back off between rounds along the retry schedule.
+			delay = max(delay, w.cfg.Retry.NextRetry(rec.ReconcileRounds+1))
 		}
 		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusUnknown,
-			Reconciled: !v.settling, Note: v.note, ErrorCode: j.claim.Record.ErrorCode, HoldFor: delay}); err != nil {
+			Reconciled: !v.settling, Note: v.note, ErrorCode: rec.ErrorCode, HoldFor: delay}); err != nil {
 			w.completionFailed(j, err)
 			return
 		}
-		w.publishPendingAndNak(j, delay, j.claim.Attempt)
+		w.publishPendingAndNak(j, delay+holdSlack, j.claim.Attempt)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
@@ -50,12 +52,17 @@ func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 // started ones whose lease expired (a crashed owner). It takes each over with
 // a new fencing token (SKIP LOCKED, so replicas share the work), looks it up
 // in the target by key before anything else, and publishes what it finds.
-// "Not found" leaves the operation failed_retryable: the command's next
-// delivery retries it with the same key.
+// "Not found" leaves the operation failed_retryable — the command's next
+// delivery retries it with the same key — unless the retry budget is spent:
+// then it is failed_final. A completion refused for a stale token (another
+// reconciler, a redelivery or an operator took the operation over) is
+// fencing at work: logged at info and counted, and a final outcome the
+// other owner recorded is published.
 type Reconciler struct {
-	cfg  ReconcilerConfig
-	wcfg Config
-	d    Deps
+	cfg   ReconcilerConfig
+	wcfg  Config
+	d     Deps
+	rules map[string]classifier
 
 	once, stopOnce sync.Once
 	cancel         context.CancelFunc
@@ -73,7 +80,11 @@ func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, erro
 	}
 	wcfg = wcfg.WithDefaults()
 	fillDeps(&d)
-	return &Reconciler{cfg: cfg, wcfg: wcfg, d: d}, nil
+	rules, err := adapterRules(wcfg, d.Adapters)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{cfg: cfg, wcfg: wcfg, d: d, rules: rules}, nil
 }
 
 // Start runs scans every Interval until Stop.
@@ -130,12 +141,18 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 		return s, err
 	}
 	for _, c := range claims {
-		if err := r.settle(ctx, c, &s); err != nil {
+		taken := time.Now()
+		err := r.settle(ctx, c, taken, &s)
+		switch {
+		case errors.Is(err, journal.ErrStaleToken):
+			r.fencedOff(ctx, c, err)
+		case err != nil:
 			r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
 		}
 	}
 	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
 		r.d.Metrics.unresolved.Set(float64(len(list)))
+		s.Raised = r.raise(ctx, list)
 	}
 	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err == nil {
 		r.d.Metrics.idleRetryable.Set(float64(len(idle)))
@@ -148,7 +165,54 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 	return s, nil
 }
 
-func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) error {
+// raise marks the unresolved operations not yet raised for review and
+// alerts once for each: whichever replica marks it first logs it.
+func (r *Reconciler) raise(ctx context.Context, list []journal.Record) int {
+	var keys []string
+	rounds := map[string]journal.Record{}
+	for _, rec := range list {
+		if rec.RaisedAt.IsZero() {
+			keys = append(keys, rec.Key)
+			rounds[rec.Key] = rec
+		}
+	}
+	raised, err := r.d.Store.RaiseForReview(ctx, keys)
+	if err != nil {
+		r.d.Log.Warn("raising for review failed", "operations", len(keys), "error", err.Error())
+		return 0
+	}
+	for _, k := range raised {
+		rec := rounds[k]
+		r.d.Log.Error("unknown outcome needs an operator: see idemgate trace --unresolved and idemgate resolve",
+			"operation_key", k, "rounds", rec.ReconcileRounds, "error_code", rec.ErrorCode)
+	}
+	return len(raised)
+}
+
+// fencedOff handles a completion refused for a stale token: another owner
+// took the operation over while this pass looked it up. Fencing working as
+// designed is not an error. If that owner recorded a final outcome (an
+// operator's decision), it is published: the agent waiting for this
+// operation learns it now.
+func (r *Reconciler) fencedOff(ctx context.Context, c journal.Claim, err error) {
+	r.d.Metrics.fenced.WithLabelValues("reconciler").Inc()
+	log := r.d.Log.With("operation_key", c.Record.Key, "lease_token", c.Token)
+	rec, gerr := r.d.Store.Get(ctx, c.Record.Key)
+	if gerr != nil {
+		log.Info("reconcile fenced off: another owner took the operation over", "error", err.Error())
+		return
+	}
+	log.Info("reconcile fenced off: another owner took the operation over", "owner", rec.LeaseOwner, "status", string(rec.Status))
+	if rec.Status.Terminal() {
+		if perr := publishRecord(ctx, r.d, rec); perr != nil {
+			log.Warn("final outcome not published: the command's next delivery replays it", "error", perr.Error())
+		}
+	}
+}
+
+// settle looks one taken-over operation up and records what it found.
+// taken is when the claim came back (the operation's age counts from it).
+func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Time, s *Settled) error {
 	rec := c.Record
 	key, err := operation.ParseKey(rec.Key)
 	if err != nil {
@@ -183,6 +247,19 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 	case adapters.NotFound:
 		s.NotFound++
 		r.d.Metrics.reconciled.WithLabelValues("not_found").Inc()
+		if final, note := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, c.Age()+time.Since(taken)); final {
+			if err := journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusFailedFinal,
+				Reconciled: true, Note: note, ErrorCode: rec.ErrorCode}); err != nil {
+				return err
+			}
+			r.d.Metrics.failedFinal.Inc()
+			log.Warn(note, "error_code", rec.ErrorCode)
+			final, err := r.d.Store.Get(ctx, rec.Key)
+			if err != nil {
+				return err
+			}
+			return publishRecord(ctx, r.d, final)
+		}
 		log.Info(v.note)
 		return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusFailedRetryable,
 			Reconciled: true, Note: v.note, ErrorCode: rec.ErrorCode})
@@ -199,18 +276,37 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, s *Settled) er
 func (r *Reconciler) unsettled(ctx context.Context, c journal.Claim, s *Settled, note string) error {
 	s.Unsettled++
 	r.d.Metrics.reconciled.WithLabelValues("indeterminate").Inc()
-	// Lookups back off between rounds, as retries do.
-	hold := r.wcfg.Retry.Delay(c.Record.ReconcileRounds+1, 0)
-	if err := journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: c.Record.Key, Token: c.Token, Status: journal.StatusUnknown,
-		Reconciled: true, Note: note, ErrorCode: c.Record.ErrorCode, HoldFor: hold}); err != nil {
-		return err
+	// Lookups back off between rounds along the retry schedule.
+	hold := r.wcfg.Retry.NextRetry(c.Record.ReconcileRounds + 1)
+	return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: c.Record.Key, Token: c.Token, Status: journal.StatusUnknown,
+		Reconciled: true, Note: note, ErrorCode: c.Record.ErrorCode, HoldFor: hold})
+}
+
+// ErrResultNotPublished: an operator's decision was recorded but its result
+// could not be published; the command's next delivery replays it.
+var ErrResultNotPublished = errors.New("worker: the resolved outcome was recorded but not published")
+
+// Resolve records an operator's decision (journal.Store.Resolve: it wins
+// over a reconciler's hold or lease, with a new fencing token) and publishes
+// it as the command's result, so that the agent waiting for the operation
+// gets it now. d needs the Store; without d.JS nothing is published. When
+// only publishing fails, the record is returned with an error wrapping
+// ErrResultNotPublished.
+func Resolve(ctx context.Context, d Deps, r journal.Resolution) (journal.Record, error) {
+	if d.Store == nil {
+		return journal.Record{}, errors.New("resolve: a journal is required")
 	}
-	if c.Record.ReconcileRounds+1 >= r.cfg.ReviewAfter {
-		s.Raised++
-		r.d.Log.Error("unknown outcome needs an operator: see idemgate trace --unresolved and idemgate resolve",
-			"operation_key", c.Record.Key, "rounds", c.Record.ReconcileRounds+1, "note", note)
+	fillDeps(&d)
+	rec, err := d.Store.Resolve(ctx, r)
+	if err != nil {
+		return rec, err
 	}
-	return nil
+	d.Log.Info("operation resolved by an operator", "operation_key", rec.Key, "status", string(rec.Status),
+		"target_object_id", rec.TargetObjectID, "operator", r.Operator, "lease_token", rec.LeaseToken)
+	if err := publishRecord(ctx, d, rec); err != nil {
+		return rec, fmt.Errorf("%w: %w", ErrResultNotPublished, err)
+	}
+	return rec, nil
 }
 
 // publishRecord publishes a journal row's outcome synchronously.
@@ -218,6 +314,23 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 	if d.JS == nil {
 		return nil
 	}
+	status, err := publishResult(ctx, d.JS, rec)
+	if err != nil {
+		return err
+	}
+	d.Metrics.results.WithLabelValues(string(status)).Inc()
+	return nil
+}
+
+// PublishResult publishes a journal row's outcome as its command's result
+// (pending while it is not final), e.g. after an operator's decision was
+// recorded by a tool that holds no Deps.
+func PublishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) error {
+	_, err := publishResult(ctx, js, rec)
+	return err
+}
+
+func publishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) (operation.ResultStatus, error) {
 	res := operation.Result{OperationKey: rec.Key, EventID: rec.EventID, Operation: rec.OperationType,
 		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: rec.Result,
 		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount}
@@ -231,11 +344,10 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 	}
 	m, err := consumer.ResultMsg(res)
 	if err != nil {
-		return err
+		return res.Status, err
 	}
-	if _, err := d.JS.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish result of %s: %w", rec.Key, err)
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return res.Status, fmt.Errorf("publish result of %s: %w", rec.Key, err)
 	}
-	d.Metrics.results.WithLabelValues(string(res.Status)).Inc()
-	return nil
+	return res.Status, nil
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -49,9 +48,14 @@ type Config struct {
 	Committers int `mapstructure:"committers"`
 	// ShutdownTimeout bounds the drain of in-flight work on Stop. Default 25s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// Retry is the retry policy; Rules classify error codes.
+	// Retry is the retry policy; Rules classify error codes for every
+	// adapter. Default DefaultRules.
 	Retry RetryPolicy `mapstructure:"retry"`
 	Rules Rules       `mapstructure:"rules"`
+	// RulesByAdapter refines Rules for one adapter instance (by its name, as
+	// routes name it): a code listed here takes this class for that target,
+	// every other code keeps its global class.
+	RulesByAdapter map[string]Rules `mapstructure:"rules_by_adapter"`
 }
 
 // WithDefaults fills zero fields.
@@ -87,7 +91,7 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 25 * time.Second
 	}
-	if c.Rules.Retry == nil && c.Rules.ReconcileBeforeRetry == nil && c.Rules.NeverRetry == nil {
+	if c.Rules.empty() {
 		c.Rules = DefaultRules()
 	}
 	c.Retry = c.Retry.WithDefaults()
@@ -116,6 +120,11 @@ func (c Config) Validate() error {
 	if _, err := c.Rules.compile(); err != nil {
 		errs = append(errs, err)
 	}
+	for name, r := range c.RulesByAdapter {
+		if _, err := r.compile(); err != nil {
+			errs = append(errs, fmt.Errorf("rules_by_adapter.%s: %w", name, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -131,9 +140,13 @@ func ValidateHorizons(w Config, c consumer.Config) error {
 		errs = append(errs, fmt.Errorf("unsafe: worker.lease_ttl %v plus one heartbeat_interval %v must be below nats.ack_wait %v",
 			w.LeaseTTL, w.HeartbeatInterval, c.AckWait))
 	}
-	if w.Retry.MaxElapsed+w.CallTimeout >= c.AckWait {
-		errs = append(errs, fmt.Errorf("unsafe: worker.retry.max_elapsed %v plus call_timeout %v must be below nats.ack_wait %v",
-			w.Retry.MaxElapsed, w.CallTimeout, c.AckWait))
+	if w.Retry.InLease+w.CallTimeout >= c.AckWait {
+		errs = append(errs, fmt.Errorf("unsafe: worker.retry.in_lease %v plus call_timeout %v must be below nats.ack_wait %v",
+			w.Retry.InLease, w.CallTimeout, c.AckWait))
+	}
+	if c.CommandsMaxAge > 0 && w.Retry.MaxElapsed >= c.CommandsMaxAge {
+		errs = append(errs, fmt.Errorf("unsafe: worker.retry.max_elapsed %v must be below nats.commands_max_age %v: "+
+			"a command that leaves the stream cannot come back for its retries", w.Retry.MaxElapsed, c.CommandsMaxAge))
 	}
 	return errors.Join(errs...)
 }
@@ -159,7 +172,7 @@ type Worker struct {
 	cfg   Config
 	ncfg  consumer.Config
 	d     Deps
-	rules classifier
+	rules map[string]classifier // by adapter name
 	log   *slog.Logger
 	m     *Metrics
 
@@ -200,7 +213,10 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 	if d.Store == nil || d.JS == nil || d.Consumer == nil || d.Decoder == nil {
 		return nil, errors.New("worker: store, JetStream, consumer and decoder are required")
 	}
-	rules, _ := cfg.Rules.compile()
+	rules, err := adapterRules(cfg, d.Adapters)
+	if err != nil {
+		return nil, err
+	}
 	defaultRedact := d.Redact == nil
 	fillDeps(&d)
 	w := &Worker{
@@ -209,6 +225,27 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 		batches: make(chan fetched, cfg.Claimers),
 	}
 	return w, nil
+}
+
+// adapterRules compiles the effective rules of every routed adapter.
+func adapterRules(cfg Config, routes map[string]adapters.Adapter) (map[string]classifier, error) {
+	out := map[string]classifier{}
+	for _, a := range routes {
+		if _, done := out[a.Name()]; done {
+			continue
+		}
+		c, err := rulesFor(cfg.Rules, cfg.RulesByAdapter, a)
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		out[a.Name()] = c
+	}
+	for name := range cfg.RulesByAdapter {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("worker.rules_by_adapter.%s: no routed adapter is named %q", name, name)
+		}
+	}
+	return out, nil
 }
 
 // Owner returns the worker's lease owner name.
@@ -340,7 +377,18 @@ type job struct {
 	replyTo   string
 	fetchedAt time.Time
 	claim     journal.Claim
+	// claimedAt is when claim came back, on this process's monotonic clock:
+	// the operation's age now is claim.Age() plus the time since.
+	claimedAt time.Time
 }
+
+func (j *job) setClaim(c journal.Claim) {
+	j.claim, j.claimedAt = c, time.Now()
+}
+
+// age is how long ago the operation's first attempt began, on the
+// database clock as of the claim.
+func (j *job) age() time.Duration { return j.claim.Age() + time.Since(j.claimedAt) }
 
 // deliveries is how often JetStream has delivered the command (0 when its
 // metadata cannot be read); parsed only on the paths that need it.
@@ -390,12 +438,12 @@ func (w *Worker) handleBatch(f fetched) {
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
 		for _, j := range jobs {
-			w.nak(j, w.cfg.Retry.Delay(int(j.deliveries()), 0))
+			w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
 		}
 		return
 	}
 	for i, j := range jobs {
-		j.claim = claims[i]
+		j.setClaim(claims[i])
 		w.dispatch(j)
 	}
 }
@@ -455,138 +503,37 @@ func (w *Worker) dispatch(j *job) {
 			Attempts: c.Record.AttemptCount,
 		})
 	case journal.InProgress:
-		// The owner will publish; this delivery comes back so that it ends
-		// with the final outcome (or reconciles a dead owner): soon at first
-		// (most calls are short), doubling, never later than the lease's end.
+		// Another owner will publish, or a retryable failure waits out its
+		// backoff: this delivery comes back later and takes no attempt.
 		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
-		w.publishPendingAndNak(j, pendingDelay(j.deliveries(), time.Until(c.Record.LeaseUntil)), c.Record.AttemptCount)
+		w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
 	default:
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
 		w.nak(j, time.Second)
 	}
 }
 
-// pendingDelay is when a delivery that found its operation in progress comes
-// back: 250ms after the first delivery, doubling with each, capped just past
-// the owner's lease (after which it reconciles a dead owner).
-func pendingDelay(delivered uint64, leaseLeft time.Duration) time.Duration {
-	d := 250 * time.Millisecond
-	for i := uint64(1); i < delivered && d < time.Minute; i++ {
-		d *= 2
-	}
-	return max(min(d, leaseLeft+100*time.Millisecond), 100*time.Millisecond)
-}
+// Margins of a delivery's return, on top of the journal's wait.
+const (
+	// holdSlack brings a delivery back just after a retry's hold ends, not
+	// a hair before it (which would cost a delivery for nothing).
+	holdSlack = 20 * time.Millisecond
+	// leaseSlack brings a delivery back just after a lease ends, to
+	// reconcile a dead owner.
+	leaseSlack = 100 * time.Millisecond
+)
 
-// execute calls the target under the lease, with in-lease retries for
-// retry-class errors: each retry is a new attempt in the journal
-// (failed_retryable → started), the same key at the target.
-func (w *Worker) execute(j *job) {
-	adapter := w.d.Adapters[j.op.Type]
-	key := j.op.Key.String()
-	bo := w.cfg.Retry.backOff()
-	leaseStart := time.Now()
-	for {
-		lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
-		began := time.Now()
-		out, err := adapter.Execute(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), j.op)
-		w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
-		lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
-		w.beats.untrack(lease)
-		if lost {
-			// Another owner took the lease over: it reconciles and publishes.
-			w.log.Warn("lease lost during the call; the new owner reconciles", "operation_key", key, "lease_token", j.claim.Token)
-			w.nak(j, w.cfg.LeaseTTL)
-			return
-		}
-		if err == nil {
-			crashpoint.Hit(crashpoint.BeforeComplete)
-			w.m.executed.Inc()
-			reportDuplicates(w.d, adapter, key, out)
-			w.completeAndPublish(j, journal.Completion{
-				Key: key, Token: j.claim.Token, Status: journal.StatusSucceeded,
-				TargetObjectID: out.ObjectID, Result: w.outcomeJSON(out), TargetRequestID: out.RequestID,
-			}, false)
-			return
-		}
-		class, ae := w.rules.classify(err)
-		log := w.log.With("operation_key", key, "attempt", j.claim.Attempt, "error_code", ae.Code, "class", string(class))
-		switch class {
-		case adapters.NeverRetry:
-			log.Info("final failure from target")
-			w.m.failedFinal.Inc()
-			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
-				ErrorCode: ae.Code, TargetRequestID: ae.RequestID}, false)
-			return
-		case adapters.ReconcileBeforeRetry:
-			// The effect may have happened: never retried blindly.
-			log.Warn("outcome unknown: reconciliation before any retry")
-			w.m.unknown.Inc()
-			// Nobody looks it up before the target could answer truly.
-			settle := settleFor(adapter.Capabilities(), w.cfg.CallTimeout)
-			if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: crashpoint.Token(w.work, w.d.Store, key, j.claim.Token), Status: journal.StatusUnknown,
-				ErrorCode: ae.Code, TargetRequestID: ae.RequestID, HoldFor: settle}); err != nil {
-				w.completionFailed(j, err)
-				return
-			}
-			w.publishPendingAndNak(j, max(settle, w.cfg.Retry.Delay(1, 0)), j.claim.Attempt)
-			return
-		}
-		// Retry class: the request did not take effect.
-		w.m.retries.Inc()
-		if j.claim.Attempt >= w.cfg.Retry.MaxAttempts {
-			log.Warn("retries exhausted")
-			w.m.failedFinal.Inc()
-			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
-				ErrorCode: ae.Code, TargetRequestID: ae.RequestID, Note: "retries exhausted"}, false)
-			return
-		}
-		if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedRetryable,
-			ErrorCode: ae.Code, TargetRequestID: ae.RequestID}); err != nil {
-			w.completionFailed(j, err)
-			return
-		}
-		delay := bo.NextBackOff()
-		if delay == backoff.Stop || time.Since(leaseStart)+max(delay, ae.RetryAfter)+w.cfg.CallTimeout > w.cfg.Retry.MaxElapsed ||
-			w.work.Err() != nil {
-			// Long waits release the claim and come back by redelivery.
-			d := w.cfg.Retry.Delay(j.claim.Attempt, ae.RetryAfter)
-			log.Info("retry later by redelivery", "delay", d.String())
-			w.nak(j, d)
-			return
-		}
-		delay = max(delay, ae.RetryAfter)
-		log.Info("retrying", "delay", delay.String())
-		if !w.wait(j, delay) {
-			w.nak(j, 0)
-			return
-		}
-		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
-		if err != nil {
-			log.Error("re-claim failed", "error", err.Error())
-			w.nak(j, w.cfg.Retry.Delay(j.claim.Attempt, 0))
-			return
-		}
-		j.claim = c
-		if c.Decision != journal.Execute {
-			w.dispatch(j)
-			return
-		}
+// comeBackIn is when a delivery that found its operation held comes back,
+// measured from the journal's wait on the database clock: just after the
+// hold of a retryable failure (the next attempt's "not before"); for a live
+// lease, along the retry schedule (most calls are short) but never later
+// than just past the lease's end.
+func (w *Worker) comeBackIn(j *job) time.Duration {
+	wait := j.claim.Wait()
+	if j.claim.Record.Status == journal.StatusFailedRetryable {
+		return wait + holdSlack
 	}
-}
-
-// wait sleeps d while keeping the command's AckWait alive; false if the
-// worker is shutting down.
-func (w *Worker) wait(j *job, d time.Duration) bool {
-	lease := w.beats.track(j, "", 0)
-	defer w.beats.untrack(lease)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.work.Done():
-		return false
-	}
+	return max(min(w.cfg.Retry.NextRetry(int(j.deliveries())), wait+leaseSlack), leaseSlack)
 }
 
 func fillDeps(d *Deps) {
@@ -663,7 +610,10 @@ func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool)
 func (w *Worker) completionFailed(j *job, err error) {
 	log := w.log.With("operation_key", j.op.Key.String(), "lease_token", j.claim.Token, "error", err.Error())
 	if errors.Is(err, journal.ErrStaleToken) {
-		log.Warn("completion fenced off: another owner holds the operation")
+		// Fencing working as designed: another owner (a take-over, an
+		// operator's decision) has the operation and publishes its outcome.
+		w.m.fenced.WithLabelValues("worker").Inc()
+		log.Info("completion fenced off: another owner holds the operation")
 	} else {
 		log.Error("completion failed: the lease will expire and be reconciled")
 	}

@@ -173,8 +173,8 @@ func (b *bundle) workerWithLog(t *testing.T, owner string, cfg worker.Config, lo
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 2 * time.Second
 	}
-	if cfg.Retry.MaxElapsed == 0 {
-		cfg.Retry.MaxElapsed = 2 * time.Second
+	if cfg.Retry.InLease == 0 {
+		cfg.Retry.InLease = 2 * time.Second
 	}
 	if cfg.Retry.InitialDelay == 0 {
 		cfg.Retry.InitialDelay = 20 * time.Millisecond
@@ -377,8 +377,8 @@ func TestErrorClasses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, att, 3)
 	require.Equal(t, adapters.CodeHTTP503, att[0].ErrorCode)
-	require.Equal(t, journal.StatusFailedRetryable, att[0].Outcome)
-	require.Equal(t, journal.StatusSucceeded, att[2].Outcome)
+	require.Equal(t, journal.OutcomeFailedRetryable, att[0].Outcome)
+	require.Equal(t, journal.OutcomeSucceeded, att[2].Outcome)
 
 	// Timeout after the request was sent: unknown, reconciled by lookup,
 	// never a second call.
@@ -393,7 +393,7 @@ func TestErrorClasses(t *testing.T) {
 	require.Equal(t, 1, calls, "an unknown outcome is looked up, not re-sent")
 	att, err = b.store.Attempts(context.Background(), "test:payment.charge:evt-lost:v1")
 	require.NoError(t, err)
-	require.Equal(t, journal.StatusUnknown, att[0].Outcome)
+	require.Equal(t, journal.OutcomeUnknown, att[0].Outcome)
 	require.Equal(t, "reconcile", att[len(att)-1].Kind)
 }
 
@@ -436,7 +436,7 @@ func TestWorkerDiesBetweenCallAndCompleteNoSecondEffect(t *testing.T) {
 	_ = cons
 	release := make(chan struct{})
 	wA, err := worker.New(worker.Config{Owner: "A", LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond,
-		ShutdownTimeout: 100 * time.Millisecond, Retry: worker.RetryPolicy{MaxElapsed: time.Second}},
+		ShutdownTimeout: 100 * time.Millisecond, Retry: worker.RetryPolicy{InLease: time.Second}},
 		b.ncfg, worker.Deps{Store: &frozenStore{Store: b.store, frozen: frozen, release: release}, JS: jsA, NC: ncA, Consumer: consA,
 			Decoder: &operation.Decoder{Env: "test"}, Adapters: map[string]adapters.Adapter{"payment.charge": b.target}})
 	require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestWorkerDiesBetweenCallAndCompleteNoSecondEffect(t *testing.T) {
 	go func() { wA.Stop(); close(stopped) }()
 	t.Cleanup(func() { close(release); <-stopped })
 	// B takes over after the lease and AckWait expire, looks up, finds it.
-	b.worker(t, "B", worker.Config{LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond, Retry: worker.RetryPolicy{MaxElapsed: time.Second}})
+	b.worker(t, "B", worker.Config{LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond, Retry: worker.RetryPolicy{InLease: time.Second}})
 	r := b.await(t, key, 1)[0]
 	require.Equal(t, operation.ResultSucceeded, r.Status)
 	effects, calls := b.target.count(key)
@@ -460,6 +460,11 @@ func TestWorkerDiesBetweenCallAndCompleteNoSecondEffect(t *testing.T) {
 	rec, err := b.store.Get(context.Background(), key)
 	require.NoError(t, err)
 	require.Equal(t, "obj-1", rec.TargetObjectID)
+	atts, err := b.store.Attempts(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, "A", atts[0].Worker)
+	require.Equal(t, journal.OutcomeAbandoned, atts[0].Outcome, "the dead worker's attempt is closed at the take-over")
+	require.True(t, rec.EffectPossible, "its call may have landed")
 }
 
 func TestShutdownMidFlightLosesNothing(t *testing.T) {

@@ -262,7 +262,7 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) 
 	c.Worker.HeartbeatInterval = time.Second
 	c.Worker.CallTimeout = 3 * time.Second
 	c.Worker.ShutdownTimeout = 5 * time.Second
-	c.Worker.Retry.MaxElapsed = 6 * time.Second
+	c.Worker.Retry.InLease = 6 * time.Second
 	shop, secret := sb.YooKassa.Credentials()
 	user, password := sb.OneC.Credentials()
 	uid, code := sb.Bitrix24.Credentials()

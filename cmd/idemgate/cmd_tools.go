@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/journal"
@@ -218,14 +220,14 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 					}{list, idle})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "KEY\tSTATUS\tROUNDS\tERROR\tUPDATED\tWHAT TO DO")
+				fmt.Fprintln(tw, "KEY\tSTATUS\tROUNDS\tERROR\tUPDATED\tRAISED\tWHAT TO DO")
 				for _, r := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
-						r.UpdatedAt.UTC().Format(time.RFC3339), "check the target, then idemgate resolve")
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
+						r.UpdatedAt.UTC().Format(time.RFC3339), stamp(r.RaisedAt), "check the target, then idemgate resolve")
 				}
 				for _, r := range idle {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
-						r.UpdatedAt.UTC().Format(time.RFC3339), "not in the target: the agent must resend the command")
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
+						r.UpdatedAt.UTC().Format(time.RFC3339), stamp(r.RaisedAt), "not in the target: the agent must resend the command")
 				}
 				return tw.Flush()
 			}
@@ -272,8 +274,18 @@ func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON 
 	fmt.Fprintf(w, "error      %s\n", orDash(rec.ErrorCode))
 	fmt.Fprintf(w, "event      %s   approval %s\n", orDash(rec.EventID), orDash(rec.ApprovalID))
 	fmt.Fprintf(w, "hash       %s\n", rec.RequestHash)
-	fmt.Fprintf(w, "attempts   %d   reconcile rounds %d\n", rec.AttemptCount, rec.ReconcileRounds)
-	fmt.Fprintf(w, "lease      owner %s token %d until %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, ts(rec.LeaseUntil))
+	fmt.Fprintf(w, "attempts   %d   reconcile rounds %d (%d in all)\n", rec.AttemptCount, rec.ReconcileRounds, rec.ReconcileRoundsTotal)
+	if !rec.RaisedAt.IsZero() {
+		fmt.Fprintf(w, "review     raised for an operator at %s\n", ts(rec.RaisedAt))
+	}
+	if rec.EffectPossible {
+		fmt.Fprintf(w, "effect     possible: an attempt's outcome was unknown (looked up before any failed_final)\n")
+	}
+	until := "until"
+	if rec.Status == journal.StatusFailedRetryable || rec.Status == journal.StatusUnknown {
+		until = "held until" // the next attempt or lookup is not before
+	}
+	fmt.Fprintf(w, "lease      owner %s token %d %s %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, until, ts(rec.LeaseUntil))
 	fmt.Fprintf(w, "created    %s   completed %s\n\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tKIND\tWORKER\tTOKEN\tSTARTED\tFINISHED\tOUTCOME\tERROR\tTARGET REQUEST\tNOTE")
@@ -282,6 +294,14 @@ func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON 
 			ts(a.StartedAt), ts(a.FinishedAt), orDash(string(a.Outcome)), orDash(a.ErrorCode), orDash(a.TargetRequestID), orDash(a.Note))
 	}
 	return tw.Flush()
+}
+
+// stamp is a time for a table cell, "-" when zero.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func orDash(s string) string {
@@ -293,12 +313,20 @@ func orDash(s string) string {
 
 func resolveCmd(stdout io.Writer) *cobra.Command {
 	var as, object, code, evidence, who string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "resolve KEY --as succeeded|failed_final --evidence TEXT",
-		Short: "Record an operator's decision on an unknown operation no lookup could settle",
-		Args:  cobra.ExactArgs(1),
+		Short: "Record an operator's decision on an operation that is not final, and publish it as its result",
+		Long: `Record an operator's decision on an operation that is not final: unknown (even while a
+reconciler holds it between or during lookups), failed_retryable, or started with an
+expired lease. The decision takes the operation over with a new fencing token, so a
+reconciler or worker that comes back later is refused, and is published as the command's
+result. A final operation is refused. An operation whose execute lease is live (a call to
+the target may be in flight) is refused unless --force: an effect may land after the
+decision; the trail then records what the call found.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, st, err := openForTools(cmd)
+			c, st, err := openForTools(cmd)
 			if err != nil {
 				return err
 			}
@@ -306,8 +334,8 @@ func resolveCmd(stdout io.Writer) *cobra.Command {
 			if who == "" {
 				who = os.Getenv("USER")
 			}
-			rec, err := st.Resolve(cmd.Context(), journal.Resolution{Key: args[0], Status: journal.Status(as),
-				TargetObjectID: object, ErrorCode: code, Evidence: evidence, Operator: who})
+			rec, err := worker.Resolve(cmd.Context(), worker.Deps{Store: st}, journal.Resolution{Key: args[0], Status: journal.Status(as),
+				TargetObjectID: object, ErrorCode: code, Evidence: evidence, Operator: who, Force: force})
 			switch {
 			case errors.Is(err, journal.ErrNotFound):
 				return &exitError{code: exitUnknown, err: err}
@@ -316,7 +344,12 @@ func resolveCmd(stdout io.Writer) *cobra.Command {
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(stdout, "%s resolved as %s by %s\n", rec.Key, rec.Status, who)
+			fmt.Fprintf(stdout, "%s resolved as %s by %s (lease token %d)\n", rec.Key, rec.Status, who, rec.LeaseToken)
+			if err := publishResolved(cmd.Context(), c, rec); err != nil {
+				fmt.Fprintf(stdout, "result not published (%v): the command's next delivery replays it\n", err)
+				return nil
+			}
+			fmt.Fprintf(stdout, "result published: %s\n", rec.Status)
 			return nil
 		},
 	}
@@ -326,7 +359,30 @@ func resolveCmd(stdout io.Writer) *cobra.Command {
 	f.StringVar(&code, "code", "operator_resolved", "safe error code (with --as failed_final)")
 	f.StringVar(&evidence, "evidence", "", "why: what was checked in the target")
 	f.StringVar(&who, "operator", "", "who resolves (default $USER)")
+	f.BoolVar(&force, "force", false, "take over even a live execute lease (its call may still land)")
 	return cmd
+}
+
+// publishResolved publishes an operator's decision as the command's result
+// on the configured NATS (the embedded server's address when none is
+// configured: the daemon's). It gives up at once when NATS does not answer.
+func publishResolved(ctx context.Context, c Config, rec journal.Record) error {
+	url := c.NATS.URL
+	if url == "" {
+		url = "nats://" + c.NATS.EmbeddedAddr
+	}
+	nc, err := nats.Connect(url, nats.Name("idemgate-resolve"), nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return worker.PublishResult(pctx, js, rec)
 }
 
 func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {

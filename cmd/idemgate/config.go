@@ -227,8 +227,9 @@ func (c Config) validate() error {
 	if err := worker.ValidateHorizons(w, c.NATS.Config); err != nil {
 		errs = append(errs, err)
 	}
-	// Retention must outlast both the duplicate window and every redelivery:
-	// a row deleted earlier turns a late redelivery into a new operation.
+	// Retention must outlast the duplicate window, every redelivery and an
+	// intent's whole retry budget: a row deleted earlier turns a late
+	// redelivery or copy into a new operation.
 	horizon := w.Retry.Horizon(c.NATS.MaxDeliver, c.NATS.AckWait)
 	check := func(name string, r time.Duration) {
 		if r < c.NATS.DuplicateWindow {
@@ -236,6 +237,9 @@ func (c Config) validate() error {
 		}
 		if r < horizon {
 			errs = append(errs, fmt.Errorf("unsafe: %s %v is shorter than the redelivery horizon %v (max_deliver × backoff + ack_wait)", name, r, horizon))
+		}
+		if r <= w.Retry.MaxElapsed {
+			errs = append(errs, fmt.Errorf("unsafe: %s %v must exceed worker.retry.max_elapsed %v, the retry budget of an intent", name, r, w.Retry.MaxElapsed))
 		}
 		if r < c.NATS.CommandsMaxAge {
 			errs = append(errs, fmt.Errorf("unsafe: %s %v is shorter than nats.commands_max_age %v: a command still in the stream could execute again", name, r, c.NATS.CommandsMaxAge))

@@ -78,13 +78,15 @@ func TestPrecedenceFlagOverEnvOverFile(t *testing.T) {
 
 func TestUnsafeHorizonsRefused(t *testing.T) {
 	cases := map[string]struct{ yaml, want string }{
-		"call outlives lease":    {"worker:\n  lease_ttl: 5s\n  call_timeout: 5s\n  heartbeat_interval: 1s\n", "call_timeout"},
-		"lease outlives ackwait": {"worker:\n  lease_ttl: 50s\nnats:\n  ack_wait: 55s\n", "ack_wait"},
-		"retention short":        {"journal:\n  retention: 1m\n", "journal.retention"},
-		"type retention short":   {"journal:\n  retention_by_type:\n    payment.charge: 1h\n", "retention_by_type.payment.charge"},
-		"replicas on sqlite":     {"replicas: 2\n", "PostgreSQL"},
-		"bad env":                {"env: 'Prod Env'\n", "env"},
-		"unknown route":          {"routes:\n  payment.teleport: x\n", "payment.teleport"},
+		"call outlives lease":       {"worker:\n  lease_ttl: 5s\n  call_timeout: 5s\n  heartbeat_interval: 1s\n", "call_timeout"},
+		"lease outlives ackwait":    {"worker:\n  lease_ttl: 50s\nnats:\n  ack_wait: 55s\n", "ack_wait"},
+		"retention short":           {"journal:\n  retention: 1m\n", "journal.retention"},
+		"in-lease outlives ackwait": {"worker:\n  retry:\n    in_lease: 55s\n", "retry.in_lease"},
+		"budget outlives commands":  {"worker:\n  retry:\n    max_elapsed: 200h\n", "retry.max_elapsed"},
+		"type retention short":      {"journal:\n  retention_by_type:\n    payment.charge: 1h\n", "retention_by_type.payment.charge"},
+		"replicas on sqlite":        {"replicas: 2\n", "PostgreSQL"},
+		"bad env":                   {"env: 'Prod Env'\n", "env"},
+		"unknown route":             {"routes:\n  payment.teleport: x\n", "payment.teleport"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

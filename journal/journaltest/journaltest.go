@@ -400,13 +400,13 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 			token   int64
 			worker  string
 			kind    string
-			outcome journal.Status
+			outcome journal.AttemptOutcome
 			code    string
 			reqID   string
 		}{
-			{1, c1.Token, owner, "execute", journal.StatusFailedRetryable, "http_503", "rq-1"},
-			{2, c2.Token, other, "execute", journal.StatusUnknown, "timeout_after_request_sent", "rq-2"},
-			{2, c3.Token, owner, "reconcile", journal.StatusSucceeded, "", ""},
+			{1, c1.Token, owner, "execute", journal.OutcomeFailedRetryable, "http_503", "rq-1"},
+			{2, c2.Token, other, "execute", journal.OutcomeUnknown, "timeout_after_request_sent", "rq-2"},
+			{2, c3.Token, owner, "reconcile", journal.OutcomeSucceeded, "", ""},
 		}
 		for i, w := range want {
 			a := att[i]
@@ -486,6 +486,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.NoError(t, err)
 		require.Equal(t, journal.StatusUnknown, rec.Status)
 		require.False(t, rec.LeaseUntil.IsZero(), "held until the settle window ends")
+		require.True(t, rec.EffectPossible)
 		// Neither the reconciler nor a redelivery takes it during the hold.
 		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
 		require.NoError(t, err)
@@ -495,8 +496,10 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Reconcile, got.Decision)
 		require.Greater(t, got.Token, c.Token)
-		// Only an unknown outcome can be held.
+		// Only an unknown or retryable outcome can be held.
 		_, err = s.Complete(ctx(t), []journal.Completion{{Key: k, Token: got.Token, Status: journal.StatusSucceeded, TargetObjectID: "x", HoldFor: time.Second}})
+		require.ErrorIs(t, err, journal.ErrInvalid)
+		_, err = s.Complete(ctx(t), []journal.Completion{{Key: k, Token: got.Token, Status: journal.StatusFailedFinal, HoldFor: time.Second}})
 		require.ErrorIs(t, err, journal.ErrInvalid)
 	})
 
@@ -523,6 +526,15 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.Len(t, list, 1)
 		require.Equal(t, kRetry, list[0].Key)
 		require.Equal(t, journal.StatusFailedRetryable, list[0].Status)
+		// A retryable failure held for its backoff is not idle before the hold ends.
+		kHeld := key(t)
+		ch := claim(t, s, req(kHeld, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kHeld, Token: ch.Token, Status: journal.StatusFailedRetryable, HoldFor: time.Hour}))
+		list, err = s.ListIdleRetryable(ctx(t), 0, 10)
+		require.NoError(t, err)
+		for _, r := range list {
+			require.NotEqual(t, kHeld, r.Key, "held, not idle")
+		}
 		// Claimed again, it is no longer idle.
 		require.Equal(t, journal.Execute, claim(t, s, req(kRetry, hashA, other, 30*time.Second)).Decision)
 		list, err = s.ListIdleRetryable(ctx(t), 0, 10)
@@ -576,8 +588,9 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		k := key(t)
 		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
 		res := journal.Resolution{Key: k, Status: journal.StatusSucceeded, TargetObjectID: "inv-7", Evidence: "found in 1C by accountant", Operator: "alice"}
-		// Refused while started (and leased).
+		// Refused while a live execute holds it: a call may be in flight.
 		_, err := s.Resolve(ctx(t), res)
+		require.ErrorIs(t, err, journal.ErrLeaseHeld)
 		require.ErrorIs(t, err, journal.ErrIllegalTransition)
 		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
 		_, err = s.Resolve(ctx(t), journal.Resolution{Key: k, Status: journal.StatusSucceeded, Evidence: "x", Operator: "alice"})
@@ -587,18 +600,294 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, journal.StatusSucceeded, rec.Status)
 		require.Equal(t, "inv-7", rec.TargetObjectID)
 		require.Greater(t, rec.LeaseToken, c.Token, "a late reconciler is fenced off")
-		// Refused once terminal.
+		// Refused once terminal, and not as a held lease.
 		_, err = s.Resolve(ctx(t), res)
 		require.ErrorIs(t, err, journal.ErrIllegalTransition)
+		require.NotErrorIs(t, err, journal.ErrLeaseHeld)
 		att, err := s.Attempts(ctx(t), k)
 		require.NoError(t, err)
 		last := att[len(att)-1]
 		require.Equal(t, "operator", last.Kind)
 		require.Equal(t, "alice", last.Worker)
 		require.Equal(t, "found in 1C by accountant", last.Note)
-		require.Equal(t, journal.StatusSucceeded, last.Outcome)
+		require.Equal(t, journal.OutcomeSucceeded, last.Outcome)
 		_, err = s.Resolve(ctx(t), journal.Resolution{Key: "test:x:missing:v1", Status: journal.StatusFailedFinal, Evidence: "e", Operator: "o"})
 		require.ErrorIs(t, err, journal.ErrNotFound)
+	})
+
+	t.Run("OperatorResolveWinsOverReconciler", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		decide := func(k string) journal.Resolution {
+			return journal.Resolution{Key: k, Status: journal.StatusSucceeded, TargetObjectID: "task-9", Evidence: "seen in the portal", Operator: "alice"}
+		}
+		// Held between lookup rounds: the operator does not wait for the hold.
+		kHeld := key(t)
+		c := claim(t, s, req(kHeld, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kHeld, Token: c.Token, Status: journal.StatusUnknown,
+			Reconciled: true, HoldFor: time.Hour}))
+		rec, err := s.Resolve(ctx(t), decide(kHeld))
+		require.NoError(t, err, "an operator's decision wins over a hold")
+		require.Equal(t, journal.StatusSucceeded, rec.Status)
+
+		// Taken over by a reconciler that is looking it up right now.
+		kLookup := key(t)
+		c = claim(t, s, req(kLookup, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kLookup, c.Token, journal.StatusUnknown)))
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", time.Hour, 10)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		rec, err = s.Resolve(ctx(t), decide(kLookup))
+		require.NoError(t, err, "an operator's decision wins over a reconciler's lease")
+		require.Greater(t, rec.LeaseToken, taken[0].Token)
+		// The reconciler's late completion is refused and its attempt shows it.
+		err = journal.CompleteOne(ctx(t), s, journal.Completion{Key: kLookup, Token: taken[0].Token, Status: journal.StatusSucceeded,
+			TargetObjectID: "task-8", Reconciled: true, Note: "reconciled: found by key"})
+		require.ErrorIs(t, err, journal.ErrStaleToken)
+		got, err := s.Get(ctx(t), kLookup)
+		require.NoError(t, err)
+		require.Equal(t, "task-9", got.TargetObjectID, "the operator's decision stands")
+		atts, err := s.Attempts(ctx(t), kLookup)
+		require.NoError(t, err)
+		byToken := map[int64]journal.Attempt{}
+		for _, a := range atts {
+			byToken[a.Token] = a
+			require.False(t, a.FinishedAt.IsZero(), "no attempt left open: %+v", a)
+		}
+		rc := byToken[taken[0].Token]
+		require.Equal(t, journal.OutcomeFenced, rc.Outcome)
+		require.Contains(t, rc.Note, "succeeded")
+		require.Contains(t, rc.Note, "task-8", "what the refused worker found is kept")
+		require.Equal(t, journal.OutcomeSucceeded, byToken[rec.LeaseToken].Outcome)
+		require.Equal(t, "operator", byToken[rec.LeaseToken].Kind)
+
+		// A retryable failure waiting for its next attempt.
+		kRetry := key(t)
+		c = claim(t, s, req(kRetry, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kRetry, Token: c.Token, Status: journal.StatusFailedRetryable,
+			ErrorCode: "http_503", HoldFor: time.Hour}))
+		rec, err = s.Resolve(ctx(t), journal.Resolution{Key: kRetry, Status: journal.StatusFailedFinal, ErrorCode: "operator_resolved",
+			Evidence: "the customer cancelled", Operator: "bob"})
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusFailedFinal, rec.Status)
+		require.Equal(t, journal.ReplayFailed, claim(t, s, req(kRetry, hashA, other, 30*time.Second)).Decision)
+
+		// A dead owner's expired execute lease.
+		kDead := key(t)
+		claim(t, s, req(kDead, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, kDead)
+		_, err = s.Resolve(ctx(t), decide(kDead))
+		require.NoError(t, err)
+		atts, err = s.Attempts(ctx(t), kDead)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeAbandoned, atts[0].Outcome, "the dead owner's attempt is closed")
+
+		// A live execute: refused unless forced, and the trail says it was.
+		kLive := key(t)
+		cLive := claim(t, s, req(kLive, hashA, owner, time.Hour))
+		_, err = s.Resolve(ctx(t), decide(kLive))
+		require.ErrorIs(t, err, journal.ErrLeaseHeld)
+		require.ErrorContains(t, err, owner, "the refusal names who holds it")
+		r := decide(kLive)
+		r.Force = true
+		rec, err = s.Resolve(ctx(t), r)
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusSucceeded, rec.Status)
+		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(kLive, cLive.Token, journal.StatusFailedRetryable)), journal.ErrStaleToken)
+		atts, err = s.Attempts(ctx(t), kLive)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeFenced, atts[0].Outcome)
+		op := atts[len(atts)-1]
+		require.Equal(t, "operator", op.Kind)
+		require.Contains(t, op.Note, "forced over the live execute of "+owner)
+	})
+
+	t.Run("RetryableHoldIsNotBefore", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable,
+			ErrorCode: "http_503", HoldFor: 400 * time.Millisecond}))
+		// Copies and redeliveries before the hold ends take no attempt: they
+		// are told to come back, with the wait on the database clock.
+		for _, who := range []string{other, "worker-c", owner} {
+			got := claim(t, s, req(k, hashA, who, 30*time.Second))
+			require.Equal(t, journal.InProgress, got.Decision)
+			require.Zero(t, got.Token)
+			require.Equal(t, journal.StatusFailedRetryable, got.Record.Status)
+			require.Positive(t, got.Wait())
+			require.LessOrEqual(t, got.Wait(), 400*time.Millisecond)
+		}
+		batch, err := s.Claim(ctx(t), []journal.ClaimRequest{req(k, hashA, other, 30*time.Second), req(k, hashA, owner, 30*time.Second)})
+		require.NoError(t, err)
+		require.Equal(t, journal.InProgress, batch[0].Decision)
+		require.Equal(t, journal.InProgress, batch[1].Decision)
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
+		require.NoError(t, err)
+		require.Empty(t, taken, "a retryable failure is not the reconciler's")
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, 1, rec.AttemptCount, "no attempt was taken during the hold")
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 1)
+		// Once the hold has passed, exactly one claimer takes the next attempt.
+		waitExpired(t, s, k)
+		results := make([]journal.Claim, 5)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() {
+				got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
+				if assertNoError(t, err) {
+					results[i] = got
+				}
+			})
+		}
+		wg.Wait()
+		executes := 0
+		for _, r := range results {
+			if r.Decision == journal.Execute {
+				executes++
+				require.Equal(t, 2, r.Attempt)
+				require.False(t, r.Now.Before(att[0].FinishedAt.Add(400*time.Millisecond)),
+					"the attempt began at %v, before the hold ended (%v + 400ms)", r.Now, att[0].FinishedAt)
+			}
+		}
+		require.Equal(t, 1, executes)
+	})
+
+	t.Run("ClaimCarriesTheDatabaseClock", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		now, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		require.WithinDuration(t, now, c.Now, 5*time.Second)
+		require.False(t, c.Now.Before(c.Record.CreatedAt))
+		require.GreaterOrEqual(t, c.Age(), time.Duration(0))
+		require.WithinDuration(t, c.Now.Add(30*time.Second), c.Record.LeaseUntil, time.Second)
+		live := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.InProgress, live.Decision)
+		require.InDelta(t, float64(30*time.Second), float64(live.Wait()), float64(5*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.WithinDuration(t, now, taken[0].Now, 5*time.Second)
+	})
+
+	t.Run("TakeOverClosesOpenAttempts", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		// An owner dies mid-call: its attempt stays open until the take-over
+		// closes it as abandoned; if it comes back, it is fenced.
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, k)
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, got.Decision)
+		require.True(t, got.Record.EffectPossible, "an owner that died mid-call may have had an effect")
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 2)
+		require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
+		require.False(t, att[0].FinishedAt.IsZero())
+		require.Empty(t, att[1].Outcome, "the new owner's attempt is open")
+		err = journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded,
+			TargetObjectID: "pay_7", TargetRequestID: "rq-7"})
+		require.ErrorIs(t, err, journal.ErrStaleToken)
+		att, err = s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeFenced, att[0].Outcome, "the worker came back: fenced, with what it found")
+		require.Contains(t, att[0].Note, "pay_7")
+		require.Equal(t, "rq-7", att[0].TargetRequestID)
+		require.Empty(t, att[1].Outcome, "a refused completion leaves the new owner's attempt alone")
+
+		// The reconciler's scan closes them too.
+		k2 := key(t)
+		claim(t, s, req(k2, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, k2)
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.True(t, taken[0].Record.EffectPossible)
+		att, err = s.Attempts(ctx(t), k2)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
+		// A take-over of an unknown row that a reconciler dropped closes its
+		// open attempt as well.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k2, taken[0].Token, journal.StatusUnknown)))
+		require.Equal(t, journal.Reconcile, claim(t, s, req(k2, hashA, other, 30*time.Second)).Decision)
+		att, err = s.Attempts(ctx(t), k2)
+		require.NoError(t, err)
+		for _, a := range att[:len(att)-1] {
+			require.False(t, a.FinishedAt.IsZero(), "only the current lease's attempt is open: %+v", a)
+			require.True(t, a.Outcome.Valid())
+		}
+	})
+
+	t.Run("EffectPossibleOnceUnknown", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.False(t, c.Record.EffectPossible)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedRetryable)))
+		c = claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.Equal(t, journal.Execute, c.Decision)
+		require.False(t, c.Record.EffectPossible, "a retryable answer proves nothing was done")
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		c = claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, c.Decision)
+		require.True(t, c.Record.EffectPossible)
+		// Not found by the lookup: retried, and it stays possible.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, Reconciled: true}))
+		c = claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Execute, c.Decision)
+		require.Equal(t, 3, c.Attempt)
+		require.True(t, c.Record.EffectPossible, "a lookup that found nothing yet does not clear it")
+	})
+
+	t.Run("ReviewHistoryKept", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k, kDone := key(t), key(t)
+		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		for range 3 {
+			got := claim(t, s, req(k, hashA, other, 30*time.Second))
+			require.Equal(t, journal.Reconcile, got.Decision)
+			require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusUnknown, Reconciled: true}))
+			c = got
+		}
+		cd := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, cd.Token, journal.StatusSucceeded)))
+		raised, err := s.RaiseForReview(ctx(t), []string{k, kDone, "test:x:missing:v1"})
+		require.NoError(t, err)
+		require.Equal(t, []string{k}, raised, "only an unknown operation is raised")
+		raised, err = s.RaiseForReview(ctx(t), []string{k})
+		require.NoError(t, err)
+		require.Empty(t, raised, "raised once")
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, 3, rec.ReconcileRounds)
+		require.Equal(t, 3, rec.ReconcileRoundsTotal)
+		require.False(t, rec.RaisedAt.IsZero())
+		raisedAt := rec.RaisedAt
+		// Settled at last: the current count restarts, the history stays.
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded,
+			TargetObjectID: "inv-1", Reconciled: true}))
+		rec, err = s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Zero(t, rec.ReconcileRounds)
+		require.Equal(t, 3, rec.ReconcileRoundsTotal)
+		require.True(t, raisedAt.Equal(rec.RaisedAt), "when it was raised is kept")
+		list, err := s.ListUnresolved(ctx(t), 1, 10)
+		require.NoError(t, err)
+		require.Empty(t, list)
 	})
 
 	t.Run("PurgeRemovesTerminalRowsOnly", func(t *testing.T) {

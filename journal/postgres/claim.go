@@ -78,7 +78,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 			}
 			out[i] = out[first]
 			if out[first].Owns() {
-				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[first].Record}
+				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[first].Record, Now: out[first].Now}
 			}
 		}
 	}
@@ -116,6 +116,7 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
 			return nil, err
 		}
+		out[i].Now = sc.now
 		found[j] = true
 	}
 	if err := rows.Err(); err != nil {
@@ -221,6 +222,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			rows.Close()
 			return nil, fmt.Errorf("claim read: %w", err)
 		}
+		out[i].Now = sc.now
 		found[j] = true
 	}
 	if err := rows.Err(); err != nil {
@@ -256,8 +258,10 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 }
 
 // decideExisting decides a key this claim neither inserted nor took over.
-// settled is false when the row is claimable (a retryable failure, an unknown
-// outcome or an expired lease): the claim statements must take it over.
+// settled is false when the row is claimable (a retryable failure whose hold
+// has passed, an unknown outcome nobody holds or an expired lease): the claim
+// statements must take it over. A live lease or hold is InProgress: for a
+// retryable failure, the next attempt is not due yet.
 func decideExisting(r *journal.ClaimRequest, rec *journal.Record, leaseLive bool) (journal.Decision, bool) {
 	if rec.RequestHash != r.RequestHash {
 		return journal.Conflict, true
@@ -267,7 +271,7 @@ func decideExisting(r *journal.ClaimRequest, rec *journal.Record, leaseLive bool
 		return journal.ReplaySucceeded, true
 	case journal.StatusFailedFinal:
 		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown:
+	case journal.StatusStarted, journal.StatusUnknown, journal.StatusFailedRetryable:
 		if leaseLive {
 			return journal.InProgress, true
 		}
@@ -329,8 +333,10 @@ type recordScanner struct {
 	object, code                            textScan
 	status                                  statusScan
 	result                                  []byte
-	leaseUntil, completedAt                 pgtype.Timestamptz
+	leaseUntil, completedAt, raisedAt       pgtype.Timestamptz
 	live                                    bool
+	// now is the database clock of the last row scanned.
+	now time.Time
 }
 
 func newRecordScanner() *recordScanner {
@@ -340,13 +346,15 @@ func newRecordScanner() *recordScanner {
 	sc.dest = []any{nil, &sc.typ, &sc.hash, &sc.status, &sc.target,
 		&sc.object, &sc.result, &sc.code, nil,
 		&sc.event, &sc.approval, &sc.own, nil, &sc.leaseUntil,
-		nil, nil, nil, &sc.completedAt, &sc.live}
+		nil, nil, nil, &sc.completedAt,
+		nil, &sc.raisedAt, nil,
+		&sc.live, &sc.now}
 	return sc
 }
 
 // scan reads the current row into rec, the record of request r, and reports
-// whether the row holds a live lease. rec.Key is r.Key: the caller found the
-// row by that key.
+// whether the row holds a live lease (or hold); sc.now is then the database
+// clock of the read. rec.Key is r.Key: the caller found the row by that key.
 func (sc *recordScanner) scan(rows pgx.Rows, rec *journal.Record, r *journal.ClaimRequest) (bool, error) {
 	rec.Key = r.Key
 	sc.typ.set(&rec.OperationType, r.OperationType)
@@ -360,6 +368,7 @@ func (sc *recordScanner) scan(rows pgx.Rows, rec *journal.Record, r *journal.Cla
 	sc.own.set(&rec.LeaseOwner, r.Owner)
 	sc.dest[8], sc.dest[12], sc.dest[14] = &rec.AttemptCount, &rec.LeaseToken, &rec.ReconcileRounds
 	sc.dest[15], sc.dest[16] = &rec.CreatedAt, &rec.UpdatedAt
+	sc.dest[18], sc.dest[20] = &rec.ReconcileRoundsTotal, &rec.EffectPossible
 	if err := rows.Scan(sc.dest...); err != nil {
 		return false, err
 	}
@@ -368,12 +377,15 @@ func (sc *recordScanner) scan(rows pgx.Rows, rec *journal.Record, r *journal.Cla
 		rec.Result = sc.result // a fresh copy per row
 	}
 	sc.result = nil
-	rec.LeaseUntil, rec.CompletedAt = time.Time{}, time.Time{}
+	rec.LeaseUntil, rec.CompletedAt, rec.RaisedAt = time.Time{}, time.Time{}, time.Time{}
 	if sc.leaseUntil.Valid {
 		rec.LeaseUntil = sc.leaseUntil.Time
 	}
 	if sc.completedAt.Valid {
 		rec.CompletedAt = sc.completedAt.Time
+	}
+	if sc.raisedAt.Valid {
+		rec.RaisedAt = sc.raisedAt.Time
 	}
 	return sc.live, nil
 }

@@ -134,6 +134,7 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("complete re-read: %w", err)
 	}
+	var stale []int
 	for j, i := range group {
 		if applied[j] {
 			continue
@@ -144,6 +145,7 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 			out[i] = fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
 		case st.token != c.Token:
 			out[i] = fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
+			stale = append(stale, i)
 		case st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable):
 			// Already applied by an earlier call with this token.
 		case execErr != nil && journal.CanComplete(st.status, c.Status):
@@ -152,7 +154,29 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 			out[i] = fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
 		}
 	}
+	if len(stale) > 0 {
+		if err := s.fence(ctx, cs, stale); err != nil {
+			return fmt.Errorf("complete: fenced attempts: %w", err)
+		}
+	}
 	return nil
+}
+
+// fence closes the attempts of the completions cs[idx], refused for a stale
+// token, as fenced.
+func (s *Store) fence(ctx context.Context, cs []journal.Completion, idx []int) error {
+	n := len(idx)
+	cols := make([]string, 6*n)
+	keys, statuses, objects, codes := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
+	reqIDs, notes := cols[4*n:5*n:5*n], cols[5*n:]
+	tokens := make([]int64, n)
+	for j, i := range idx {
+		c := &cs[i]
+		keys[j], tokens[j], statuses[j], objects[j] = c.Key, c.Token, string(c.Status), c.TargetObjectID
+		codes[j], reqIDs[j], notes[j] = c.ErrorCode, c.TargetRequestID, c.Note
+	}
+	_, err := s.db.Exec(ctx, fenceAttempts, keys, tokens, statuses, objects, codes, reqIDs, notes)
+	return err
 }
 
 // markKeys runs a statement returning one key per row and sets marks[j] for

@@ -27,11 +27,13 @@ WITH input AS (
 SELECT operation_key FROM ins`
 
 // claimTakeOver takes existing rows over by conditional update, locking only
-// rows whose state may change: a retryable failure is re-claimed (a new
-// attempt), and an unknown outcome or an expired lease is taken over for
-// reconciliation. The request hash must match; a mismatch is decided later as
-// a conflict. FOR UPDATE re-checks the condition after waiting for a
-// concurrent claimer, so only one of them wins.
+// rows whose state may change: a retryable failure whose hold has passed is
+// re-claimed (a new attempt), and an unknown outcome or an expired lease is
+// taken over for reconciliation (a started row whose lease expired had its
+// owner die mid-call: its effect is possible). The request hash must match;
+// a mismatch is decided later as a conflict. FOR UPDATE re-checks the
+// condition after waiting for a concurrent claimer, so only one of them
+// wins. Attempts still open under an older token are closed as abandoned.
 const claimTakeOver = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
@@ -40,19 +42,19 @@ WITH input AS (
     SELECT l.operation_key, l.status AS old_status
     FROM agent_operation_log l JOIN input i USING (operation_key)
     WHERE l.request_hash = i.request_hash
-      AND (l.status = 'failed_retryable'
-           OR (l.status IN ('started', 'unknown')
-               AND (l.lease_until IS NULL OR l.lease_until < now())))
+      AND l.status IN ('failed_retryable', 'started', 'unknown')
+      AND (l.lease_until IS NULL OR l.lease_until < now())
     ORDER BY l.operation_key
     FOR UPDATE OF l
 ), upd AS (
     UPDATE agent_operation_log l SET
-        status        = CASE WHEN c.old_status = 'failed_retryable' THEN 'started' ELSE l.status END,
-        attempt_count = CASE WHEN c.old_status = 'failed_retryable' THEN l.attempt_count + 1 ELSE l.attempt_count END,
-        lease_owner   = i.owner,
-        lease_token   = l.lease_token + 1,
-        lease_until   = now() + i.ttl_ms * interval '1 millisecond',
-        updated_at    = now()
+        status          = CASE WHEN c.old_status = 'failed_retryable' THEN 'started' ELSE l.status END,
+        attempt_count   = CASE WHEN c.old_status = 'failed_retryable' THEN l.attempt_count + 1 ELSE l.attempt_count END,
+        effect_possible = l.effect_possible OR c.old_status <> 'failed_retryable',
+        lease_owner     = i.owner,
+        lease_token     = l.lease_token + 1,
+        lease_until     = now() + i.ttl_ms * interval '1 millisecond',
+        updated_at      = now()
     FROM cand c JOIN input i USING (operation_key)
     WHERE l.operation_key = c.operation_key
     RETURNING l.operation_key, c.old_status, l.lease_token, l.attempt_count, l.lease_owner
@@ -61,15 +63,22 @@ WITH input AS (
     SELECT operation_key, attempt_count, lease_token, lease_owner,
            CASE WHEN old_status = 'failed_retryable' THEN 'execute' ELSE 'reconcile' END
     FROM upd
+), abandoned AS (
+    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
+    FROM upd u
+    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
 )
 SELECT operation_key, old_status FROM upd`
 
-// recordColumns is the column list every read scans with scanRecord.
+// recordColumns is the column list every read scans with scanRecord: the
+// row, whether its lease or hold is live, and the database clock of the
+// read.
 const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
     coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
     event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
     reconcile_rounds, created_at, updated_at, completed_at,
-    (lease_until IS NOT NULL AND lease_until >= now()) AS lease_live`
+    reconcile_rounds_total, raised_at, effect_possible,
+    (lease_until IS NOT NULL AND lease_until >= now()) AS lease_live, now() AS db_now`
 
 // selectRecords reads rows with a plain SELECT: replaying a terminal row takes
 // no lock and writes nothing.
@@ -78,7 +87,8 @@ const selectRecords = `SELECT ` + recordColumns + ` FROM agent_operation_log WHE
 const selectRecord = `SELECT ` + recordColumns + ` FROM agent_operation_log WHERE operation_key = $1`
 
 // complete applies outcomes under their fencing tokens, from legal states only,
-// and closes each attempt's row in the trail.
+// and closes each attempt's row in the trail. An unknown or failed_retryable
+// outcome may be held (hold_ms): lease_until is then its end.
 const complete = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[], $10::bigint[])
@@ -89,12 +99,15 @@ WITH input AS (
         target_object_id = coalesce(nullif(i.object_id, ''), l.target_object_id),
         response_json    = coalesce(i.result::jsonb, l.response_json),
         error_code       = nullif(i.error_code, ''),
-        lease_until      = CASE WHEN i.status = 'unknown' AND i.hold_ms > 0
+        lease_until      = CASE WHEN i.status IN ('unknown', 'failed_retryable') AND i.hold_ms > 0
                                 THEN now() + i.hold_ms * interval '1 millisecond' END,
         updated_at       = now(),
         completed_at     = CASE WHEN i.status IN ('succeeded', 'failed_final') THEN now() END,
         reconcile_rounds = CASE WHEN i.status = 'unknown' AND i.reconciled THEN l.reconcile_rounds + 1
-                                WHEN i.status = 'unknown' THEN l.reconcile_rounds ELSE 0 END
+                                WHEN i.status = 'unknown' THEN l.reconcile_rounds ELSE 0 END,
+        reconcile_rounds_total = l.reconcile_rounds_total
+                                 + CASE WHEN i.status = 'unknown' AND i.reconciled THEN 1 ELSE 0 END,
+        effect_possible  = l.effect_possible OR i.status = 'unknown'
     FROM input i
     WHERE l.operation_key = i.operation_key
       AND l.lease_token = i.token
@@ -112,6 +125,25 @@ WITH input AS (
 )
 SELECT operation_key FROM upd`
 
+// fenceAttempts closes the attempts of completions refused for a stale
+// token as fenced (also one a take-over closed as abandoned: its worker now
+// reports), the note saying what the worker found. It runs only for the
+// items a completion found stale, never on the group commit's hot path.
+const fenceAttempts = `
+UPDATE agent_operation_attempts a SET
+    finished_at       = now(),
+    outcome           = 'fenced',
+    error_code        = coalesce(nullif(i.error_code, ''), a.error_code),
+    target_request_id = coalesce(nullif(i.request_id, ''), a.target_request_id),
+    note              = 'lease taken over before this outcome was recorded: ' || i.status
+                        || CASE WHEN i.object_id <> '' THEN ' (object ' || i.object_id || ')' ELSE '' END
+                        || CASE WHEN i.note <> '' THEN '; ' || i.note ELSE '' END
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+    AS i(operation_key, token, status, object_id, error_code, request_id, note)
+WHERE a.operation_key = i.operation_key
+  AND a.lease_token = i.token
+  AND (a.finished_at IS NULL OR a.outcome = 'abandoned')`
+
 // completeCheck reads what a completion that did not apply found, to tell a
 // stale token from an illegal state from one already applied.
 const completeCheck = `SELECT operation_key, status, lease_token FROM agent_operation_log WHERE operation_key = ANY($1::text[])`
@@ -127,7 +159,9 @@ WHERE l.operation_key = i.operation_key
 RETURNING l.operation_key`
 
 // takeOverStale is the reconciler's scan: unknown outcomes and expired leases,
-// SKIP LOCKED so that replicas share the work, oldest first.
+// SKIP LOCKED so that replicas share the work, oldest first. A started row
+// whose lease expired had its owner die mid-call: its effect is possible.
+// Attempts still open under an older token are closed as abandoned.
 const takeOverStale = `
 WITH cand AS (
     SELECT operation_key, status AS old_status FROM agent_operation_log
@@ -138,23 +172,41 @@ WITH cand AS (
     FOR UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE agent_operation_log l SET
-        lease_owner = $1,
-        lease_token = l.lease_token + 1,
-        lease_until = now() + $2::bigint * interval '1 millisecond',
-        updated_at  = now()
+        lease_owner     = $1,
+        lease_token     = l.lease_token + 1,
+        lease_until     = now() + $2::bigint * interval '1 millisecond',
+        updated_at      = now(),
+        effect_possible = true
     FROM cand c
     WHERE l.operation_key = c.operation_key
     RETURNING l.operation_key, l.lease_token, l.attempt_count
 ), att AS (
     INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind)
     SELECT operation_key, attempt_count, lease_token, $1, 'reconcile' FROM upd
+), abandoned AS (
+    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
+    FROM upd u
+    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
 )
 SELECT operation_key FROM upd`
 
-// resolve records an operator's decision on an unknown operation that nobody
-// holds, with a new fencing token so that a late reconciler cannot overwrite it.
+// resolve records an operator's decision on an operation that is not final,
+// with a new fencing token so that a late reconciler or worker cannot
+// overwrite it. A started row with a live lease whose current attempt is an
+// open execute (a call may be in flight) is taken only when forced ($7).
+// Attempts still open under the old token are closed as abandoned. $1 key,
+// $2 status, $3 object id, $4 error code, $5 operator, $6 evidence, $7 force.
 const resolve = `
-WITH upd AS (
+WITH cur AS (
+    SELECT l.operation_key, l.lease_owner,
+           coalesce(l.status = 'started' AND l.lease_until >= now() AND EXISTS (
+               SELECT 1 FROM agent_operation_attempts a
+               WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
+                 AND a.kind = 'execute' AND a.finished_at IS NULL), false) AS live_execute
+    FROM agent_operation_log l
+    WHERE l.operation_key = $1 AND l.status IN ('started', 'unknown', 'failed_retryable')
+    FOR UPDATE OF l
+), upd AS (
     UPDATE agent_operation_log l SET
         status           = $2,
         target_object_id = coalesce(nullif($3, ''), l.target_object_id),
@@ -162,18 +214,30 @@ WITH upd AS (
         lease_owner      = $5,
         lease_token      = l.lease_token + 1,
         lease_until      = NULL,
+        reconcile_rounds = 0,
         updated_at       = now(),
         completed_at     = now()
-    WHERE l.operation_key = $1
-      AND l.status = 'unknown'
-      AND (l.lease_until IS NULL OR l.lease_until < now())
-    RETURNING l.operation_key, l.lease_token, l.attempt_count
+    FROM cur c
+    WHERE l.operation_key = c.operation_key AND (NOT c.live_execute OR $7::bool)
+    RETURNING l.operation_key, l.lease_token, l.attempt_count, c.live_execute, c.lease_owner AS old_owner
 ), att AS (
     INSERT INTO agent_operation_attempts
         (operation_key, attempt, lease_token, worker, kind, finished_at, outcome, error_code, note)
-    SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''), $6 FROM upd
+    SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''),
+           $6 || CASE WHEN live_execute THEN ' [forced over the live execute of ' || coalesce(old_owner, '?') || ']' ELSE '' END
+    FROM upd
+), abandoned AS (
+    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
+    FROM upd u
+    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
 )
 SELECT operation_key FROM upd`
+
+// raiseForReview marks unknown operations raised for review, once.
+const raiseForReview = `
+UPDATE agent_operation_log SET raised_at = now()
+WHERE operation_key = ANY($1::text[]) AND status = 'unknown' AND raised_at IS NULL
+RETURNING operation_key`
 
 const selectAttempts = `
 SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
@@ -185,8 +249,11 @@ const listUnresolved = `SELECT ` + recordColumns + ` FROM agent_operation_log
 WHERE status = 'unknown' AND reconcile_rounds >= $1
 ORDER BY created_at LIMIT $2`
 
+// listIdleRetryable: idle since the row was last touched or, when held,
+// since its hold ended.
 const listIdleRetryable = `SELECT ` + recordColumns + ` FROM agent_operation_log
-WHERE status = 'failed_retryable' AND updated_at < now() - $1::bigint * interval '1 millisecond'
+WHERE status = 'failed_retryable'
+  AND greatest(updated_at, lease_until) < now() - $1::bigint * interval '1 millisecond'
 ORDER BY updated_at LIMIT $2`
 
 // purge deletes terminal rows in bounded chunks; never started,

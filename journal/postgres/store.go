@@ -133,6 +133,7 @@ func retryable(err error) bool {
 type storedRecord struct {
 	journal.Record
 	leaseLive bool
+	now       time.Time // the database clock of the read
 }
 
 func scanRecords(rows pgx.Rows, err error) (map[string]storedRecord, error) {
@@ -158,12 +159,14 @@ func scanRecord(row pgx.Row) (storedRecord, error) {
 		result            []byte
 		leaseUntil        *time.Time
 		completedAt       *time.Time
+		raisedAt          *time.Time
 		createdAt, update time.Time
 	)
 	err := row.Scan(&r.Key, &r.OperationType, &r.RequestHash, &status, &r.TargetSystem,
 		&r.TargetObjectID, &result, &r.ErrorCode, &r.AttemptCount,
 		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &leaseUntil,
-		&r.ReconcileRounds, &createdAt, &update, &completedAt, &r.leaseLive)
+		&r.ReconcileRounds, &createdAt, &update, &completedAt,
+		&r.ReconcileRoundsTotal, &raisedAt, &r.EffectPossible, &r.leaseLive, &r.now)
 	if err != nil {
 		return r, err
 	}
@@ -177,6 +180,9 @@ func scanRecord(row pgx.Row) (storedRecord, error) {
 	}
 	if completedAt != nil {
 		r.CompletedAt = *completedAt
+	}
+	if raisedAt != nil {
+		r.RaisedAt = *raisedAt
 	}
 	return r, nil
 }
@@ -252,18 +258,19 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		if !ok || rec.LeaseOwner != owner {
 			continue
 		}
-		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record})
+		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount,
+			Record: rec.Record, Now: rec.now})
 	}
 	return out, nil
 }
 
-// Resolve records an operator's decision on an unknown operation.
+// Resolve records an operator's decision on an operation that is not final.
 func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 	if err := r.Validate(); err != nil {
 		return journal.Record{}, err
 	}
 	done := make(map[string]bool, 1)
-	if err := s.queryKeys(ctx, done, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, r.Evidence); err != nil {
+	if err := s.queryKeys(ctx, done, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, r.Evidence, r.Force); err != nil {
 		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
 	}
 	rec, err := s.Get(ctx, r.Key)
@@ -271,10 +278,28 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, err
 	}
 	if !done[r.Key] {
-		return rec, fmt.Errorf("resolve %s (status %s): only an unknown operation nobody holds can be resolved: %w",
-			r.Key, rec.Status, journal.ErrIllegalTransition)
+		return rec, journal.ResolveRefused(rec)
 	}
 	return rec, nil
+}
+
+// RaiseForReview marks unknown operations raised for review, once each.
+func (s *Store) RaiseForReview(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	marked := make(map[string]bool, len(keys))
+	if err := s.queryKeys(ctx, marked, raiseForReview, keys); err != nil {
+		return nil, fmt.Errorf("raise for review: %w", err)
+	}
+	out := make([]string, 0, len(marked))
+	for _, k := range keys {
+		if marked[k] {
+			out = append(out, k)
+			delete(marked, k)
+		}
+	}
+	return out, nil
 }
 
 // Get returns one operation.
@@ -305,7 +330,7 @@ func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, er
 			&outcome, &a.ErrorCode, &a.TargetRequestID, &a.Note); err != nil {
 			return nil, fmt.Errorf("attempts %s: %w", key, err)
 		}
-		a.Outcome = journal.Status(outcome)
+		a.Outcome = journal.AttemptOutcome(outcome)
 		if finished != nil {
 			a.FinishedAt = *finished
 		}

@@ -31,6 +31,14 @@ func (j *batchJSON) key(s string) {
 	j.b = appendJSONString(j.b, s)
 }
 
+// keys returns the array of the given keys alone.
+func (j *batchJSON) keys(keys ...string) string {
+	for _, k := range keys {
+		j.key(k)
+	}
+	return j.String()
+}
+
 // begin opens an array item; end closes it.
 func (j *batchJSON) begin() {
 	j.sepItem()

@@ -35,8 +35,9 @@ func (c stmtCache) close() {
 // writeQueries run inside write transactions; readQueries on the reader pool.
 var (
 	writeQueries = []string{
-		selectNow, selectRecordsAt, claimInsert, claimRetry, claimTakeOver, insertAttempts,
-		complete, completeAttempts, completeCheck, heartbeat, takeOverStale, resolve, resolveAttempt, purge,
+		selectNow, selectRecordsAt, claimInsert, claimRetry, claimTakeOver, insertAttempts, abandonAttempts,
+		complete, completeAttempts, fenceAttempts, completeCheck, heartbeat, takeOverStale,
+		resolveCheck, resolve, resolveAttempt, raiseForReview, purge,
 	}
 	readQueries = []string{selectNow, selectRecords, selectRecord, completeCheck, selectAttempts, listUnresolved}
 )

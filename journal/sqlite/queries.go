@@ -19,28 +19,32 @@ const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
 
 const selectNow = `SELECT ` + nowMS
 
-// recordColumns is the column list every read scans with scanRecord; a
-// trailing lease_live column follows it.
+// recordColumns is the column list every read scans with scanRecord; two
+// trailing columns follow it: lease_live (the lease or hold is live) and the
+// clock the read judged it by.
 const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
     coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
     event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
-    reconcile_rounds, created_at, updated_at, completed_at`
+    reconcile_rounds, created_at, updated_at, completed_at,
+    reconcile_rounds_total, raised_at, effect_possible`
+
+// liveNow is the two trailing columns judged on SQLite's clock now.
+const liveNow = `,
+    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `), ` + nowMS
 
 // selectRecords reads rows with a plain SELECT on the reader pool, judging
 // leases on SQLite's clock: replaying a terminal row takes no write lock.
 // ?1 is a JSON array of keys.
-const selectRecords = `SELECT ` + recordColumns + `,
-    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+const selectRecords = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log WHERE operation_key IN (SELECT value FROM json_each(?1))`
 
 // selectRecordsAt is selectRecords inside a write transaction, judging leases
 // at the transaction's time ?2.
 const selectRecordsAt = `SELECT ` + recordColumns + `,
-    (lease_until IS NOT NULL AND lease_until >= ?2)
+    (lease_until IS NOT NULL AND lease_until >= ?2), ?2
 FROM agent_operation_log WHERE operation_key IN (SELECT value FROM json_each(?1))`
 
-const selectRecord = `SELECT ` + recordColumns + `,
-    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+const selectRecord = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log WHERE operation_key = ?1`
 
 // claimInsert is the article's atomic claim (step 5) for the keys a write
@@ -58,11 +62,11 @@ SELECT i.value ->> 0, i.value ->> 1, i.value ->> 2, 'started', i.value ->> 3,
 FROM json_each(?1) AS i
 WHERE true
 ON CONFLICT (operation_key) DO NOTHING
-RETURNING ` + recordColumns + `, 1`
+RETURNING ` + recordColumns + `, 1, ?2`
 
-// claimRetry re-claims retryable failures with the same request hash: a new
-// attempt under a new fencing token. ?1 is a JSON array of [key,
-// request_hash, owner, ttl_ms]; ?2 is the transaction's time.
+// claimRetry re-claims retryable failures with the same request hash whose
+// hold has passed: a new attempt under a new fencing token. ?1 is a JSON
+// array of [key, request_hash, owner, ttl_ms]; ?2 is the transaction's time.
 const claimRetry = `
 UPDATE agent_operation_log SET
     status        = 'started',
@@ -75,23 +79,26 @@ FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND request_hash = i.value ->> 1
   AND +status = 'failed_retryable'
-RETURNING ` + recordColumns + `, 1`
+  AND (lease_until IS NULL OR lease_until < ?2)
+RETURNING ` + recordColumns + `, 1, ?2`
 
 // claimTakeOver takes over unknown outcomes and expired leases with the same
 // request hash for reconciliation: same status and attempt, new fencing
-// token. Same parameters as claimRetry.
+// token. A started row whose lease expired had its owner die mid-call: its
+// effect is possible. Same parameters as claimRetry.
 const claimTakeOver = `
 UPDATE agent_operation_log SET
-    lease_owner = i.value ->> 2,
-    lease_token = lease_token + 1,
-    lease_until = ?2 + (i.value ->> 3),
-    updated_at  = ?2
+    lease_owner     = i.value ->> 2,
+    lease_token     = lease_token + 1,
+    lease_until     = ?2 + (i.value ->> 3),
+    updated_at      = ?2,
+    effect_possible = 1
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND request_hash = i.value ->> 1
   AND +status IN ('started', 'unknown')
   AND (lease_until IS NULL OR lease_until < ?2)
-RETURNING ` + recordColumns + `, 1`
+RETURNING ` + recordColumns + `, 1, ?2`
 
 // insertAttempts opens one row of the attempts trail per lease taken. ?1 is a
 // JSON array of [key, kind]; each row copies the lease from the journal row.
@@ -100,21 +107,36 @@ INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worke
 SELECT l.operation_key, l.attempt_count, l.lease_token, l.lease_owner, i.value ->> 1, l.updated_at
 FROM json_each(?1) AS i JOIN agent_operation_log AS l ON l.operation_key = i.value ->> 0`
 
+// abandonAttempts closes, as abandoned, the attempts still open under a
+// token older than the row's: their lease was just taken over. ?1 is a JSON
+// array of keys; ?2 the transaction's time.
+const abandonAttempts = `
+UPDATE agent_operation_attempts SET finished_at = ?2, outcome = 'abandoned'
+WHERE operation_key IN (SELECT value FROM json_each(?1))
+  AND finished_at IS NULL
+  AND lease_token < (SELECT l.lease_token FROM agent_operation_log AS l
+                     WHERE l.operation_key = agent_operation_attempts.operation_key)`
+
 // complete applies outcomes under their fencing tokens, from legal states
-// only. ?1 is a JSON array of [key, token, status, object_id, result or null,
-// error_code, request_id, note, reconciled 0/1, hold_ms]; ?2 is the
-// transaction's time.
+// only. An unknown or failed_retryable outcome may be held (hold_ms):
+// lease_until is then its end. ?1 is a JSON array of [key, token, status,
+// object_id, result or null, error_code, request_id, note, reconciled 0/1,
+// hold_ms]; ?2 is the transaction's time.
 const complete = `
 UPDATE agent_operation_log SET
     status           = i.value ->> 2,
     target_object_id = coalesce(nullif(i.value ->> 3, ''), target_object_id),
     response_json    = coalesce(json(i.value ->> 4), response_json),
     error_code       = nullif(i.value ->> 5, ''),
-    lease_until      = CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 9 > 0 THEN ?2 + (i.value ->> 9) END,
+    lease_until      = CASE WHEN i.value ->> 2 IN ('unknown', 'failed_retryable') AND i.value ->> 9 > 0
+                            THEN ?2 + (i.value ->> 9) END,
     updated_at       = ?2,
     completed_at     = CASE WHEN i.value ->> 2 IN ('succeeded', 'failed_final') THEN ?2 END,
     reconcile_rounds = CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN reconcile_rounds + 1
-                            WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END
+                            WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END,
+    reconcile_rounds_total = reconcile_rounds_total
+                             + CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN 1 ELSE 0 END,
+    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'
 FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND lease_token = i.value ->> 1
@@ -134,6 +156,24 @@ FROM json_each(?1) AS i
 WHERE operation_key = i.value ->> 0
   AND lease_token = i.value ->> 1
   AND finished_at IS NULL`
+
+// fenceAttempts closes the attempts of completions refused for a stale
+// token as fenced (also one a take-over closed as abandoned: its worker now
+// reports), the note saying what the worker found. Same parameters as
+// complete, restricted to the stale items.
+const fenceAttempts = `
+UPDATE agent_operation_attempts SET
+    finished_at       = ?2,
+    outcome           = 'fenced',
+    error_code        = coalesce(nullif(i.value ->> 5, ''), error_code),
+    target_request_id = coalesce(nullif(i.value ->> 6, ''), target_request_id),
+    note              = 'lease taken over before this outcome was recorded: ' || (i.value ->> 2)
+                        || CASE WHEN i.value ->> 3 <> '' THEN ' (object ' || (i.value ->> 3) || ')' ELSE '' END
+                        || CASE WHEN i.value ->> 7 <> '' THEN '; ' || (i.value ->> 7) ELSE '' END
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1
+  AND (finished_at IS NULL OR outcome = 'abandoned')`
 
 // completeCheck reads what a completion that did not apply found, to tell a
 // stale token from an illegal state from one already applied. ?1 is a JSON
@@ -155,26 +195,41 @@ RETURNING operation_key`
 
 // takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
 // expired leases, oldest first, each taken over with a new fencing token. The
-// single writer serialises callers, so no row is handed out twice. ?1 owner,
-// ?2 the transaction's time, ?3 TTL in milliseconds, ?4 limit.
+// single writer serialises callers, so no row is handed out twice. A started
+// row whose lease expired had its owner die mid-call: its effect is
+// possible. ?1 owner, ?2 the transaction's time, ?3 TTL in milliseconds, ?4
+// limit.
 const takeOverStale = `
 UPDATE agent_operation_log SET
-    lease_owner = ?1,
-    lease_token = lease_token + 1,
-    lease_until = ?2 + ?3,
-    updated_at  = ?2
+    lease_owner     = ?1,
+    lease_token     = lease_token + 1,
+    lease_until     = ?2 + ?3,
+    updated_at      = ?2,
+    effect_possible = 1
 WHERE operation_key IN (
     SELECT operation_key FROM agent_operation_log
     WHERE (status = 'unknown' AND (lease_until IS NULL OR lease_until < ?2))
        OR (status = 'started' AND lease_until < ?2)
     ORDER BY updated_at
     LIMIT ?4)
-RETURNING ` + recordColumns + `, 1`
+RETURNING ` + recordColumns + `, 1, ?2`
 
-// resolve records an operator's decision on an unknown operation that nobody
-// holds, with a new fencing token so that a late reconciler cannot overwrite
-// it. ?1 key, ?2 status, ?3 object id, ?4 error code, ?5 operator, ?6 the
-// transaction's time.
+// resolveCheck reads what an operator's decision needs to know about a row
+// inside the write transaction: its status, lease owner, and whether a live
+// execute holds it (a started row whose lease runs and whose current
+// attempt is an open execute). ?1 key, ?2 the transaction's time.
+const resolveCheck = `
+SELECT status, coalesce(lease_owner, ''),
+       coalesce(status = 'started' AND lease_until >= ?2 AND EXISTS (
+           SELECT 1 FROM agent_operation_attempts AS a
+           WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
+             AND a.kind = 'execute' AND a.finished_at IS NULL), 0)
+FROM agent_operation_log AS l WHERE operation_key = ?1`
+
+// resolve records an operator's decision, with a new fencing token so that a
+// late reconciler or worker cannot overwrite it. The caller checked the row
+// with resolveCheck in the same transaction. ?1 key, ?2 status, ?3 object
+// id, ?4 error code, ?5 operator, ?6 the transaction's time.
 const resolve = `
 UPDATE agent_operation_log SET
     status           = ?2,
@@ -183,12 +238,20 @@ UPDATE agent_operation_log SET
     lease_owner      = ?5,
     lease_token      = lease_token + 1,
     lease_until      = NULL,
+    reconcile_rounds = 0,
     updated_at       = ?6,
     completed_at     = ?6
 WHERE operation_key = ?1
-  AND status = 'unknown'
-  AND (lease_until IS NULL OR lease_until < ?6)
+  AND status IN ('started', 'unknown', 'failed_retryable')
 RETURNING attempt_count, lease_token`
+
+// raiseForReview marks unknown operations raised for review, once. ?1 is a
+// JSON array of keys; ?2 the transaction's time.
+const raiseForReview = `
+UPDATE agent_operation_log SET raised_at = ?2
+WHERE operation_key IN (SELECT value FROM json_each(?1))
+  AND status = 'unknown' AND raised_at IS NULL
+RETURNING operation_key`
 
 // resolveAttempt records the operator's decision in the trail. ?1 key, ?2
 // attempt, ?3 token, ?4 operator, ?5 the transaction's time, ?6 status, ?7
@@ -204,16 +267,17 @@ SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_a
 FROM agent_operation_attempts WHERE operation_key = ?1
 ORDER BY started_at, lease_token`
 
-const listUnresolved = `SELECT ` + recordColumns + `,
-    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+const listUnresolved = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log
 WHERE status = 'unknown' AND reconcile_rounds >= ?1
 ORDER BY created_at LIMIT ?2`
 
-const listIdleRetryable = `SELECT ` + recordColumns + `,
-    (lease_until IS NOT NULL AND lease_until >= ` + nowMS + `)
+// listIdleRetryable: idle since the row was last touched or, when held,
+// since its hold ended.
+const listIdleRetryable = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log
-WHERE status = 'failed_retryable' AND updated_at < ` + nowMS + ` - ?1
+WHERE status = 'failed_retryable'
+  AND max(updated_at, coalesce(lease_until, updated_at)) < ` + nowMS + ` - ?1
 ORDER BY updated_at LIMIT ?2`
 
 // purge deletes terminal rows in bounded chunks; never started,

@@ -333,7 +333,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	for _, i := range pending {
 		if rec, ok := recs[reqs[i].Key]; ok {
 			if d, settled := decideExisting(reqs[i], rec); settled {
-				out[i] = journal.Claim{Decision: d, Record: rec.Record}
+				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
 				continue
 			}
 		}
@@ -352,7 +352,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 		if j := first[r.Key]; j != i {
 			out[i] = out[j]
 			if out[j].Owns() {
-				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[j].Record}
+				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[j].Record, Now: out[j].Now}
 			}
 		}
 	}
@@ -379,7 +379,7 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 		d, settled := decideExisting(r, rec)
 		switch {
 		case settled:
-			out[i] = journal.Claim{Decision: d, Record: rec.Record}
+			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
 		case rec.Status == journal.StatusFailedRetryable:
 			retry = append(retry, i)
 		default:
@@ -415,7 +415,7 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 				// fail the batch rather than guess.
 				return fmt.Errorf("%s %s: the row changed under the write lock", st.name, reqs[i].Key)
 			}
-			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record}
+			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now}
 			attempts.begin()
 			attempts.str(rec.Key)
 			attempts.str(st.kind)
@@ -425,6 +425,11 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 	if len(fresh)+len(retry)+len(takeOver) > 0 {
 		if _, err := tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
 			return fmt.Errorf("attempts: %w", err)
+		}
+	}
+	if len(retry)+len(takeOver) > 0 {
+		if _, err := tx.ExecContext(ctx, abandonAttempts, keysJSON(reqs, append(retry, takeOver...)), tx.now); err != nil {
+			return fmt.Errorf("abandoned attempts: %w", err)
 		}
 	}
 	return nil
@@ -471,8 +476,10 @@ func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
 }
 
 // decideExisting decides a key from its row. settled is false when the row is
-// claimable (a retryable failure, an unknown outcome nobody holds, an expired
-// lease): only a write transaction may decide it.
+// claimable (a retryable failure whose hold has passed, an unknown outcome
+// nobody holds, an expired lease): only a write transaction may decide it. A
+// live lease or hold is InProgress: for a retryable failure, the next
+// attempt is not due yet.
 func decideExisting(r journal.ClaimRequest, rec storedRecord) (journal.Decision, bool) {
 	if rec.RequestHash != r.RequestHash {
 		return journal.Conflict, true
@@ -482,7 +489,7 @@ func decideExisting(r journal.ClaimRequest, rec storedRecord) (journal.Decision,
 		return journal.ReplaySucceeded, true
 	case journal.StatusFailedFinal:
 		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown:
+	case journal.StatusStarted, journal.StatusUnknown, journal.StatusFailedRetryable:
 		if rec.leaseLive {
 			return journal.InProgress, true
 		}
@@ -501,6 +508,7 @@ func claimFailed(err error) error {
 type storedRecord struct {
 	journal.Record
 	leaseLive bool
+	now       time.Time // the clock the read judged the lease by
 }
 
 func readRecords(ctx context.Context, q querier, query string, args ...any) (map[string]storedRecord, error) {
@@ -526,19 +534,22 @@ type scanner interface {
 
 func scanRecord(row scanner) (storedRecord, error) {
 	var (
-		r                              storedRecord
-		status                         string
-		result                         []byte
-		leaseUntil, completedAt        sql.NullInt64
-		createdAt, updatedAt, leaseLiv int64
+		r                                 storedRecord
+		status                            string
+		result                            []byte
+		leaseUntil, completedAt, raisedAt sql.NullInt64
+		createdAt, updatedAt, leaseLiv    int64
+		effect, now                       int64
 	)
 	err := row.Scan(&r.Key, &r.OperationType, &r.RequestHash, &status, &r.TargetSystem,
 		&r.TargetObjectID, &result, &r.ErrorCode, &r.AttemptCount,
 		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &leaseUntil,
-		&r.ReconcileRounds, &createdAt, &updatedAt, &completedAt, &leaseLiv)
+		&r.ReconcileRounds, &createdAt, &updatedAt, &completedAt,
+		&r.ReconcileRoundsTotal, &raisedAt, &effect, &leaseLiv, &now)
 	if err != nil {
 		return r, err
 	}
+	r.RaisedAt, r.EffectPossible, r.now = fromNullMS(raisedAt), effect != 0, fromMS(now)
 	r.Status = journal.Status(status)
 	if len(result) > 0 {
 		r.Result = result
@@ -664,8 +675,17 @@ func completeGroup(ctx context.Context, tx *writeTx, cs []journal.Completion, gr
 	if err != nil {
 		return fmt.Errorf("complete re-read: %w", err)
 	}
+	var stale []int
 	for _, i := range check {
 		out[i] = notApplied(cs[i], states)
+		if errors.Is(out[i], journal.ErrStaleToken) {
+			stale = append(stale, i)
+		}
+	}
+	if len(stale) > 0 {
+		if _, err := tx.ExecContext(ctx, fenceAttempts, completionJSON(cs, stale), tx.now); err != nil {
+			return fmt.Errorf("fenced attempts: %w", err)
+		}
 	}
 	return nil
 }
@@ -813,15 +833,20 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		}
 		slices.Sort(keys)
 		attempts := newBatchJSON(len(keys), 64)
+		taken := newBatchJSON(len(keys), 48)
 		for _, k := range keys {
 			rec := got[k]
-			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record})
+			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now})
 			attempts.begin()
 			attempts.str(k)
 			attempts.str("reconcile")
 			attempts.end()
+			taken.key(k)
 		}
-		_, err = tx.ExecContext(ctx, insertAttempts, attempts.String())
+		if _, err = tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, abandonAttempts, taken.String(), tx.now)
 		return err
 	})
 	if err != nil {
@@ -833,7 +858,8 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 	return out, nil
 }
 
-// Resolve records an operator's decision on an unknown operation.
+// Resolve records an operator's decision on an operation that is not final.
+// The row is checked and changed in one write transaction.
 func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 	if err := r.Validate(); err != nil {
 		return journal.Record{}, err
@@ -849,16 +875,32 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 	var done bool
 	err := s.write(ctx, func(tx *writeTx) error {
 		done = false
-		var attempt, token int64
-		err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
+		var status, owner string
+		var live bool
+		err := tx.QueryRowContext(ctx, resolveCheck, r.Key, tx.now).Scan(&status, &owner, &live)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, r.Evidence); err != nil {
+		if journal.Status(status).Terminal() || (live && !r.Force) {
+			return nil
+		}
+		var attempt, token int64
+		err = tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
+		if err != nil {
+			return err
+		}
+		note := r.Evidence
+		if live {
+			note += " [forced over the live execute of " + owner + "]"
+		}
+		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, note); err != nil {
 			return fmt.Errorf("attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, abandonAttempts, newBatchJSON(1, 0).keys(r.Key), tx.now); err != nil {
+			return fmt.Errorf("abandoned attempts: %w", err)
 		}
 		done = true
 		return nil
@@ -871,10 +913,40 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, err
 	}
 	if !done {
-		return rec, fmt.Errorf("resolve %s (status %s): only an unknown operation nobody holds can be resolved: %w",
-			r.Key, rec.Status, journal.ErrIllegalTransition)
+		return rec, journal.ResolveRefused(rec)
 	}
 	return rec, nil
+}
+
+// RaiseForReview marks unknown operations raised for review, once each.
+func (s *Store) RaiseForReview(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	j := newBatchJSON(len(keys), 48)
+	for _, k := range keys {
+		if err := checkText(k, "key", k); err != nil {
+			return nil, err
+		}
+		j.key(k)
+	}
+	arg := j.String()
+	marked := make(map[string]bool, len(keys))
+	err := s.write(ctx, func(tx *writeTx) error {
+		clear(marked)
+		return queryKeys(ctx, tx, marked, raiseForReview, arg, tx.now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raise for review: %w", err)
+	}
+	out := make([]string, 0, len(marked))
+	for _, k := range keys {
+		if marked[k] {
+			out = append(out, k)
+			delete(marked, k)
+		}
+	}
+	return out, nil
 }
 
 // Get returns one operation.
@@ -907,7 +979,7 @@ func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, er
 			return nil, fmt.Errorf("attempts %s: %w", key, err)
 		}
 		a.StartedAt, a.FinishedAt = fromMS(started), fromNullMS(finished)
-		a.Outcome = journal.Status(outcome)
+		a.Outcome = journal.AttemptOutcome(outcome)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

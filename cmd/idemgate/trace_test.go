@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
+)
+
+// TestResolveWinsAndTraceKeepsTheHistory: an unknown operation that three
+// lookup rounds could not settle was raised for review and is held between
+// rounds; `idemgate resolve` takes it over anyway, and `idemgate trace`
+// (text and --json) still shows the rounds it had and when it was raised.
+// A live execute is refused unless --force.
+func TestResolveWinsAndTraceKeepsTheHistory(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn, postgres.Config{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	claim := func(key, owner string, ttl time.Duration) journal.Claim {
+		c, err := journal.ClaimOne(ctx, st, journal.ClaimRequest{Key: key, OperationType: "crm.task.create", RequestHash: "h",
+			TargetSystem: "crm", EventID: "evt", Owner: owner, LeaseTTL: ttl})
+		require.NoError(t, err)
+		return c
+	}
+	const key = "test:crm.task.create:evt-history:v1"
+	c := claim(key, "w1", time.Minute)
+	require.NoError(t, journal.CompleteOne(ctx, st, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusUnknown,
+		ErrorCode: "timeout_after_request_sent"}))
+	for round := range 3 {
+		c = claim(key, "reconciler", time.Minute)
+		require.Equal(t, journal.Reconcile, c.Decision)
+		hold := time.Duration(0)
+		if round == 2 {
+			hold = time.Hour // held until the next lookup round
+		}
+		require.NoError(t, journal.CompleteOne(ctx, st, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusUnknown,
+			Reconciled: true, ErrorCode: "timeout_after_request_sent", HoldFor: hold}))
+	}
+	raised, err := st.RaiseForReview(ctx, []string{key})
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, raised)
+
+	args := func(a ...string) []string {
+		return append(a, "--journal-url", dsn, "--env", "test", "--nats-url", "nats://127.0.0.1:1")
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run(ctx, args("resolve", key, "--as", "succeeded", "--object", "task-42",
+		"--evidence", "task 42 found in the portal", "--operator", "alice"), &out, &errb), errb.String())
+	require.Contains(t, out.String(), key+" resolved as succeeded by alice")
+	require.Contains(t, out.String(), "result not published", "no NATS here: the next delivery replays it")
+
+	out.Reset()
+	require.Equal(t, exitOK, run(ctx, args("trace", key), &out, &errb), errb.String())
+	require.Regexp(t, `(?m)^status\s+succeeded$`, out.String())
+	require.Contains(t, out.String(), "reconcile rounds 0 (3 in all)")
+	require.Contains(t, out.String(), "review     raised for an operator at ")
+	require.Regexp(t, `(?m)^\d+\s+operator\s+alice\s.*succeeded\s.*task 42 found in the portal$`, out.String())
+
+	out.Reset()
+	require.Equal(t, exitOK, run(ctx, args("trace", key, "--json"), &out, &errb), errb.String())
+	var tr struct {
+		Operation journal.Record    `json:"operation"`
+		Attempts  []journal.Attempt `json:"attempts"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &tr), out.String())
+	require.Equal(t, 3, tr.Operation.ReconcileRoundsTotal)
+	require.Zero(t, tr.Operation.ReconcileRounds)
+	require.False(t, tr.Operation.RaisedAt.IsZero())
+	require.True(t, tr.Operation.EffectPossible)
+	for _, a := range tr.Attempts {
+		require.True(t, a.Outcome.Valid(), "every attempt is closed: %+v", a)
+	}
+
+	// A live execute: refused, then forced.
+	const live = "test:crm.task.create:evt-live:v1"
+	claim(live, "w1", time.Hour)
+	out.Reset()
+	errb.Reset()
+	require.Equal(t, 1, run(ctx, args("resolve", live, "--as", "failed_final", "--evidence", "cancelled", "--operator", "bob"), &out, &errb))
+	require.Contains(t, errb.String(), "w1 is executing it")
+	out.Reset()
+	require.Equal(t, exitOK, run(ctx, args("resolve", live, "--as", "failed_final", "--evidence", "cancelled", "--operator", "bob", "--force"), &out, &errb), errb.String())
+	require.Contains(t, out.String(), live+" resolved as failed_final by bob")
+}

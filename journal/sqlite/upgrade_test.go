@@ -1,0 +1,76 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/sqlite"
+	"github.com/idemgate/idemgate/migrations"
+)
+
+// TestUpgradeClosesAbandonedAttempts: a journal written by version 1 holds
+// an attempt its worker never closed under a token that was taken over since
+// (the worker was killed), and an unknown operation with lookup rounds.
+// Migration 2 closes the superseded attempt as abandoned, leaves the current
+// one open, keeps the rounds as history and marks the effect as possible.
+func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	require.NoError(t, err)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite())
+	require.NoError(t, err)
+	_, err = p.UpTo(ctx, 1)
+	require.NoError(t, err)
+	const key = "test:payment.charge:upgrade:v1"
+	_, err = db.ExecContext(ctx, `INSERT INTO agent_operation_log
+		(operation_key, operation_type, request_hash, status, target_system, lease_owner, lease_token, reconcile_rounds)
+		VALUES (?1, 'payment.charge', 'h', 'unknown', 'payments', 'rec', 3, 2)`, key)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO agent_operation_attempts
+		(operation_key, attempt, lease_token, worker, kind, finished_at, outcome) VALUES
+		(?1, 1, 1, 'killed', 'execute', NULL, NULL),
+		(?1, 1, 2, 'rec', 'reconcile', 1700000000000, 'unknown'),
+		(?1, 1, 3, 'rec', 'reconcile', NULL, NULL)`, key)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	applied, err := sqlite.Migrate(ctx, path, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, applied)
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	atts, err := s.Attempts(ctx, key)
+	require.NoError(t, err)
+	require.Len(t, atts, 3)
+	require.Equal(t, journal.OutcomeAbandoned, atts[0].Outcome)
+	require.False(t, atts[0].FinishedAt.IsZero())
+	require.Equal(t, journal.OutcomeUnknown, atts[1].Outcome)
+	require.Empty(t, atts[2].Outcome, "the current lease's attempt stays open")
+	rec, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	require.True(t, rec.EffectPossible)
+	require.Equal(t, 2, rec.ReconcileRoundsTotal)
+	// The closed set is enforced.
+	_, err = s.Complete(ctx, []journal.Completion{{Key: key, Token: 3, Status: journal.StatusSucceeded, TargetObjectID: "pay_1"}})
+	require.NoError(t, err)
+	w, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.ExecContext(ctx, `UPDATE agent_operation_attempts SET outcome = 'lost' WHERE operation_key = ?1`, key)
+	require.ErrorContains(t, err, "CHECK")
+	// And Down restores version 1.
+	s.Close()
+	down, err := goose.NewProvider(goose.DialectSQLite3, w, migrations.SQLite())
+	require.NoError(t, err)
+	_, err = down.DownTo(ctx, 1)
+	require.NoError(t, err)
+}
