@@ -363,6 +363,29 @@ type Store interface {
 	Close()
 }
 
+// Repeat decides a later request for a key that an earlier request of the
+// same batch already decided (first): one decision per key and batch, but
+// each request's own content still counts. A request whose hash differs from
+// the row's is a conflict, whatever the first one saw; one that matches the
+// row after a first that conflicted is decided on the row as it stands (a
+// replay, or in progress: a row that needs a claim comes back by
+// redelivery); otherwise it sees what the first saw, a lease the first took
+// being in progress.
+func Repeat(r ClaimRequest, first Claim) Claim {
+	rec := first.Record
+	switch {
+	case r.RequestHash != rec.RequestHash:
+		return Claim{Decision: Conflict, Record: rec, Now: first.Now}
+	case first.Decision == Conflict && rec.Status == StatusSucceeded:
+		return Claim{Decision: ReplaySucceeded, Record: rec, Now: first.Now}
+	case first.Decision == Conflict && rec.Status == StatusFailedFinal:
+		return Claim{Decision: ReplayFailed, Record: rec, Now: first.Now}
+	case first.Decision == Conflict || first.Owns():
+		return Claim{Decision: InProgress, Record: rec, Now: first.Now}
+	}
+	return first
+}
+
 // ClaimOne claims a single key.
 func ClaimOne(ctx context.Context, s Store, r ClaimRequest) (Claim, error) {
 	cs, err := s.Claim(ctx, []ClaimRequest{r})

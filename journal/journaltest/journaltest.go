@@ -377,6 +377,36 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.ErrorIs(t, errs[3], journal.ErrIllegalTransition)
 	})
 
+	t.Run("BatchDuplicatesKeepTheirOwnContent", func(t *testing.T) {
+		// Copies of one intent in one batch are decided once, but a copy
+		// with other content is a conflict whatever the first copy saw.
+		t.Parallel()
+		s := newStore(t)
+		kNew, kDone, kLive := key(t), key(t), key(t)
+		c := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, c.Token, journal.StatusSucceeded)))
+		claim(t, s, req(kLive, hashA, owner, 30*time.Second))
+		batch := []journal.ClaimRequest{
+			req(kNew, hashA, other, 30*time.Second),
+			req(kNew, hashB, other, 30*time.Second), // other content, same key, new row
+			req(kNew, hashA, other, 30*time.Second),
+			req(kDone, hashB, other, 30*time.Second), // the first copy conflicts...
+			req(kDone, hashA, other, 30*time.Second), // ...this one replays
+			req(kDone, hashB, other, 30*time.Second),
+			req(kLive, hashA, other, 30*time.Second),
+			req(kLive, hashB, other, 30*time.Second),
+		}
+		got, err := s.Claim(ctx(t), batch)
+		require.NoError(t, err)
+		want := []journal.Decision{journal.Execute, journal.Conflict, journal.InProgress,
+			journal.Conflict, journal.ReplaySucceeded, journal.Conflict, journal.InProgress, journal.Conflict}
+		for i, w := range want {
+			require.Equal(t, w, got[i].Decision, "item %d (%s, hash %.1s)", i, batch[i].Key, batch[i].RequestHash)
+			require.Equal(t, batch[i].Key, got[i].Record.Key, "results align with requests")
+		}
+		require.Equal(t, hashA, got[1].Record.RequestHash, "a conflict carries the row's fingerprint")
+	})
+
 	t.Run("AttemptsTrailIsComplete", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

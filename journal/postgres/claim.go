@@ -39,7 +39,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	// Sorted by key, so that concurrent batches lock rows in one order and a
 	// returned key's place is found by binary search. The sort is stable: of
 	// equal keys the first comes first, and it alone is decided; later
-	// duplicates see its lease as in progress.
+	// duplicates follow journal.Repeat.
 	order := byKey(len(reqs), func(i int) string { return reqs[i].Key })
 	pending := make([]int, 0, len(order))
 	dups := false
@@ -76,10 +76,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 				first = i
 				continue
 			}
-			out[i] = out[first]
-			if out[first].Owns() {
-				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[first].Record, Now: out[first].Now}
-			}
+			out[i] = journal.Repeat(reqs[i], out[first])
 		}
 	}
 	return out, nil

@@ -313,8 +313,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 			return nil, err
 		}
 	}
-	// One decision per key: later duplicates of a key in the batch see the
-	// first one's lease as in progress.
+	// One decision per key: later duplicates of a key in the batch follow
+	// journal.Repeat.
 	first := make(map[string]int, len(reqs))
 	pending := make([]int, 0, len(reqs))
 	for i, r := range reqs {
@@ -350,10 +350,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 
 	for i, r := range reqs {
 		if j := first[r.Key]; j != i {
-			out[i] = out[j]
-			if out[j].Owns() {
-				out[i] = journal.Claim{Decision: journal.InProgress, Record: out[j].Record, Now: out[j].Now}
-			}
+			out[i] = journal.Repeat(r, out[j])
 		}
 	}
 	return out, nil
