@@ -343,12 +343,13 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 	switch op.Type {
 	case OpCharge:
 	case OpRefund:
-		pid := op.String("payment_id")
-		if pid == "" {
-			return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("payment_id is required"))
-		}
+		// The payment narrows the scan when the command is at hand; the
+		// reconciler has only the key, and the refunds list filters by
+		// payment only optionally.
 		path = "/v3/refunds"
-		q.Set("payment_id", pid)
+		if pid := op.String("payment_id"); pid != "" {
+			q.Set("payment_id", pid)
+		}
 	default:
 		return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}

@@ -186,6 +186,19 @@ func TestRefund(t *testing.T) {
 	require.Equal(t, yookassa.StatusSucceeded, lr.Outcome.BusinessStatus)
 	require.Equal(t, paid.ObjectID, lr.Outcome.Details["payment_id"])
 
+	// The reconciler has the key alone (the journal keeps no payload): the
+	// refund is still found, among the refunds of every payment.
+	other, err := b.a.Execute(ctx(t), charge(adaptertest.Intent("pay"), "pm-saved-1", 5000, "RUB"))
+	require.NoError(t, err)
+	_, err = b.a.Execute(ctx(t), refund(adaptertest.Intent("refund"), other.ObjectID, 1000))
+	require.NoError(t, err)
+	keyOnly := op
+	keyOnly.Fields = nil
+	kr, err := b.a.Lookup(ctx(t), keyOnly)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, kr.Status)
+	require.Equal(t, lr.Outcome.ObjectID, kr.Outcome.ObjectID)
+
 	out, err := b.a.Execute(ctx(t), op)
 	require.NoError(t, err)
 	require.Equal(t, lr.Outcome.ObjectID, out.ObjectID)
