@@ -57,7 +57,7 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 	cons, err := consumer.Ensure(context.Background(), b.js, b.ncfg)
 	require.NoError(t, err)
 	w, err := worker.New(worker.Config{Owner: "w1", LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second,
-		Retry: worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxElapsed: 2 * time.Second}},
+		Retry: worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxElapsed: 2 * time.Second, InLease: time.Second}},
 		b.ncfg, worker.Deps{
 			Store: b.store, JS: b.js, NC: b.nc, Consumer: cons, Decoder: &operation.Decoder{Env: "test"},
 			Adapters: map[string]adapters.Adapter{"crm.task.create": a},
