@@ -133,7 +133,9 @@ func orEvent(key, event string) string {
 // PublishAndWait sends a command and waits for its final result (succeeded,
 // failed_final, conflict or rejected); pending results are passed to
 // onPending when it is not nil. key is the operation key the daemon derives,
-// used to recognise the result when the command was a duplicate. A missing
+// used to recognise the result when the command was a duplicate: JetStream
+// already held its event id, so the daemon does not see it again, and it is
+// answered with the earlier command's result, marked Replayed. A missing
 // stream is ErrNoStream; a context that ends first is a *WaitError.
 func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key string, onPending func(operation.Result)) (operation.Result, error) {
 	results := make(chan operation.Result, 16)
@@ -190,6 +192,7 @@ func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key 
 			return r, nil
 		case r := <-results:
 			if r.Status != operation.ResultPending {
+				r.Replayed = r.Replayed || ack.Duplicate
 				return r, nil
 			}
 			pending = &r

@@ -28,7 +28,7 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
-// TestConfigFileSearch: without --config or IDEMGATE_CONFIG, the file is
+// TestConfigFileSearch: the file is --config, else $IDEMGATE_CONFIG, else
 // ./idemgate.yaml (or .yml), then <user config dir>/idemgate/config.yaml,
 // then /etc/idemgate/config.yaml — never an extensionless ./idemgate, which
 // is the binary itself when it is started from its own folder.
@@ -58,6 +58,15 @@ func TestConfigFileSearch(t *testing.T) {
 	c, err = loadConfig(flagsWith(t))
 	require.NoError(t, err)
 	require.Equal(t, "fromyaml", c.Env, "./idemgate.yaml before .yml")
+
+	named := writeConfig(t, "env: fromenvvar\n")
+	t.Setenv("IDEMGATE_CONFIG", named)
+	c, err = loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	require.Equal(t, "fromenvvar", c.Env, "$IDEMGATE_CONFIG before the search")
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "env: fromflag\n")))
+	require.NoError(t, err)
+	require.Equal(t, "fromflag", c.Env, "--config first")
 	require.Equal(t, []string{"idemgate.yaml", "idemgate.yml",
 		filepath.Join(xdg, "idemgate", "config.yaml"), filepath.Join(xdg, "idemgate", "config.yml"),
 		"/etc/idemgate/config.yaml", "/etc/idemgate/config.yml"}, configCandidates())
