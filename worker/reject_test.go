@@ -60,13 +60,14 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 		body                 []byte
 		code                 operation.DecodeCode
 		eventID              string // expected event_id in the result
+		field                string // the field the reason names, if one
 	}{
 		{name: "not json", subject: "payment.charge", msgID: "evt-notjson", body: []byte(`{"event_id":"evt-notjson",`),
 			code: operation.CodeNotJSON, eventID: "evt-notjson"},
 		{name: "not json, secret msg id", subject: "payment.charge", msgID: secret, body: []byte(`[` + secret),
 			code: operation.CodeNotJSON},
 		{name: "missing event_id", subject: "payment.charge", body: charge(`"key_version":"v1"`),
-			code: operation.CodeMissingField},
+			code: operation.CodeMissingField, field: "event_id"},
 		{name: "unknown operation", subject: "payment.teleport", msgID: "evt-teleport",
 			body: []byte(`{"event_id":"evt-teleport","operation":"payment.teleport","payload":{}}`),
 			code: operation.CodeUnknownOperation, eventID: "evt-teleport"},
@@ -74,9 +75,9 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 			body: []byte(`{"event_id":"evt-opname","operation":"` + secret + `","payload":{}}`),
 			code: operation.CodeUnknownOperation, eventID: "evt-opname"},
 		{name: "card number in intent_id", subject: "payment.charge", msgID: "evt-card",
-			body: charge(`"event_id":"evt-card","intent_id":"order-` + card + `"`), code: operation.CodeBadKey, eventID: "evt-card"},
+			body: charge(`"event_id":"evt-card","intent_id":"order-` + card + `"`), code: operation.CodeBadKey, eventID: "evt-card", field: "intent_id"},
 		{name: "secret in intent_id", subject: "payment.charge", msgID: "evt-sk",
-			body: charge(`"event_id":"evt-sk","intent_id":"` + secret + `"`), code: operation.CodeBadKey, eventID: "evt-sk"},
+			body: charge(`"event_id":"evt-sk","intent_id":"` + secret + `"`), code: operation.CodeBadKey, eventID: "evt-sk", field: "intent_id"},
 		{name: "1 MB body", subject: "payment.charge", msgID: "evt-big", body: []byte(big),
 			code: operation.CodeTooLarge, eventID: "evt-big"},
 	}
@@ -148,6 +149,9 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 				require.Equal(t, tc.eventID, r.EventID)
 				require.Empty(t, r.OperationKey)
 				require.NotEmpty(t, r.Reason)
+				if tc.field != "" {
+					require.Contains(t, r.Reason, tc.field, "the reason names the field")
+				}
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,13 +24,32 @@ import (
 // if missing), a repeat adds none, and the command stops on cancel.
 func TestIngestCommand(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t)
+	for _, natsKey := range []string{"url", "embedded_addr"} {
+		t.Run(natsKey, func(t *testing.T) {
+			t.Parallel()
+			ns := natstest.Start(t)
+			at := ns.URL()
+			if natsKey == "embedded_addr" {
+				at = strings.TrimPrefix(at, "nats://") // where a running daemon serves its embedded NATS
+			}
+			testIngestCommand(t, ns, fmt.Sprintf("nats: {%s: %q}\n", natsKey, at))
+		})
+	}
+	t.Run("no sources", func(t *testing.T) {
+		t.Parallel()
+		code, _, stderr := runTool(t, "ingest", "--config", writeConfig(t, "env: test\n"))
+		require.Equal(t, exitConfig, code)
+		require.Contains(t, stderr, "ingest.sources")
+	})
+}
+
+func testIngestCommand(t *testing.T, ns *natstest.Server, natsYAML string) {
 	_, js := ns.Connect(t)
 	addr := freeAddr(t)
 	const secret = "whsec_test_ingest_cmd"
 	p := writeConfig(t, fmt.Sprintf(`
 env: test
-nats: {url: %q}
+%s
 ingest:
   addr: %q
   sources:
@@ -43,7 +63,7 @@ ingest:
           payload:
             - {field: title, value: "Call the customer"}
             - {field: responsible_id, value: "7"}
-`, ns.URL(), addr, secret))
+`, natsYAML, addr, secret))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr lockedWriter

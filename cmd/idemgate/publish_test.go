@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -91,6 +92,12 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		require.Contains(t, stderr, "pending: test:payment.charge:evt-pending:v1")
 		require.Contains(t, stderr, "still pending")
 		require.Contains(t, stderr, "test:payment.charge:evt-pending:v1")
+	})
+	t.Run("default timeout", func(t *testing.T) {
+		t.Parallel()
+		publish, _, err := newRoot(io.Discard, io.Discard).Find([]string{"publish"})
+		require.NoError(t, err)
+		require.Equal(t, "30s", publish.Flags().Lookup("timeout").DefValue, "as the README says")
 	})
 	t.Run("invalid command", func(t *testing.T) {
 		t.Parallel()

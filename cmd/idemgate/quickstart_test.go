@@ -107,6 +107,19 @@ func TestReadmeQuickStart(t *testing.T) {
 			require.Contains(t, out.String(), "status     succeeded")
 		}
 	}
+	// resolve reads the same journal: it finds the key and refuses (the
+	// operation succeeded, it is not unknown), where another journal would
+	// not know the key (exit 4).
+	var published string
+	for _, step := range steps[2:] {
+		if step[0] == "trace" {
+			published = step[1]
+		}
+	}
+	code, _, stderr := runTool(t, "resolve", published, "--as", "failed_final", "--evidence", "checked", "--operator", "test")
+	require.NotEqual(t, exitUnknown, code, stderr)
+	require.NotEqual(t, exitOK, code, stderr)
+	require.Contains(t, stderr, "(status succeeded)")
 	cancel()
 	require.Equal(t, exitOK, <-done, logs.String())
 }
