@@ -1,5 +1,5 @@
 // Command idemgate is the idemgate daemon and its tools: run, migrate,
-// publish, trace, resolve, reconcile, ingest, sandbox and demo.
+// publish, trace, resolve, reconcile, ingest, sandbox, demo and version.
 package main
 
 import (
