@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,13 @@ const (
 	CommandPrefix = "idemgate.cmd."
 	ResultPrefix  = "idemgate.res."
 )
+
+// RejectedSubject carries the rejected results of commands no operation key
+// could be derived for (not JSON, too large, no event id, unknown operation,
+// an intent id holding a card number or a secret). It is inside the results
+// stream's idemgate.res.>, and no operation can be named "_rejected" (names
+// start with a letter or digit), so it never mixes with a type's results.
+const RejectedSubject = ResultPrefix + "_rejected"
 
 // Config describes the streams and the durable consumer. Zero fields take the
 // defaults documented on each field (see WithDefaults).
@@ -255,27 +263,49 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 // CommandSubject is the subject of a command for an operation type.
 func CommandSubject(opType string) string { return CommandPrefix + opType }
 
-// ResultSubject is the subject of a result for an operation type.
+// ResultSubject is the subject of a result for an operation type; a result
+// without one (a command rejected before its operation was known) goes to
+// RejectedSubject.
 func ResultSubject(opType string) string {
 	if opType == "" {
-		opType = "unknown"
+		return RejectedSubject
 	}
 	return ResultPrefix + opType
 }
 
-// ResultMsgID is the deduplication id of a result: <key>:<status>.
-func ResultMsgID(r operation.Result) string { return r.OperationKey + ":" + string(r.Status) }
+// ResultMsgID is the deduplication id of a result: <key>:<status>. A
+// rejected result without a key is identified by its command's stream
+// sequence, _rejected:<command_seq>, so that a redelivered command's
+// rejection is published once; "" when neither is known.
+func ResultMsgID(r operation.Result) string {
+	if r.OperationKey == "" {
+		if r.CommandSeq == 0 {
+			return ""
+		}
+		return "_rejected:" + strconv.FormatUint(r.CommandSeq, 10)
+	}
+	return r.OperationKey + ":" + string(r.Status)
+}
 
-// ResultMsg builds the message that publishes r.
+// ResultMsg builds the message that publishes r: on idemgate.res.<operation>,
+// or on RejectedSubject when r has no operation key.
 func ResultMsg(r operation.Result) (*nats.Msg, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode result %s: %w", r.OperationKey, err)
 	}
-	m := nats.NewMsg(ResultSubject(r.Operation))
+	subject := ResultSubject(r.Operation)
+	if r.OperationKey == "" {
+		subject = RejectedSubject
+	}
+	m := nats.NewMsg(subject)
 	m.Data = body
-	m.Header.Set(HeaderMsgID, ResultMsgID(r))
-	m.Header.Set(HeaderOperationKey, r.OperationKey)
+	if id := ResultMsgID(r); id != "" {
+		m.Header.Set(HeaderMsgID, id)
+	}
+	if r.OperationKey != "" {
+		m.Header.Set(HeaderOperationKey, r.OperationKey)
+	}
 	return m, nil
 }
 

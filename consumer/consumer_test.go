@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/consumer/natstest"
+	"github.com/idemgate/idemgate/operation"
 )
 
 // TestEnsureIsStableAndConcurrent: replicas start together and call Ensure
@@ -56,4 +58,50 @@ func TestEnsureIsStableAndConcurrent(t *testing.T) {
 	st, err := js.Stream(ctx, c.CommandsStream)
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Minute, st.CachedInfo().Config.Duplicates)
+}
+
+// TestRejectedResultWithoutKey: a rejected result no key could be derived for
+// goes to idemgate.res._rejected — inside the results stream — identified by
+// its command's stream sequence, so the rejection of a redelivered command is
+// stored once; a keyed result keeps its operation's subject and <key>:<status>.
+func TestRejectedResultWithoutKey(t *testing.T) {
+	ns := natstest.Start(t)
+	_, js := ns.Connect(t)
+	c := Config{}.WithDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Ensure(ctx, js, c)
+	require.NoError(t, err)
+
+	r := operation.Result{Status: operation.ResultRejected, ErrorCode: "not_json", Reason: "rejected command: not_json", CommandSeq: 42}
+	m, err := ResultMsg(r)
+	require.NoError(t, err)
+	require.Equal(t, RejectedSubject, m.Subject)
+	require.Equal(t, "_rejected:42", m.Header.Get(HeaderMsgID))
+	require.Empty(t, m.Header.Get(HeaderOperationKey))
+	first, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err, "the results stream takes %s", RejectedSubject)
+	require.Equal(t, c.ResultsStream, first.Stream)
+	again, err := ResultMsg(r) // the same command, redelivered and rejected again
+	require.NoError(t, err)
+	second, err := js.PublishMsg(ctx, again)
+	require.NoError(t, err)
+	require.True(t, second.Duplicate, "a redelivered rejection is stored once")
+	other := r
+	other.CommandSeq = 43
+	m3, err := ResultMsg(other)
+	require.NoError(t, err)
+	third, err := js.PublishMsg(ctx, m3)
+	require.NoError(t, err)
+	require.False(t, third.Duplicate, "another command's rejection is its own")
+
+	keyed := operation.Result{OperationKey: "test:payment.charge:evt-1:v1", Operation: "payment.charge",
+		Status: operation.ResultRejected, CommandSeq: 44}
+	km, err := ResultMsg(keyed)
+	require.NoError(t, err)
+	require.Equal(t, "idemgate.res.payment.charge", km.Subject)
+	require.Equal(t, "test:payment.charge:evt-1:v1:rejected", km.Header.Get(HeaderMsgID))
+
+	// No registered operation can share the subject.
+	require.Error(t, operation.ValidateOperationName(strings.TrimPrefix(RejectedSubject, ResultPrefix)))
 }

@@ -313,12 +313,9 @@ func (c *cluster) traceJSON(key string) (journal.Record, []journal.Attempt) {
 	c.t.Helper()
 	out, err := c.tool("e2e-trace", "trace", key, "--json")
 	require.NoError(c.t, err)
-	var tr struct {
-		Operation journal.Record    `json:"operation"`
-		Attempts  []journal.Attempt `json:"attempts"`
-	}
-	require.NoError(c.t, json.Unmarshal([]byte(out), &tr), out)
-	return tr.Operation, tr.Attempts
+	rec, atts, err := decodeTrace([]byte(out))
+	require.NoError(c.t, err, out)
+	return rec, atts
 }
 
 // command builds the command of an intent.

@@ -73,4 +73,8 @@ type Result struct {
 	Reason         string          `json:"reason,omitempty"`
 	Attempts       int             `json:"attempts"`
 	Replayed       bool            `json:"replayed"`
+	// CommandSeq is, on a rejected result, the command's sequence in the
+	// commands stream: the one handle on a command no key could be derived
+	// for.
+	CommandSeq uint64 `json:"command_seq,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,6 +63,22 @@ func (c *Client) msg(cmd operation.Command, replyTo string) (*nats.Msg, error) {
 	return m, nil
 }
 
+// ErrNoStream: no JetStream stream takes commands on the command's subject
+// (the daemon creates the streams when it starts).
+var ErrNoStream = errors.New("no JetStream stream takes this command's subject; `idemgate run` creates the streams when it starts")
+
+// publish sends m and names a missing stream as such.
+func (c *Client) publish(ctx context.Context, cmd operation.Command, m *nats.Msg) (*jetstream.PubAck, error) {
+	ack, err := c.js.PublishMsg(ctx, m)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return nil, fmt.Errorf("publish %s on %s: %w", cmd.EventID, m.Subject, ErrNoStream)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", cmd.EventID, err)
+	}
+	return ack, nil
+}
+
 // Publish sends a command; PubAck.Duplicate tells that JetStream already
 // holds a command with this event id (within its duplicate window).
 func (c *Client) Publish(ctx context.Context, cmd operation.Command) (*jetstream.PubAck, error) {
@@ -69,17 +86,57 @@ func (c *Client) Publish(ctx context.Context, cmd operation.Command) (*jetstream
 	if err != nil {
 		return nil, err
 	}
-	ack, err := c.js.PublishMsg(ctx, m)
-	if err != nil {
-		return nil, fmt.Errorf("publish %s: %w", cmd.EventID, err)
+	return c.publish(ctx, cmd, m)
+}
+
+// WaitError: the command was stored but no final result arrived before the
+// context ended. The daemon may be stopped, have no route for the operation,
+// or still be settling the outcome (Pending).
+type WaitError struct {
+	// Key is the operation key the result was awaited for ("" if not given).
+	Key string
+	// EventID is the command's event id.
+	EventID string
+	// Stream and Seq locate the stored command; Duplicate tells that
+	// JetStream already held it.
+	Stream    string
+	Seq       uint64
+	Duplicate bool
+	// Pending is the last pending result received, if any.
+	Pending *operation.Result
+	// Err is the context's error.
+	Err error
+}
+
+func (e *WaitError) Error() string {
+	what := "no result"
+	if e.Pending != nil {
+		what = "still pending (the outcome is being settled; a final result follows)"
 	}
-	return ack, nil
+	held := "stored as"
+	if e.Duplicate {
+		held = "already held (a duplicate event id) as"
+	}
+	return fmt.Sprintf("%s for %s (event %s): the command is %s %s sequence %d; it is answered once a daemon serving its operation runs: %v",
+		what, orEvent(e.Key, e.EventID), e.EventID, held, e.Stream, e.Seq, e.Err)
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+func orEvent(key, event string) string {
+	if key != "" {
+		return key
+	}
+	return event
 }
 
 // PublishAndWait sends a command and waits for its final result (succeeded,
 // failed_final, conflict or rejected); pending results are passed to
 // onPending when it is not nil. key is the operation key the daemon derives,
-// used to recognise the result when the command was a duplicate.
+// used to recognise the result when the command was a duplicate: JetStream
+// already held its event id, so the daemon does not see it again, and it is
+// answered with the earlier command's result, marked Replayed. A missing
+// stream is ErrNoStream; a context that ends first is a *WaitError.
 func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key string, onPending func(operation.Result)) (operation.Result, error) {
 	results := make(chan operation.Result, 16)
 	inbox := c.nc.NewRespInbox()
@@ -111,68 +168,90 @@ func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key 
 	if err != nil {
 		return operation.Result{}, err
 	}
-	ack, err := c.js.PublishMsg(ctx, m)
+	ack, err := c.publish(ctx, cmd, m)
 	if err != nil {
-		return operation.Result{}, fmt.Errorf("publish %s: %w", cmd.EventID, err)
+		return operation.Result{}, err
 	}
+	stored := make(chan operation.Result, 1)
 	if ack.Duplicate && key != "" {
-		// JetStream already held this command: its result may be out already.
-		if r, ok := c.lastResult(ctx, cmd.Operation, key); ok {
-			return r, nil
-		}
+		// JetStream already held this command: the daemon will not answer
+		// this publish. Its result is in the results stream, or about to be.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			c.watchStored(wctx, ack.Stream, cmd.Operation, key, stored)
+		}()
 	}
+	var pending *operation.Result
 	for {
 		select {
+		case r := <-stored:
+			return r, nil
 		case r := <-results:
 			if r.Status != operation.ResultPending {
+				r.Replayed = r.Replayed || ack.Duplicate
 				return r, nil
 			}
+			pending = &r
 			if onPending != nil {
 				onPending(r)
 			}
 		case <-ctx.Done():
-			return operation.Result{}, fmt.Errorf("waiting for the result of %s: %w", cmd.EventID, ctx.Err())
+			return operation.Result{}, &WaitError{Key: key, EventID: cmd.EventID, Stream: ack.Stream, Seq: ack.Sequence,
+				Duplicate: ack.Duplicate, Pending: pending, Err: ctx.Err()}
 		}
 	}
 }
 
-// lastResult scans the results stream for the newest final result of key.
-func (c *Client) lastResult(ctx context.Context, opType, key string) (operation.Result, bool) {
+// storedResultsSlack is added to the duplicate window when looking back for
+// a duplicate's result: clocks of the server and this host may differ.
+const storedResultsSlack = time.Minute
+
+// watchStored reads the results stream for the first final result of key
+// and sends it (marked replayed) to out. It reads what is stored and what
+// is stored while it runs, so a result published just before or after the
+// duplicate is found either way. It looks back only as far as a duplicate
+// can be: the commands stream's duplicate window.
+func (c *Client) watchStored(ctx context.Context, commandsStream, opType, key string, out chan<- operation.Result) {
+	since := time.Now().Add(-24 * time.Hour)
+	if st, err := c.js.Stream(ctx, commandsStream); err == nil {
+		since = time.Now().Add(-st.CachedInfo().Config.Duplicates - storedResultsSlack)
+	}
 	oc, err := c.js.OrderedConsumer(ctx, c.resultsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{consumer.ResultSubject(opType)},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &since,
 	})
 	if err != nil {
-		return operation.Result{}, false
+		return
 	}
-	info, err := oc.Info(ctx)
-	if err != nil || info.NumPending == 0 {
-		return operation.Result{}, false
+	it, err := oc.Messages()
+	if err != nil {
+		return
 	}
-	var found operation.Result
-	var ok bool
-	for remaining := info.NumPending; remaining > 0; {
-		batch, err := oc.Fetch(int(min(remaining, 500)))
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		m, err := it.Next()
 		if err != nil {
-			break
+			return
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if m.Headers().Get(consumer.HeaderOperationKey) != key {
-				continue
-			}
-			var r operation.Result
-			if json.Unmarshal(m.Data(), &r) == nil && r.Status != operation.ResultPending {
-				found, ok = r, true
-			}
+		if m.Headers().Get(consumer.HeaderOperationKey) != key {
+			continue
 		}
-		if n == 0 {
-			break
+		var r operation.Result
+		if json.Unmarshal(m.Data(), &r) != nil || r.Status == operation.ResultPending {
+			continue
 		}
-		remaining -= uint64(n)
+		r.Replayed = true
+		select {
+		case out <- r:
+		case <-ctx.Done():
+		}
+		return
 	}
-	if ok {
-		found.Replayed = true
-	}
-	return found, ok
 }

@@ -755,39 +755,47 @@ func (w *Worker) nak(j *job, delay time.Duration) {
 	w.done(j)
 }
 
-// reject terminates an undecodable command after publishing a rejected
-// result where a key could be derived. The payload is never logged.
+// reject terminates an undecodable command after publishing its rejected
+// result: on idemgate.res.<operation> when a key could be derived, else on
+// consumer.RejectedSubject under the command's stream sequence, and to the
+// command's reply subject either way. Every command gets an answer. Nothing
+// in the result or the log quotes the command: the reason names fields only
+// (operation.DecodeError), and event_id and the subject appear only when they
+// passed the key rules. The command is terminated only once the result is
+// published; a failed publish brings it back.
 func (w *Worker) reject(j *job, err error) {
 	w.m.rejected.Inc()
 	var de *operation.DecodeError
 	if !errors.As(err, &de) {
 		de = &operation.DecodeError{Code: operation.CodeNotJSON, Msg: "undecodable command"}
 	}
-	seq := uint64(0)
+	r := de.RejectedResult()
 	if md, mdErr := j.msg.Metadata(); mdErr == nil {
-		seq = md.Sequence.Stream
+		r.CommandSeq = md.Sequence.Stream
 	}
-	w.log.Warn("command rejected", "reason", string(de.Code), "field", de.Field, "detail", de.Msg,
-		"operation_key", de.Key, "event_id", de.EventID, "subject", j.msg.Subject(), "stream_seq", seq)
-	term := func() {
-		if err := j.msg.TermWithReason(string(de.Code)); err != nil {
-			w.log.Warn("term failed", "error", err.Error())
+	if r.EventID == "" && (de.Code == operation.CodeNotJSON || de.Code == operation.CodeTooLarge) {
+		// The envelope was not read; its Nats-Msg-Id is the event id by
+		// contract, and is used when it is a safe one.
+		if id := j.msg.Headers().Get(consumer.HeaderMsgID); operation.ValidateID("event_id", id) == nil {
+			r.EventID = id
 		}
-		w.done(j)
 	}
-	if de.Key == "" {
-		term()
-		return
+	log := w.log.With("reason", string(de.Code), "field", de.Field, "detail", de.Msg,
+		"operation_key", r.OperationKey, "event_id", r.EventID, "stream_seq", r.CommandSeq)
+	if de.Operation != "" && j.msg.Subject() == consumer.CommandSubject(de.Operation) {
+		log = log.With("subject", j.msg.Subject()) // any other subject may hold anything
 	}
-	r := operation.Result{OperationKey: de.Key, EventID: de.EventID, Operation: de.Operation,
-		Status: operation.ResultRejected, ErrorCode: string(de.Code), Reason: de.Error()}
+	log.Warn("command rejected")
 	w.publish(j, r, func(err error) {
 		if err != nil {
-			w.log.Error("rejected result not published; retrying by redelivery", "operation_key", de.Key, "error", err.Error())
+			log.Error("rejected result not published; retrying by redelivery", "error", err.Error())
 			w.nak(j, time.Second)
 			return
 		}
 		w.m.results.WithLabelValues(string(r.Status)).Inc()
-		term()
+		if err := j.msg.TermWithReason(string(de.Code)); err != nil {
+			log.Warn("term failed", "error", err.Error())
+		}
+		w.done(j)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/worker"
@@ -45,130 +47,231 @@ type daemon struct {
 	worker     *worker.Worker
 	reconciler *worker.Reconciler
 	janitor    *worker.Janitor
+	store      journal.Store
 	admin      *http.Server
 	adminAddr  string
+	adminStop  func()
+	registry   *prometheus.Registry
 	ingest     *ingest.Server
 	ready      atomic.Bool
 }
 
+// service is one part of the daemon: started in order, stopped in reverse.
+type service struct {
+	name  string
+	start func() error
+	stop  func()
+}
+
+// startServices starts each service in order. When one fails, those already
+// started are stopped, newest first, before the error returns; otherwise
+// the returned stop does the same at shutdown.
+func startServices(services []service) (stop func(), err error) {
+	var started []service
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			if started[i].stop != nil {
+				started[i].stop()
+			}
+		}
+		started = nil
+	}
+	for _, s := range services {
+		if err := s.start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		started = append(started, s)
+	}
+	return stop, nil
+}
+
+// noRoutesWarning is logged when a daemon serves no operation type.
+const noRoutesWarning = "no routes configured: commands stay in JetStream, unacknowledged, until a replica with a route for their operation serves them (see routes: in the config)"
+
 // runDaemon runs until ctx ends, then drains. started, when set, receives
 // the running daemon.
+//
+// Services start in this order and stop in reverse: journal, NATS (embedded
+// or connected), streams, admin endpoints, worker, reconciler, janitor,
+// webhook ingest. A service that fails to start stops those before it. At
+// shutdown ingest stops first (senders get 503 and retry), the worker drains
+// its in-flight work, and the admin endpoints answer "not ready" until the
+// end.
 func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*daemon)) error {
 	routes, err := buildAdapters(c, log)
 	if err != nil {
 		return configError(err)
 	}
 	if len(routes) == 0 {
-		log.Warn("no routes configured: every command will be rejected as having no adapter (see routes: in the config)")
+		log.Warn(noRoutesWarning)
 	}
-	store, pending, err := openJournal(ctx, c, log, c.Journal.AutoMigrate)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	nc, js, stopNATS, err := natsConn(c, log, true)
-	if err != nil {
-		return err
-	}
-	defer stopNATS()
-	cons, err := consumer.Ensure(ctx, js, c.NATS.Config)
-	if err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
+	d := &daemon{registry: prometheus.NewRegistry()}
+	reg := d.registry
+	var (
+		pending  func(context.Context) (bool, error)
+		nc       *nats.Conn
+		js       jetstream.JetStream
+		cons     jetstream.Consumer
+		stopNATS func()
+	)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := worker.NewMetrics(reg)
-	deps := worker.Deps{
-		Store: store, JS: js, NC: nc, Consumer: cons,
-		Decoder:  &operation.Decoder{Env: c.Env},
-		Adapters: routes, Log: log, Metrics: metrics,
-		Redact: func(r json.RawMessage) json.RawMessage { return redact.JSON(r) },
-	}
-	w, err := worker.New(c.Worker, c.NATS.Config, deps)
-	if err != nil {
-		return configError(err)
-	}
-	rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
-	if err != nil {
-		return configError(err)
-	}
-	jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType}, store, log)
-	if err != nil {
-		return configError(err)
-	}
-	d := &daemon{worker: w, reconciler: rec, janitor: jan}
-	if c.Ingest.Enabled {
-		srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg))
-		if err != nil {
-			return configError(err)
-		}
-		if err := srv.Start(ctx); err != nil {
+	services := []service{
+		{name: "journal", start: func() (err error) {
+			d.store, pending, err = openJournal(ctx, c, log, c.Journal.AutoMigrate)
 			return err
-		}
-		defer srv.Stop()
-		d.ingest = srv
-		log.Info("webhook ingest", "addr", srv.Addr(), "sources", len(c.Ingest.Sources))
-	}
-
-	if c.Admin.Addr != "" {
-		ln, err := net.Listen("tcp", c.Admin.Addr)
-		if err != nil {
-			return fmt.Errorf("admin listener %s: %w", c.Admin.Addr, err)
-		}
-		d.adminAddr = ln.Addr().String()
-		d.admin = &http.Server{Handler: adminHandler(d, nc, pending, reg), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := d.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("admin server", "error", err.Error())
+		}, stop: func() { d.store.Close() }},
+		{name: "nats", start: func() (err error) {
+			nc, js, stopNATS, err = natsConn(c, log, true)
+			return err
+		}, stop: func() { stopNATS() }},
+		{name: "streams", start: func() (err error) {
+			cons, err = consumer.Ensure(ctx, js, c.NATS.Config)
+			return err
+		}},
+		{name: "admin", start: func() error {
+			if c.Admin.Addr == "" {
+				return nil
 			}
-		}()
-		log.Info("admin endpoints", "addr", d.adminAddr, "paths", "/healthz /livez /readyz /metrics")
+			ln, err := net.Listen("tcp", c.Admin.Addr)
+			if err != nil {
+				return fmt.Errorf("listener: %w", err)
+			}
+			d.adminAddr = ln.Addr().String()
+			d.admin = &http.Server{Handler: adminHandler(d, nc, newJournalReadiness(d.store, pending)), ReadHeaderTimeout: 5 * time.Second}
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				if err := d.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("admin server", "error", err.Error())
+				}
+			}()
+			d.adminStop = func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = d.admin.Shutdown(sctx)
+				<-served
+			}
+			log.Info("admin endpoints", "addr", d.adminAddr, "paths", "/healthz /livez /readyz /metrics")
+			return nil
+		}, stop: func() {
+			if d.adminStop != nil {
+				d.adminStop()
+			}
+		}},
+		{name: "worker", start: func() error {
+			deps := worker.Deps{
+				Store: d.store, JS: js, NC: nc, Consumer: cons,
+				Decoder:  &operation.Decoder{Env: c.Env},
+				Adapters: routes, Log: log, Metrics: metrics,
+				Redact: func(r json.RawMessage) json.RawMessage { return redact.JSON(r) },
+			}
+			w, err := worker.New(c.Worker, c.NATS.Config, deps)
+			if err != nil {
+				return configError(err)
+			}
+			rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
+			if err != nil {
+				return configError(err)
+			}
+			jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType}, d.store, log)
+			if err != nil {
+				return configError(err)
+			}
+			d.worker, d.reconciler, d.janitor = w, rec, jan
+			return w.Start(ctx)
+		}, stop: func() { d.worker.Stop() }},
+		{name: "reconciler", start: func() error { return d.reconciler.Start(ctx) }, stop: func() { d.reconciler.Stop() }},
+		{name: "janitor", start: func() error { return d.janitor.Start(ctx) }, stop: func() { d.janitor.Stop() }},
+		{name: "ingest", start: func() error {
+			if !c.Ingest.Enabled {
+				return nil
+			}
+			srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg))
+			if err != nil {
+				return configError(err)
+			}
+			if err := srv.Start(ctx); err != nil {
+				return err
+			}
+			d.ingest = srv
+			log.Info("webhook ingest", "addr", srv.Addr(), "sources", len(c.Ingest.Sources))
+			return nil
+		}, stop: func() {
+			if d.ingest != nil {
+				d.ingest.Stop() // senders get 503 and retry elsewhere or later
+			}
+		}},
 	}
-
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	if err := rec.Start(ctx); err != nil {
-		return err
-	}
-	if err := jan.Start(ctx); err != nil {
+	stop, err := startServices(services)
+	if err != nil {
 		return err
 	}
 	d.ready.Store(true)
-	log.Info("idemgate running", "env", c.Env, "owner", w.Owner(), "routes", len(routes))
+	log.Info("idemgate running", "env", c.Env, "owner", d.worker.Owner(), "routes", len(routes))
 	if started != nil {
 		started(d)
 	}
 	<-ctx.Done()
 
-	// Drain: not ready, stop fetching, let in-flight work finish, never ack
-	// anything unpublished.
+	// Drain: not ready, stop taking webhooks and fetching, let in-flight work
+	// finish, never ack anything unpublished.
 	d.ready.Store(false)
 	log.Info("draining")
-	if d.ingest != nil {
-		d.ingest.Stop() // senders get 503 and retry elsewhere or later
-	}
-	w.Stop()
-	rec.Stop()
-	jan.Stop()
-	if d.admin != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = d.admin.Shutdown(sctx)
-		cancel()
-	}
+	stop()
 	log.Info("stopped")
 	return nil
 }
 
+// readyTimeout bounds one readiness check of the journal: a probe answers
+// "not ready" rather than hang on a journal that does not answer.
+const readyTimeout = 2 * time.Second
+
+// journalReadiness checks that the journal answers (one round trip for its
+// clock) and is migrated. Migrations are checked until they are found
+// applied, then never again: they do not un-apply under a running daemon,
+// and the check builds a migration provider — too much for every probe.
+type journalReadiness struct {
+	store    journal.Store
+	pending  func(context.Context) (bool, error)
+	migrated atomic.Bool
+}
+
+func newJournalReadiness(store journal.Store, pending func(context.Context) (bool, error)) *journalReadiness {
+	return &journalReadiness{store: store, pending: pending}
+}
+
+// check returns why the journal is not ready, or nil.
+func (r *journalReadiness) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if _, err := r.store.Now(ctx); err != nil {
+		return fmt.Errorf("journal unreachable: %w", err)
+	}
+	if r.migrated.Load() {
+		return nil
+	}
+	p, err := r.pending(ctx)
+	if err != nil {
+		return fmt.Errorf("journal migrations unknown: %w", err)
+	}
+	if p {
+		return errors.New("journal migrations pending (idemgate migrate up)")
+	}
+	r.migrated.Store(true)
+	return nil
+}
+
 // adminHandler serves liveness (the process only), readiness (NATS
-// connected, journal migrated, not draining) and metrics.
-func adminHandler(d *daemon, nc *nats.Conn, pending func() (bool, error), reg *prometheus.Registry) http.Handler {
+// connected, journal answering and migrated, not starting or draining) and
+// metrics.
+func adminHandler(d *daemon, nc *nats.Conn, journalReady *journalReadiness) http.Handler {
 	mux := http.NewServeMux()
 	live := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
 	mux.HandleFunc("GET /livez", live)
 	mux.HandleFunc("GET /healthz", live)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		var problems []string
 		if !d.ready.Load() {
 			problems = append(problems, "not running (starting or draining)")
@@ -176,8 +279,8 @@ func adminHandler(d *daemon, nc *nats.Conn, pending func() (bool, error), reg *p
 		if !nc.IsConnected() {
 			problems = append(problems, "nats not connected")
 		}
-		if p, err := pending(); err != nil || p {
-			problems = append(problems, "journal migrations pending or journal unreachable")
+		if err := journalReady.check(r.Context()); err != nil {
+			problems = append(problems, redact.String(err.Error()))
 		}
 		if len(problems) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -188,6 +291,6 @@ func adminHandler(d *daemon, nc *nats.Conn, pending func() (bool, error), reg *p
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	return mux
 }

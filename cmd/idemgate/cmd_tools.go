@@ -140,11 +140,11 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			nc, _, stop, err := natsConn(c, quietLog(), false)
+			nc, err := natsClient(c)
 			if err != nil {
 				return err
 			}
-			defer stop()
+			defer nc.Close()
 			cl, err := producer.New(nc, c.NATS.ResultsStream)
 			if err != nil {
 				return err
@@ -165,6 +165,10 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if res.OperationKey != "" && res.OperationKey != parsed.Key.String() {
+				fmt.Fprintf(stderr, "note: the daemon answered for %s, not %s (env %q here): give publish, trace and resolve the daemon's configuration\n",
+					res.OperationKey, parsed.Key, c.Env)
+			}
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(res)
@@ -178,7 +182,7 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&approval, "approval", "", "approval_id for money-moving operations")
 	f.StringVar(&payload, "payload", "{}", "payload JSON")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
-	f.DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait")
+	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for JetStream and, with --wait, for the result")
 	return cmd
 }
 
@@ -214,10 +218,9 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return json.NewEncoder(stdout).Encode(struct {
-						Unknown       []journal.Record `json:"unknown"`
-						IdleRetryable []journal.Record `json:"idle_retryable"`
-					}{list, idle})
+					return json.NewEncoder(stdout).Encode(jsonObject{
+						{"unknown", toolJSON(list)}, {"idle_retryable", toolJSON(idle)},
+					})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "KEY\tSTATUS\tROUNDS\tERROR\tUPDATED\tRAISED\tWHAT TO DO")
@@ -255,10 +258,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 
 func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(struct {
-			Operation journal.Record    `json:"operation"`
-			Attempts  []journal.Attempt `json:"attempts"`
-		}{rec, atts})
+		return json.NewEncoder(w).Encode(jsonObject{{"operation", toolJSON(rec)}, {"attempts", toolJSON(atts)}})
 	}
 	ts := func(t time.Time) string {
 		if t.IsZero() {

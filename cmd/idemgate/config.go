@@ -122,24 +122,14 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	if path == "" {
 		path = os.Getenv("IDEMGATE_CONFIG")
 	}
+	if path == "" {
+		path = findConfigFile(configCandidates())
+	}
 	if path != "" {
 		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", path, err)
-		}
-	} else {
-		v.SetConfigName("idemgate")
-		v.SetConfigType("yaml")
-		v.AddConfigPath(".")
-		if d, err := os.UserConfigDir(); err == nil {
-			v.AddConfigPath(filepath.Join(d, "idemgate"))
-		}
-		v.AddConfigPath("/etc/idemgate")
-		if err := v.ReadInConfig(); err != nil {
-			var nf viper.ConfigFileNotFoundError
-			if !errors.As(err, &nf) {
-				return Config{}, fmt.Errorf("config file: %w", err)
-			}
 		}
 	}
 	for flag, key := range map[string]string{
@@ -161,6 +151,28 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	// Lists from the file (webhook sources) take their per-item defaults.
 	c.Ingest.Config = c.Ingest.Config.WithDefaults()
 	return c, nil
+}
+
+// configCandidates are the files looked for, in order, when neither
+// --config nor IDEMGATE_CONFIG names one. Only these names: viper's own search
+// would also read an extensionless ./idemgate — the binary itself, when it is
+// started from its own folder.
+func configCandidates() []string {
+	c := []string{"idemgate.yaml", "idemgate.yml"}
+	if d, err := os.UserConfigDir(); err == nil {
+		c = append(c, filepath.Join(d, "idemgate", "config.yaml"), filepath.Join(d, "idemgate", "config.yml"))
+	}
+	return append(c, "/etc/idemgate/config.yaml", "/etc/idemgate/config.yml")
+}
+
+// findConfigFile returns the first candidate that is a regular file, or "".
+func findConfigFile(candidates []string) string {
+	for _, p := range candidates {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 // setDefaults registers every leaf key of the defaults struct.

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,7 +23,7 @@ import (
 
 // openJournal opens the PostgreSQL journal when journal.url is set, else the
 // SQLite journal in the data folder, applying migrations if asked.
-func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) (journal.Store, func() (bool, error), error) {
+func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) (journal.Store, func(context.Context) (bool, error), error) {
 	if c.Journal.URL != "" {
 		st, err := postgres.Open(ctx, c.Journal.URL, postgres.Config{})
 		if err != nil {
@@ -33,7 +35,7 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 				return nil, nil, err
 			}
 		}
-		pending := func() (bool, error) { return postgres.Pending(context.Background(), st.Pool()) }
+		pending := func(ctx context.Context) (bool, error) { return postgres.Pending(ctx, st.Pool()) }
 		log.Info("journal: PostgreSQL", "application_name", "idemgate")
 		return st, pending, nil
 	}
@@ -46,7 +48,7 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 		return nil, nil, err
 	}
 	log.Info("journal: embedded SQLite (one replica only; use PostgreSQL for several)", "path", path)
-	return st, func() (bool, error) { return false, nil }, nil
+	return st, st.Pending, nil
 }
 
 // sqlitePath is where the embedded journal lives in a data folder.
@@ -69,6 +71,12 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 			if err != nil {
 				return nil, nil, nil, configError(fmt.Errorf("nats.embedded_addr port: %w", err))
 			}
+			// A taken port is said at once, not after the server's start-up wait.
+			ln, err := net.Listen("tcp", c.NATS.EmbeddedAddr)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("embedded NATS: %w", err)
+			}
+			_ = ln.Close()
 			store := filepath.Join(c.DataDir, "nats")
 			if err := os.MkdirAll(store, 0o700); err != nil {
 				return nil, nil, nil, fmt.Errorf("data folder: %w", err)
@@ -115,4 +123,38 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 		}
 	}
 	return nc, js, stop, nil
+}
+
+// toolConnectTimeout bounds a tool's connection to NATS.
+const toolConnectTimeout = 2 * time.Second
+
+// natsClient connects a tool (publish) to nats.url, or to the embedded
+// server a running daemon serves. Unlike the daemon it does not wait for a
+// server to appear: an unreachable one is said at once, with the likely cause.
+func natsClient(c Config) (*nats.Conn, error) {
+	servers := c.NATS.URL
+	if servers == "" {
+		servers = "nats://" + c.NATS.EmbeddedAddr
+	}
+	host, _ := os.Hostname()
+	nc, err := nats.Connect(servers, nats.Name("idemgate-tool@"+host), nats.Timeout(toolConnectTimeout))
+	if err != nil {
+		hint := ""
+		if c.NATS.URL == "" {
+			hint = " (no nats.url is configured, so this is the embedded server of `idemgate run`: is the daemon running with this configuration?)"
+		}
+		return nil, fmt.Errorf("cannot reach NATS at %s%s: %w", withoutPasswords(servers), hint, err)
+	}
+	return nc, nil
+}
+
+// withoutPasswords shows a NATS server list with any password masked.
+func withoutPasswords(servers string) string {
+	parts := strings.Split(servers, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

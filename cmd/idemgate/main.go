@@ -1,5 +1,5 @@
 // Command idemgate is the idemgate daemon and its tools: run, migrate,
-// publish, trace, resolve, reconcile, ingest, sandbox and demo.
+// publish, trace, resolve, reconcile, ingest, sandbox, demo and version.
 package main
 
 import (
@@ -54,27 +54,8 @@ func main() {
 
 // run is the whole program, callable from tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := &cobra.Command{
-		Use:           "idemgate",
-		Short:         "At most one business effect per intent, for AI agents acting on 1C, CRMs and payments",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
+	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	pf := root.PersistentFlags()
-	pf.String("config", "", "config file (YAML); default ./idemgate.yaml, ~/.config/idemgate/config.yaml, /etc/idemgate/config.yaml")
-	pf.String("env", "", "environment, the first part of every operation key")
-	pf.String("data-dir", "", "folder for the embedded NATS store and SQLite journal")
-	pf.String("nats-url", "", "NATS URL; empty runs an embedded JetStream server")
-	pf.String("journal-url", "", "PostgreSQL URL; empty uses the SQLite journal in the data folder")
-	pf.String("log-level", "", "debug, info, warn or error")
-	pf.String("log-format", "", "json or text")
-	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
-		resolveCmd(stdout), reconcileCmd(stdout, stderr), demoCmd(stdout, stderr), sandboxCmd(stdout, stderr))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
-
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -85,6 +66,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ee.code
 	}
 	return exitFailure
+}
+
+// newRoot builds the command tree.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "idemgate",
+		Short:         "At most one business effect per intent, for AI agents acting on 1C, CRMs and payments",
+		Version:       versionLine(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (YAML); default ./idemgate.yaml (or .yml), ~/.config/idemgate/config.yaml, /etc/idemgate/config.yaml")
+	pf.String("env", "", "environment, the first part of every operation key")
+	pf.String("data-dir", "", "folder for the embedded NATS store and SQLite journal")
+	pf.String("nats-url", "", "NATS URL; empty runs an embedded JetStream server")
+	pf.String("journal-url", "", "PostgreSQL URL; empty uses the SQLite journal in the data folder")
+	pf.String("log-level", "", "debug, info, warn or error")
+	pf.String("log-format", "", "json or text")
+	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
+		resolveCmd(stdout), reconcileCmd(stdout, stderr), ingestCmd(stderr), demoCmd(stdout, stderr),
+		sandboxCmd(stdout, stderr), versionCmd(stdout))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
+	return root
 }
 
 // newLogger builds the JSON (or text) logger on stderr, through the redactor.
