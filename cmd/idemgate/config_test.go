@@ -144,3 +144,18 @@ func TestEnvironmentNames(t *testing.T) {
 	require.Equal(t, "nats://from-idemgate:4222", c.NATS.URL)
 	require.Equal(t, "postgres://from-idemgate/db", c.Journal.URL)
 }
+
+// TestDeployComposeConfigLoads: the configuration deploy/compose.yaml mounts
+// into its replicas loads, validates and builds its adapters (the emulators'
+// test credentials are inline there), so `docker compose up` does not meet
+// an exit 78.
+func TestDeployComposeConfigLoads(t *testing.T) {
+	c, err := loadConfig(flagsWith(t, "--config", "../../deploy/compose/idemgate.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, c.validate())
+	require.Equal(t, 3, c.NATS.Replicas)
+	require.Equal(t, 3, strings.Count(c.NATS.URL, "nats://"), "every cluster node is named")
+	routes, err := buildAdapters(c, quietLog())
+	require.NoError(t, err)
+	require.Len(t, routes, len(c.Routes))
+}
