@@ -128,6 +128,7 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	closed  bool
+	done    chan struct{}                    // closed by Close: waiting calls answer pending
 	replies map[string]chan operation.Result // reply token → the call waiting on it
 	watches map[string]*watch                // operation type → results watch
 }
@@ -167,7 +168,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		cfg: cfg, rules: rules{pollAfter: cfg.PollAfter, reviewAfter: cfg.ReviewAfter, idleAfter: cfg.IdleAfter},
 		reg: d.Registry, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
 		nc: d.NC, prod: prod, store: d.Journal, log: d.Log, now: d.Now,
-		inbox: d.NC.NewInbox(), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
+		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
 	}
 	g.sub, err = d.NC.Subscribe(g.inbox+".*", g.onReply)
 	if err != nil {
@@ -184,6 +185,7 @@ func (g *Gateway) Close() {
 		return
 	}
 	g.closed = true
+	close(g.done)
 	_ = g.sub.Unsubscribe()
 	for _, w := range g.watches {
 		_ = w.sub.Unsubscribe()
@@ -298,6 +300,9 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		case <-timer.C:
 			return g.pendingAnswer(ctx, op, ack.Duplicate)
 		case <-ctx.Done():
+			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
+				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
+		case <-g.done:
 			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
 				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
 		}

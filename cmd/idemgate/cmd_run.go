@@ -48,6 +48,7 @@ type daemon struct {
 	admin      *http.Server
 	adminAddr  string
 	ingest     *ingest.Server
+	faces      *faces
 	ready      atomic.Bool
 }
 
@@ -111,6 +112,12 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		log.Info("webhook ingest", "addr", srv.Addr(), "sources", len(c.Ingest.Sources))
 	}
 
+	d.faces, err = startFaces(c, nc, store, log)
+	defer d.faces.stop()
+	if err != nil {
+		return err
+	}
+
 	if c.Admin.Addr != "" {
 		ln, err := net.Listen("tcp", c.Admin.Addr)
 		if err != nil {
@@ -149,6 +156,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	if d.ingest != nil {
 		d.ingest.Stop() // senders get 503 and retry elsewhere or later
 	}
+	d.faces.stop() // agents' calls in flight answer pending; their commands stay in JetStream
 	w.Stop()
 	rec.Stop()
 	jan.Stop()

@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pf.String("log-format", "", "json or text")
 	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
 		resolveCmd(stdout), reconcileCmd(stdout, stderr), demoCmd(stdout, stderr), sandboxCmd(stdout, stderr))
+	root.AddCommand(mcpCmd(stderr))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 
 	err := root.ExecuteContext(ctx)
