@@ -126,6 +126,10 @@ type Gateway struct {
 	sub   *nats.Subscription
 	seq   atomic.Uint64
 
+	// sent remembers keys this gateway published lately, so that a lookup
+	// of one the daemon has not claimed yet answers "queued", not "unknown".
+	sent recent
+
 	mu      sync.Mutex
 	closed  bool
 	done    chan struct{}                    // closed by Close: waiting calls answer pending
@@ -265,6 +269,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		g.log.Warn("gateway: command not handed to JetStream", "operation_key", key, "error", err.Error())
 		return g.rules.unavailable(key, op.Type, "hand the command to JetStream")
 	}
+	g.sent.add(key, g.now())
 	timer := time.NewTimer(g.waitFor(req.Wait))
 	defer timer.Stop()
 
@@ -355,8 +360,13 @@ func (g *Gateway) pendingAnswer(ctx context.Context, op operation.Operation, dup
 		a.JournalStatus = ""
 		return a
 	}
-	a := g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
-		Status: operation.ResultPending, TargetSystem: op.TargetSystem})
+	return g.queued(key, op.Type, op.TargetSystem)
+}
+
+// queued is the answer for a command published but not claimed yet.
+func (g *Gateway) queued(key, opType, target string) Answer {
+	a := g.rules.fromResult(operation.Result{OperationKey: key, Operation: opType,
+		Status: operation.ResultPending, TargetSystem: target})
 	a.Reason = strings.Replace(a.Reason, "the target is being called or its answer looked up", "the command is queued for the daemon", 1)
 	return a
 }
@@ -511,6 +521,9 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 	}
 	rec, err := g.store.Get(ctx, key)
 	if errors.Is(err, journal.ErrNotFound) {
+		if g.sent.has(key, g.now()) {
+			return g.queued(key, k.Operation, "")
+		}
 		return g.rules.notFound(key, k.Operation)
 	}
 	if err != nil {

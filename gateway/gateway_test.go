@@ -199,6 +199,19 @@ func TestLookup(t *testing.T) {
 	require.Equal(t, gateway.StatusRejected, bad.Status)
 	require.Equal(t, gateway.FixInput, bad.NextAction)
 
+	// invoice.create has no adapter on this daemon: the command waits in
+	// JetStream, and a lookup says queued rather than unknown.
+	short := newGateway(t, d, gateway.Config{Wait: 200 * time.Millisecond})
+	q := short.Submit(ctx, gateway.Request{Operation: "invoice.create", IntentID: "queued-1",
+		Payload: json.RawMessage(`{"order_id":"o-1","customer_id":"c-1","amount_minor":100,"currency":"RUB"}`)})
+	require.Equal(t, gateway.StatusPending, q.Status, "%+v", q)
+	require.Contains(t, q.Reason, "queued")
+	lq := short.Lookup(ctx, q.OperationKey, false)
+	require.Equal(t, gateway.StatusPending, lq.Status)
+	require.Equal(t, gateway.Poll, lq.NextAction)
+	require.Contains(t, lq.Reason, "queued")
+	require.Equal(t, gateway.StatusNotFound, g.Lookup(ctx, q.OperationKey, false).Status, "another gateway never sent it")
+
 	unknownOp := g.LookupIntent(ctx, "payment.teleport", "x", false)
 	require.Equal(t, gateway.StatusRejected, unknownOp.Status)
 	require.Equal(t, "unknown_operation", unknownOp.ErrorCode)

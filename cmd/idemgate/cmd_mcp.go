@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/gateway/httpapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/redact"
@@ -205,6 +206,12 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 			return f, configError(err)
 		}
 		if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+			return f, err
+		}
+	}
+	if c.HTTPAPI.Enabled {
+		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token.Reveal(), MaxBody: c.HTTPAPI.MaxBody})
+		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
 			return f, err
 		}
 	}

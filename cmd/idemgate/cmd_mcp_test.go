@@ -140,12 +140,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestRunServesMCP: `run` with mcp.enabled serves Streamable HTTP at /mcp
-// behind the bearer token.
-func TestRunServesMCP(t *testing.T) {
-	const token = "t0ken-for-mcp-tests"
+// TestRunServesFaces: `run` with mcp.enabled serves Streamable HTTP at
+// /mcp, and with http_api.enabled the HTTP API, both behind their bearer
+// tokens, onto the same commands.
+func TestRunServesFaces(t *testing.T) {
+	const token, apiToken = "t0ken-for-mcp-tests", "t0ken-for-the-api"
 	gd := startGatewayDaemon(t, func(c *Config) {
 		c.MCP = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: token, MaxBody: 1 << 20}
+		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: apiToken, MaxBody: 64 << 10}
 	})
 	endpoint := "http://" + gd.d.faces.mcpAddr + "/mcp"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -154,7 +156,9 @@ func TestRunServesMCP(t *testing.T) {
 		&sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token}}, DisableStandaloneSSE: true}, nil)
 	require.NoError(t, err)
 	defer cs.Close()
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "payment_charge", Arguments: chargeArguments("http-1", 5000)})
+	args := chargeArguments("http-1", 5000)
+	args["order_id"] = "order-http-1"
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "payment_charge", Arguments: args})
 	require.NoError(t, err)
 	a := toolAnswer(t, res)
 	require.Equal(t, gateway.StatusSucceeded, a.Status, "%+v", a)
@@ -173,6 +177,35 @@ func TestRunServesMCP(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, name)
 		require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer", name)
 	}
+
+	// The same intent through the HTTP API: the payment MCP made, replayed.
+	api := "http://" + gd.d.faces.httpAddr + "/v1/operations/payment.charge"
+	body := `{"account_id":"merchant-account-17","order_id":"order-http-1","amount_minor":5000,"currency":"RUB","approval_id":"appr-1"}`
+	for _, tc := range []struct {
+		auth string
+		code int
+	}{{"", http.StatusUnauthorized}, {"Bearer " + apiToken, http.StatusOK}} {
+		req, err := http.NewRequest(http.MethodPost, api, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", `"http-1"`)
+		req.Header.Set("Content-Type", "application/json")
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var b gateway.Answer
+		if tc.code == http.StatusOK {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&b))
+		}
+		resp.Body.Close()
+		require.Equal(t, tc.code, resp.StatusCode)
+		if tc.code == http.StatusOK {
+			require.Equal(t, a.TargetObjectID, b.TargetObjectID, "one intent, one payment, whichever face")
+			require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+		}
+	}
+	require.Equal(t, 1, gd.yk.TotalEffects())
 }
 
 // TestFacesWithoutTokenRefused: a face on a non-loopback address without a
