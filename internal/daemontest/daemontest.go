@@ -88,11 +88,13 @@ func Start(tb testing.TB, engine string) *Daemon {
 		tb.Fatalf("yookassa adapter: %v", err)
 	}
 
-	d.Consumer = consumer.Config{AckWait: 6 * time.Second, FetchWait: 50 * time.Millisecond}.WithDefaults()
+	// The retry policy's horizons keep their defaults (AckWait is long
+	// enough for them); only the delays are short.
+	d.Consumer = consumer.Config{AckWait: 15 * time.Second, FetchWait: 50 * time.Millisecond}.WithDefaults()
 	d.Worker = worker.Config{
 		Owner: "daemontest", LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second, HeartbeatInterval: time.Second,
 		ShutdownTimeout: 5 * time.Second,
-		Retry:           worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxElapsed: 2 * time.Second},
+		Retry:           worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
 	}
 	ctx := context.Background()
 	cons, err := consumer.Ensure(ctx, d.JS, d.Consumer)
