@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -137,8 +138,9 @@ func mcpAgent(ctx context.Context, s *session, row *Row) error {
 		first.NextAction == gateway.Done && again.Replayed && again.NextAction == gateway.Done && again.TargetObjectID == first.TargetObjectID,
 		"first %s, retry %s replayed=%v, payment %s both times", first.NextAction, again.NextAction, again.Replayed, again.TargetObjectID)
 	row.check("a changed amount is a new intent, nothing charged",
-		changed.Status == gateway.StatusConflict && changed.NextAction == gateway.NewIntentRequired,
-		"%s, next_action %s", changed.Status, changed.NextAction)
+		changed.Status == gateway.StatusConflict && changed.NextAction == gateway.NewIntentRequired &&
+			slices.Equal(changed.ConflictFields, []string{"amount_minor"}),
+		"%s, next_action %s, conflict_fields %v", changed.Status, changed.NextAction, changed.ConflictFields)
 	row.check("a lost answer: poll, then done after a lookup by key",
 		lost.NextAction == gateway.Poll && settled.NextAction == gateway.Done && executes == 1 && reconciled == 1 &&
 			settled.JournalStatus == string(journal.StatusSucceeded),

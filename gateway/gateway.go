@@ -333,7 +333,7 @@ func (g *Gateway) settled(ctx context.Context, op operation.Operation, replayed 
 		return Answer{}, false
 	}
 	if rec.RequestHash != op.Fingerprint {
-		return g.rules.conflictFrom(rec, nil), true
+		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op)), true
 	}
 	if !rec.Status.Terminal() {
 		return Answer{}, false
@@ -341,6 +341,17 @@ func (g *Gateway) settled(ctx context.Context, op operation.Operation, replayed 
 	res := resultOf(rec)
 	res.Replayed = replayed
 	return g.rules.fromResult(res), true
+}
+
+// conflictFields names the fields of op that differ from the key's first
+// request, by the digests the journal stored with it.
+func (g *Gateway) conflictFields(ctx context.Context, op operation.Operation) []string {
+	stored, err := g.store.FieldDigests(ctx, op.Key.String())
+	if err != nil {
+		g.log.Warn("gateway: field digests not read", "operation_key", op.Key.String(), "error", err.Error())
+		return nil
+	}
+	return operation.ConflictFields(stored, op.FieldDigests())
 }
 
 // pendingAnswer is the answer when the bound passed: the journal row's
@@ -351,7 +362,7 @@ func (g *Gateway) pendingAnswer(ctx context.Context, op operation.Operation, dup
 	rec, err := g.store.Get(ctx, key)
 	switch {
 	case err == nil && rec.RequestHash != op.Fingerprint:
-		return g.rules.conflictFrom(rec, nil)
+		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op))
 	case err == nil && rec.Status.Terminal():
 		// Settled just now: its result is on the way.
 		return g.rules.fromResult(resultWith(rec, duplicate))

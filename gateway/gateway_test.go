@@ -68,6 +68,8 @@ func TestSubmit(t *testing.T) {
 				require.Equal(t, gateway.CodeKeyPayloadMismatch, c.ErrorCode)
 				require.True(t, c.IsError())
 				require.Contains(t, c.Reason, "new intent_id and a new approval")
+				require.Equal(t, []string{"amount_minor"}, c.ConflictFields, "call %d", i)
+				require.Contains(t, c.Reason, "amount_minor differs from the first request for this intent")
 			}
 			require.Equal(t, 1, d.YooKassa.TotalEffects(), "a conflict charges nothing")
 

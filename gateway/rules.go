@@ -143,6 +143,7 @@ func (r rules) fromResult(res operation.Result) Answer {
 		Status: string(res.Status), OperationKey: res.OperationKey, Operation: res.Operation,
 		Replayed: res.Replayed, TargetSystem: res.TargetSystem, TargetObjectID: res.TargetObjectID,
 		ErrorCode: res.ErrorCode, Attempts: res.Attempts, Result: res.Result,
+		ConflictFields: res.ConflictFields,
 	}
 	switch res.Status {
 	case operation.ResultSucceeded:

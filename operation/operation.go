@@ -73,4 +73,7 @@ type Result struct {
 	Reason         string          `json:"reason,omitempty"`
 	Attempts       int             `json:"attempts"`
 	Replayed       bool            `json:"replayed"`
+	// ConflictFields names, for a conflict, the significant fields that
+	// differ from the key's first request (never their values).
+	ConflictFields []string `json:"conflict_fields,omitempty"`
 }

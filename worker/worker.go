@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -405,7 +406,7 @@ func (w *Worker) claimRequest(op operation.Operation) journal.ClaimRequest {
 	return journal.ClaimRequest{
 		Key: op.Key.String(), OperationType: op.Type, RequestHash: op.Fingerprint,
 		TargetSystem: op.TargetSystem, EventID: op.EventID, ApprovalID: op.ApprovalID,
-		Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
+		Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL, FieldDigests: op.FieldDigests(),
 	}
 }
 
@@ -448,12 +449,7 @@ func (w *Worker) dispatch(j *job) {
 	case journal.Conflict:
 		w.m.conflicts.Inc()
 		w.log.Warn("conflict: same key, other payload; nothing executed", "operation_key", c.Record.Key, "event_id", j.op.EventID)
-		w.publishAndAck(j, operation.Result{
-			OperationKey: c.Record.Key, EventID: j.op.EventID, Operation: j.op.Type,
-			Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
-			ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: "the key was first used with another payload",
-			Attempts: c.Record.AttemptCount,
-		})
+		go w.publishConflict(j, c.Record)
 	case journal.InProgress:
 		// The owner will publish; this delivery comes back so that it ends
 		// with the final outcome (or reconciles a dead owner): soon at first
@@ -464,6 +460,27 @@ func (w *Worker) dispatch(j *job) {
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
 		w.nak(j, time.Second)
 	}
+}
+
+// publishConflict answers a key reused with another payload, naming the
+// fields that differ from the first request (by their stored digests, one
+// read on this rare path; a read that fails names none).
+func (w *Worker) publishConflict(j *job, rec journal.Record) {
+	stored, err := w.d.Store.FieldDigests(w.work, rec.Key)
+	if err != nil {
+		w.log.Warn("conflict: the first request's field digests could not be read", "operation_key", rec.Key, "error", err.Error())
+	}
+	fields := operation.ConflictFields(stored, j.op.FieldDigests())
+	reason := "the key was first used with another payload"
+	if len(fields) > 0 {
+		reason += ": " + strings.Join(fields, ", ") + " differ"
+	}
+	w.publishAndAck(j, operation.Result{
+		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type,
+		Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
+		ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: reason,
+		Attempts: rec.AttemptCount, ConflictFields: fields,
+	})
 }
 
 // pendingDelay is when a delivery that found its operation in progress comes

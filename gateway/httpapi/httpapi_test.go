@@ -131,6 +131,8 @@ func TestHTTPPaymentCharge(t *testing.T) {
 			require.Equal(t, http.StatusConflict, changed.code, "%+v", changed)
 			require.Equal(t, httpapi.ProblemType("conflict"), changed.problem["type"])
 			require.Equal(t, gateway.NewIntentRequired, changed.answer.NextAction)
+			require.Equal(t, []string{"amount_minor"}, changed.answer.ConflictFields)
+			require.Contains(t, changed.problem["detail"], "amount_minor differs")
 			require.Equal(t, 1, y.TotalEffects())
 
 			// A lost response: 202 with Location and Retry-After; GET there

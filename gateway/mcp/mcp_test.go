@@ -235,6 +235,11 @@ func TestPaymentChargeThroughMCP(t *testing.T) {
 			require.Equal(t, gateway.StatusConflict, changed.Status, "%+v", changed)
 			require.Equal(t, gateway.NewIntentRequired, changed.NextAction)
 			require.Contains(t, changed.Reason, "new intent_id and a new approval")
+			require.Equal(t, []string{"amount_minor"}, changed.ConflictFields)
+			both := call(t, b.cs, "payment_charge", map[string]any{"intent_id": "mcp-1", "approval_id": "appr-1",
+				"account_id": "merchant-account-17", "order_id": "order-1", "amount_minor": 500000, "currency": "EUR"})
+			require.Equal(t, []string{"amount_minor", "currency"}, both.ConflictFields)
+			require.Contains(t, both.Reason, "amount_minor and currency differ from the first request for this intent")
 			require.Equal(t, 1, y.TotalEffects())
 
 			// A lost response: poll, then get_operation says done once
