@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -11,9 +12,12 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
 	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -336,4 +340,73 @@ func TestGetOperationArguments(t *testing.T) {
 	wrongType := call(t, b.cs, "payment_charge", map[string]any{"intent_id": 42})
 	require.Equal(t, gateway.StatusRejected, wrongType.Status)
 	require.Contains(t, wrongType.Reason, "intent_id: must be a string")
+}
+
+// TestListUnresolved: list_unresolved names what needs someone, with the
+// next_action the journal row calls for: an unknown outcome past
+// review_after lookups (human_review), a retryable failure nobody retries
+// (retry_same_intent).
+func TestListUnresolved(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, _ := ns.Connect(t)
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	ctx := context.Background()
+	claim := func(key string) journal.Claim {
+		c, err := journal.ClaimOne(ctx, store, journal.ClaimRequest{Key: key, OperationType: "payment.charge", RequestHash: "h",
+			TargetSystem: "payments", Owner: "w", LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		return c
+	}
+	lost := claim("test:payment.charge:lost-1:v1")
+	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: lost.Record.Key, Token: lost.Token,
+		Status: journal.StatusUnknown, Reconciled: true, ErrorCode: "timeout_after_request_sent"}))
+	again, err := store.TakeOverStale(ctx, "reconciler", time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: lost.Record.Key, Token: again[0].Token,
+		Status: journal.StatusUnknown, Reconciled: true, ErrorCode: "lookup_indeterminate"}))
+	idle := claim("test:payment.charge:idle-1:v1")
+	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: idle.Record.Key, Token: idle.Token,
+		Status: journal.StatusFailedRetryable, ErrorCode: "http_503"}))
+
+	g, err := gateway.New(gateway.Config{Env: daemontest.Env, ReviewAfter: 2, IdleAfter: time.Millisecond}, gateway.Deps{NC: nc, Journal: store})
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	srv, err := gwmcp.NewServer(g, gwmcp.Options{})
+	require.NoError(t, err)
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "operator-agent", Version: "1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+
+	var out gwmcp.UnresolvedOutput
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := callRaw(t, cs, "list_unresolved", map[string]any{"limit": 10})
+		require.False(t, res.IsError)
+		b, err := json.Marshal(res.StructuredContent)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &out))
+		if len(out.Operations) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the idle retry must age past idle_after on the journal's clock
+	}
+	require.Len(t, out.Operations, 2)
+	byKey := map[string]gateway.Answer{}
+	for _, a := range out.Operations {
+		byKey[a.OperationKey] = a
+	}
+	review := byKey["test:payment.charge:lost-1:v1"]
+	require.Equal(t, gateway.HumanReview, review.NextAction)
+	require.Equal(t, "unknown", review.JournalStatus)
+	require.Contains(t, review.Reason, "after 2 lookups")
+	resend := byKey["test:payment.charge:idle-1:v1"]
+	require.Equal(t, gateway.RetrySameIntent, resend.NextAction)
+	require.Equal(t, "http_503", resend.ErrorCode)
 }
