@@ -7,8 +7,8 @@ import (
 )
 
 // TestDependencyDirection keeps imports flowing one way:
-// cmd → consumer/worker/ingest/producer → journal/adapters → operation →
-// redact, with sandbox standing alone, and viper only inside cmd. operation
+// cmd → consumer/worker/ingest/producer/gateway → journal/adapters →
+// operation → redact, with sandbox standing alone, and viper only inside cmd. operation
 // imports redact for its secret detector (keys are screened by the same
 // rules that mask logs and results); redact imports nothing of idemgate.
 func TestDependencyDirection(t *testing.T) {
@@ -29,6 +29,9 @@ func TestDependencyDirection(t *testing.T) {
 		"producer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox"},
 		"worker":     {"ingest", "cmd", "sandbox", "producer"},
 		"ingest":     {"worker", "cmd", "journal", "sandbox"},
+		// The gateway and its faces reach the daemon through producer and
+		// read the journal; they never run a worker or call a target.
+		"gateway": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "demo", "internal"},
 	}
 	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true}
 	// The idemgate packages a stdlibOnly package may still import.

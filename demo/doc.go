@@ -4,7 +4,8 @@
 // a payload conflict, two replicas racing and faults injected into the
 // sandbox emulators; it counts the effects in the emulators' ledgers and the
 // attempts in the journal, and judges every guarantee pass or fail in a
-// closing table. It also describes the emulators for `idemgate sandbox`.
+// closing table. One scenario plays an agent that speaks MCP instead of
+// NATS, through the gateway's tools, and follows their next_action. It also describes the emulators for `idemgate sandbox`.
 //
 // The daemon itself is started by cmd/idemgate (Runtime carries what the
 // scenarios need: the NATS URL, the journal for reading attempts, the
@@ -12,6 +13,6 @@
 // configuration loading.
 //
 // It imports producer, consumer (subject names), journal (read only),
-// operation, adapters (error codes only), sandbox and the sandbox
-// emulators; never cmd or worker.
+// operation, adapters (error codes only), gateway and gateway/mcp (with the
+// MCP SDK's client), sandbox and the sandbox emulators; never cmd or worker.
 package demo

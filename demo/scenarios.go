@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	{id: "invoice", name: "invoice (1C): 500 after posting, retry", target: "onec", op: opInvoice, run: invoiceScenario},
 	{id: "crm-task", name: "CRM task (Bitrix24): duplicates, rate limit", target: "bitrix24", op: opTask, run: crmTaskScenario},
 	{id: "replicas", name: "two replicas racing", target: "yookassa", op: opCharge, needsReplica: true, run: replicasRacing},
+	{id: "mcp-agent", name: "an agent through MCP", target: "yookassa", op: opCharge, run: mcpAgent},
 }
 
 func chargePayload(order string, minor int64) map[string]any {

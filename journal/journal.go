@@ -88,6 +88,10 @@ type ClaimRequest struct {
 	Owner string
 	// LeaseTTL is how long the lease lasts from now on the database clock.
 	LeaseTTL time.Duration
+	// FieldDigests are the request's per-field digests
+	// (operation.Operation.FieldDigests), stored with a new row so that a
+	// later conflict can name the fields that differ. Optional.
+	FieldDigests string
 }
 
 // Validate checks a request before it reaches the database.
@@ -345,6 +349,9 @@ type Store interface {
 	Get(ctx context.Context, key string) (Record, error)
 	// Attempts returns an operation's attempts trail, oldest first.
 	Attempts(ctx context.Context, key string) ([]Attempt, error)
+	// FieldDigests returns the per-field digests stored with the key's first
+	// request ("" when none were), or ErrNotFound. Read on conflicts only.
+	FieldDigests(ctx context.Context, key string) (string, error)
 	// ListUnresolved lists unknown operations with at least minRounds
 	// unsettled reconcile rounds, oldest first.
 	ListUnresolved(ctx context.Context, minRounds, limit int) ([]Record, error)

@@ -77,4 +77,7 @@ type Result struct {
 	// commands stream: the one handle on a command no key could be derived
 	// for.
 	CommandSeq uint64 `json:"command_seq,omitempty"`
+	// ConflictFields names, for a conflict, the significant fields that
+	// differ from the key's first request (never their values).
+	ConflictFields []string `json:"conflict_fields,omitempty"`
 }

@@ -44,6 +44,44 @@ func New(nc *nats.Conn, resultsStream string) (*Client, error) {
 var ErrNoEventID = errors.New("producer: command has no event_id")
 
 func (c *Client) msg(cmd operation.Command, replyTo string) (*nats.Msg, error) {
+	return c.msgWith(cmd, PublishOptions{ReplyTo: replyTo})
+}
+
+// PublishOptions change how PublishWith sends a command.
+type PublishOptions struct {
+	// MsgID is the Nats-Msg-Id, the stream's deduplication id; "" means the
+	// command's event id.
+	MsgID string
+	// ReplyTo names a core NATS subject that also receives the command's
+	// results (the Idemgate-Reply-To header), pending ones included.
+	ReplyTo string
+}
+
+// PublishWith sends a command with its own deduplication id and reply
+// subject. PubAck.Duplicate tells that JetStream already holds a command
+// with that id (within its duplicate window): the daemon will not see this
+// copy, and no result is sent to its ReplyTo.
+func (c *Client) PublishWith(ctx context.Context, cmd operation.Command, opts PublishOptions) (*jetstream.PubAck, error) {
+	m, err := c.msgWith(cmd, opts)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", cmd.EventID, err)
+	}
+	return ack, nil
+}
+
+// ResultSubject is the subject results of an operation type are published
+// on; every result carries its operation key in the HeaderOperationKey
+// header.
+func ResultSubject(opType string) string { return consumer.ResultSubject(opType) }
+
+// HeaderOperationKey is the result header holding the operation key.
+const HeaderOperationKey = consumer.HeaderOperationKey
+
+func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg, error) {
 	if cmd.EventID == "" {
 		return nil, ErrNoEventID
 	}
@@ -56,9 +94,13 @@ func (c *Client) msg(cmd operation.Command, replyTo string) (*nats.Msg, error) {
 	}
 	m := nats.NewMsg(consumer.CommandSubject(cmd.Operation))
 	m.Data = body
-	m.Header.Set(consumer.HeaderMsgID, cmd.EventID)
-	if replyTo != "" {
-		m.Header.Set(consumer.HeaderReplyTo, replyTo)
+	msgID := opts.MsgID
+	if msgID == "" {
+		msgID = cmd.EventID
+	}
+	m.Header.Set(consumer.HeaderMsgID, msgID)
+	if opts.ReplyTo != "" {
+		m.Header.Set(consumer.HeaderReplyTo, opts.ReplyTo)
 	}
 	return m, nil
 }

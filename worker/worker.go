@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -453,7 +454,7 @@ func (w *Worker) claimRequest(op operation.Operation) journal.ClaimRequest {
 	return journal.ClaimRequest{
 		Key: op.Key.String(), OperationType: op.Type, RequestHash: op.Fingerprint,
 		TargetSystem: op.TargetSystem, EventID: op.EventID, ApprovalID: op.ApprovalID,
-		Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL,
+		Owner: w.cfg.Owner, LeaseTTL: w.cfg.LeaseTTL, FieldDigests: op.FieldDigests(),
 	}
 }
 
@@ -496,12 +497,7 @@ func (w *Worker) dispatch(j *job) {
 	case journal.Conflict:
 		w.m.conflicts.Inc()
 		w.log.Warn("conflict: same key, other payload; nothing executed", "operation_key", c.Record.Key, "event_id", j.op.EventID)
-		w.publishAndAck(j, operation.Result{
-			OperationKey: c.Record.Key, EventID: j.op.EventID, Operation: j.op.Type,
-			Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
-			ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: "the key was first used with another payload",
-			Attempts: c.Record.AttemptCount,
-		})
+		go w.publishConflict(j, c.Record)
 	case journal.InProgress:
 		// Another owner will publish, or a retryable failure waits out its
 		// backoff: this delivery comes back later and takes no attempt.
@@ -522,6 +518,27 @@ const (
 	// reconcile a dead owner.
 	leaseSlack = 100 * time.Millisecond
 )
+
+// publishConflict answers a key reused with another payload, naming the
+// fields that differ from the first request (by their stored digests, one
+// read on this rare path; a read that fails names none).
+func (w *Worker) publishConflict(j *job, rec journal.Record) {
+	stored, err := w.d.Store.FieldDigests(w.work, rec.Key)
+	if err != nil {
+		w.log.Warn("conflict: the first request's field digests could not be read", "operation_key", rec.Key, "error", err.Error())
+	}
+	fields := operation.ConflictFields(stored, j.op.FieldDigests())
+	reason := "the key was first used with another payload"
+	if len(fields) > 0 {
+		reason += ": " + strings.Join(fields, ", ") + " differ"
+	}
+	w.publishAndAck(j, operation.Result{
+		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type,
+		Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
+		ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: reason,
+		Attempts: rec.AttemptCount, ConflictFields: fields,
+	})
+}
 
 // comeBackIn is when a delivery that found its operation held comes back,
 // measured from the journal's wait on the database clock: just after the

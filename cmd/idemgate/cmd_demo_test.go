@@ -91,6 +91,8 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, 24, race.sent)
 			require.Equal(t, 8, race.effects)
 			require.Positive(t, race.replays, "copies not executed are answered from the journal")
+			require.Equal(t, demoRow{scenario: "an agent through MCP", sent: 4, intents: 2, effects: 2, replays: 1, conflicts: 1, reconciled: 1, verdict: "PASS"},
+				rows["an agent through MCP"])
 			require.Contains(t, text, "demo-replica-2")
 			require.Contains(t, text, "PASS  Retry-After honoured")
 			if kind == "sqlite" {

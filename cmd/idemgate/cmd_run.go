@@ -53,6 +53,7 @@ type daemon struct {
 	adminStop  func()
 	registry   *prometheus.Registry
 	ingest     *ingest.Server
+	faces      *faces
 	ready      atomic.Bool
 }
 
@@ -202,6 +203,17 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			if d.ingest != nil {
 				d.ingest.Stop() // senders get 503 and retry elsewhere or later
 			}
+		}},
+		{name: "faces", start: func() error {
+			f, err := startFaces(c, nc, d.store, log)
+			if err != nil {
+				f.stop() // what it started before failing
+				return err
+			}
+			d.faces = f
+			return nil
+		}, stop: func() {
+			d.faces.stop() // agents' calls in flight answer pending; their commands stay in JetStream
 		}},
 	}
 	stop, err := startServices(services)

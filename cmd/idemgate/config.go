@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/worker"
@@ -72,6 +73,10 @@ type Config struct {
 	// Replicas is the number of daemon replicas sharing the journal; more
 	// than one requires PostgreSQL and an external NATS.
 	Replicas int `mapstructure:"replicas"`
+	// Gateway, MCP and HTTPAPI are the agents' front doors (cmd_mcp.go).
+	Gateway gateway.Config `mapstructure:"gateway"`
+	MCP     faceConfig     `mapstructure:"mcp"`
+	HTTPAPI faceConfig     `mapstructure:"http_api"`
 }
 
 // defaults is the configuration when nothing is set.
@@ -92,6 +97,7 @@ func defaults() Config {
 	c.Ingest.Config = ingest.Config{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
+	faceDefaults(&c)
 	return c
 }
 
@@ -278,6 +284,7 @@ func (c Config) validate() error {
 	if c.Replicas > 1 && c.NATS.URL == "" {
 		errs = append(errs, errors.New("unsafe: several replicas need a shared NATS (nats.url): the embedded server is one process's"))
 	}
+	errs = append(errs, c.validateFaces()...)
 	for op, name := range c.Routes {
 		if _, ok := operation.DefaultRegistry().Lookup(op); !ok {
 			errs = append(errs, fmt.Errorf("routes.%s: unknown operation type", op))

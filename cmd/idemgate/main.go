@@ -90,7 +90,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("log-format", "", "json or text")
 	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
 		resolveCmd(stdout), reconcileCmd(stdout, stderr), ingestCmd(stderr), demoCmd(stdout, stderr),
-		sandboxCmd(stdout, stderr), versionCmd(stdout))
+		sandboxCmd(stdout, stderr), versionCmd(stdout), mcpCmd(stderr))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	return root
 }

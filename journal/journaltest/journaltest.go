@@ -101,6 +101,11 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.WithinDuration(t, before.Add(30*time.Second), c.Record.LeaseUntil, 5*time.Second)
 	})
 
+	t.Run("FieldDigestsOfTheFirstRequest", func(t *testing.T) {
+		t.Parallel()
+		exerciseFieldDigests(t, newStore(t))
+	})
+
 	t.Run("LiveLeaseIsInProgress", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -145,18 +145,19 @@ const (
 // round those are reported as in progress (the caller redelivers later).
 func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner, last bool) ([]int, error) {
 	n := len(pending)
-	cols := make([]string, 7*n)
+	cols := make([]string, 8*n)
 	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
-	events, approvals, owners := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:]
+	events, approvals, owners, digests := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:7*n:7*n], cols[7*n:]
 	ttls := make([]int64, n)
 	for j, i := range pending {
 		r := &reqs[i]
 		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
 		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
+		digests[j] = r.FieldDigests
 	}
 
 	b := &pgx.Batch{}
-	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls)
+	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls, digests)
 	b.Queue(claimTakeOver, keys, hashes, owners, ttls)
 	b.Queue(selectRecords, keys)
 	br := s.db.SendBatch(ctx, b)

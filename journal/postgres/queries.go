@@ -9,14 +9,14 @@ package postgres
 // that concurrent batches lock in one order.
 const claimInsert = `
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-        WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, ord)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[])
+        WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, field_digests, ord)
 ), ins AS (
     INSERT INTO agent_operation_log AS l
         (operation_key, operation_type, request_hash, status, target_system,
-         event_id, approval_id, lease_owner, lease_token, lease_until)
+         event_id, approval_id, lease_owner, lease_token, lease_until, field_digests)
     SELECT operation_key, operation_type, request_hash, 'started', target_system,
-           event_id, approval_id, owner, 1, now() + ttl_ms * interval '1 millisecond'
+           event_id, approval_id, owner, 1, now() + ttl_ms * interval '1 millisecond', nullif(field_digests, '')
     FROM input ORDER BY ord
     ON CONFLICT (operation_key) DO NOTHING
     RETURNING l.operation_key, l.lease_token, l.attempt_count, l.lease_owner
@@ -268,3 +268,6 @@ DELETE FROM agent_operation_log WHERE operation_key IN (
 )`
 
 const selectNow = `SELECT now()`
+
+// selectFieldDigests reads the per-field digests of a key's first request.
+const selectFieldDigests = `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = $1`

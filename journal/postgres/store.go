@@ -314,6 +314,19 @@ func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
 	return rec.Record, nil
 }
 
+// FieldDigests implements journal.Store.
+func (s *Store) FieldDigests(ctx context.Context, key string) (string, error) {
+	var d string
+	err := s.db.QueryRow(ctx, selectFieldDigests, key).Scan(&d)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("field digests %s: %w", key, journal.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("field digests %s: %w", key, err)
+	}
+	return d, nil
+}
+
 // Attempts returns the attempts trail of an operation, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, error) {
 	rows, err := s.db.Query(ctx, selectAttempts, key)

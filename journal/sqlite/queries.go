@@ -51,14 +51,16 @@ FROM agent_operation_log WHERE operation_key = ?1`
 // transaction found absent: each is inserted as started with a lease. ON
 // CONFLICT DO NOTHING keeps the claim atomic even so. ?1 is a JSON array of
 // [key, operation_type, request_hash, target_system, event_id, approval_id,
-// owner, ttl_ms]; ?2 is the transaction's time. (WHERE true: SQLite's parser
-// needs it before ON CONFLICT in an INSERT … SELECT.)
+// owner, ttl_ms, field_digests]; ?2 is the transaction's time. (WHERE true:
+// SQLite's parser needs it before ON CONFLICT in an INSERT … SELECT.)
 const claimInsert = `
 INSERT INTO agent_operation_log
     (operation_key, operation_type, request_hash, status, target_system,
-     event_id, approval_id, lease_owner, lease_token, lease_until, created_at, updated_at)
+     event_id, approval_id, lease_owner, lease_token, lease_until, created_at, updated_at,
+     field_digests)
 SELECT i.value ->> 0, i.value ->> 1, i.value ->> 2, 'started', i.value ->> 3,
-       i.value ->> 4, i.value ->> 5, i.value ->> 6, 1, ?2 + (i.value ->> 7), ?2, ?2
+       i.value ->> 4, i.value ->> 5, i.value ->> 6, 1, ?2 + (i.value ->> 7), ?2, ?2,
+       nullif(i.value ->> 8, '')
 FROM json_each(?1) AS i
 WHERE true
 ON CONFLICT (operation_key) DO NOTHING
@@ -290,3 +292,6 @@ DELETE FROM agent_operation_log WHERE operation_key IN (
       AND completed_at < ?1
       AND (?2 = '' OR operation_type = ?2)
     LIMIT ?3)`
+
+// selectFieldDigests reads the per-field digests of a key's first request.
+const selectFieldDigests = `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = ?1`

@@ -453,6 +453,7 @@ func claimJSON(reqs []journal.ClaimRequest, idx []int) string {
 		j.str(r.ApprovalID)
 		j.str(r.Owner)
 		j.int(r.LeaseTTL.Milliseconds())
+		j.str(r.FieldDigests)
 		j.end()
 	}
 	return j.String()
@@ -956,6 +957,19 @@ func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
 		return journal.Record{}, fmt.Errorf("get %s: %w", key, err)
 	}
 	return rec.Record, nil
+}
+
+// FieldDigests implements journal.Store (a rare read: unprepared).
+func (s *Store) FieldDigests(ctx context.Context, key string) (string, error) {
+	var d string
+	err := s.rd.QueryRowContext(ctx, selectFieldDigests, key).Scan(&d)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("field digests %s: %w", key, journal.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("field digests %s: %w", key, err)
+	}
+	return d, nil
 }
 
 // Attempts returns the attempts trail of an operation, oldest first.

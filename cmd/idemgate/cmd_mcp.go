@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/gateway/httpapi"
+	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/redact"
+)
+
+// faceConfig is the listener of one of the agents' front doors: mcp
+// (Streamable HTTP at /mcp) or http_api (/v1/operations).
+type faceConfig struct {
+	// Enabled serves it inside `idemgate run`.
+	Enabled bool `mapstructure:"enabled"`
+	// Addr is the listen address; a non-loopback one needs Token.
+	Addr string `mapstructure:"addr"`
+	// Token is the bearer token every request must carry
+	// (IDEMGATE_MCP_TOKEN, IDEMGATE_HTTP_API_TOKEN). Empty: no check,
+	// allowed on loopback only.
+	Token redact.Secret `mapstructure:"token"`
+	// MaxBody is the largest request body, in bytes (413 beyond it).
+	MaxBody int64 `mapstructure:"max_body"`
+}
+
+// faceDefaults fill the gateway's and the faces' sections of defaults().
+func faceDefaults(c *Config) {
+	g := gateway.Config{}.WithDefaults()
+	// Only the keys of the gateway: section; gatewayConfig adds the rest.
+	c.Gateway = gateway.Config{Wait: g.Wait, MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
+	c.MCP = faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20}
+	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
+}
+
+// gatewayConfig is the gateway's configuration: its own section plus the
+// daemon's env and the reconciler's horizons, so both tell one story.
+func (c Config) gatewayConfig() gateway.Config {
+	g := c.Gateway
+	g.Env = c.Env
+	g.ReviewAfter = c.Reconciler.ReviewAfter
+	g.IdleAfter = c.Reconciler.IdleAfter
+	return g.WithDefaults()
+}
+
+// validateFaces refuses a gateway or an enabled face that is unsafe to
+// serve: a non-loopback address without a bearer token.
+func (c Config) validateFaces() []error {
+	var errs []error
+	if err := c.gatewayConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for name, f := range map[string]faceConfig{"mcp": c.MCP, "http_api": c.HTTPAPI} {
+		if !f.Enabled {
+			continue
+		}
+		if err := gateway.ValidateListen(f.Addr, f.Token.Reveal()); err != nil {
+			errs = append(errs, fmt.Errorf("unsafe: %s.addr: %w (set %s.token or IDEMGATE_%s_TOKEN)", name, err, name, upper(name)))
+		}
+		if f.MaxBody < 1 {
+			errs = append(errs, fmt.Errorf("%s.max_body %d: at least 1", name, f.MaxBody))
+		}
+	}
+	return errs
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func mcpCmd(stderr io.Writer) *cobra.Command {
+	var transport, addr string
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the operations as MCP tools to an agent (stdio for a client that launches it, or Streamable HTTP at /mcp)",
+		Long: `mcp serves one MCP tool per operation type (payment_charge, invoice_create, …) plus
+get_operation and list_unresolved, in front of a running daemon: it publishes
+commands to its JetStream and reads its journal.
+
+--transport stdio (the default) speaks MCP on stdin/stdout: an MCP client launches
+"idemgate mcp --config …". Logs go to stderr. --transport http serves Streamable
+HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config(cmd)
+			if err != nil {
+				return err
+			}
+			switch transport {
+			case "stdio", "http":
+			default:
+				return &exitError{code: exitUsage, err: fmt.Errorf("--transport %q: stdio or http", transport)}
+			}
+			if addr != "" {
+				c.MCP.Addr = addr
+			}
+			if transport == "http" {
+				if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token.Reveal()); err != nil {
+					return configError(fmt.Errorf("unsafe: mcp.addr: %w (set mcp.token or IDEMGATE_MCP_TOKEN)", err))
+				}
+			}
+			log := newLogger(c, stderr)
+			nc, js, stopNATS, err := natsConn(c, log, false)
+			if err != nil {
+				return err
+			}
+			defer stopNATS()
+			// Commands wait in the stream until a daemon takes them.
+			if _, err := consumer.Ensure(cmd.Context(), js, c.NATS.Config); err != nil {
+				return err
+			}
+			store, _, err := openJournal(cmd.Context(), c, log, false)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			g, err := newGateway(c, nc, store, log)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
+			if err != nil {
+				return configError(err)
+			}
+			if transport == "stdio" {
+				log.Info("mcp: serving on stdio", "tools", len(g.Types())+2)
+				if err := srv.Run(cmd.Context(), &sdk.StdioTransport{}); err != nil && cmd.Context().Err() == nil {
+					return fmt.Errorf("mcp: %w", err)
+				}
+				return nil
+			}
+			f := &faces{log: log}
+			defer f.stop()
+			if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&transport, "transport", "stdio", "stdio or http (Streamable HTTP at /mcp)")
+	cmd.Flags().StringVar(&addr, "addr", "", "listen address for --transport http (default mcp.addr)")
+	return cmd
+}
+
+func mcpHandler(srv *sdk.Server, fc faceConfig, log *slog.Logger) http.Handler {
+	return gwmcp.Handler(srv, gwmcp.HTTPOptions{Token: fc.Token.Reveal(), MaxBody: fc.MaxBody, Log: log})
+}
+
+// newGateway builds the gateway on a NATS connection and the journal.
+func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) (*gateway.Gateway, error) {
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log})
+	if err != nil {
+		return nil, configError(err)
+	}
+	return g, nil
+}
+
+// faces are the front doors served inside `idemgate run`.
+type faces struct {
+	log      *slog.Logger
+	gw       *gateway.Gateway
+	servers  []*http.Server
+	mcpAddr  string
+	httpAddr string
+	once     sync.Once
+}
+
+// startFaces serves the enabled faces on the daemon's NATS connection and
+// journal.
+func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) (*faces, error) {
+	f := &faces{log: log}
+	if !c.MCP.Enabled && !c.HTTPAPI.Enabled {
+		return f, nil
+	}
+	g, err := newGateway(c, nc, store, log)
+	if err != nil {
+		return f, err
+	}
+	f.gw = g
+	if c.MCP.Enabled {
+		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
+		if err != nil {
+			return f, configError(err)
+		}
+		if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+			return f, err
+		}
+	}
+	if c.HTTPAPI.Enabled {
+		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token.Reveal(), MaxBody: c.HTTPAPI.MaxBody})
+		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// serve listens on the face's address and serves h under path.
+func (f *faces) serve(name string, fc faceConfig, path string, h http.Handler, addr *string) error {
+	ln, err := net.Listen("tcp", fc.Addr)
+	if err != nil {
+		return fmt.Errorf("%s listener %s: %w", name, fc.Addr, err)
+	}
+	*addr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	f.servers = append(f.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			f.log.Error(name+" server", "error", err.Error())
+		}
+	}()
+	auth := "bearer token"
+	if fc.Token == "" {
+		auth = "none (loopback only)"
+	}
+	f.log.Info(name+" serving", "addr", *addr, "path", path, "auth", auth)
+	return nil
+}
+
+// gatewayVersion is the module version the binary was built from, as
+// reported to MCP clients.
+func gatewayVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// stop closes the listeners (in-flight calls get a moment to answer) and
+// the gateway; safe twice.
+func (f *faces) stop() {
+	f.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range f.servers {
+			_ = s.Shutdown(ctx)
+		}
+		if f.gw != nil {
+			f.gw.Close()
+		}
+	})
+}

@@ -1,0 +1,186 @@
+package mcp
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// maxSafeInteger is 2^53-1, the largest amount the decoder accepts: every
+// JSON reader holds it exactly.
+const maxSafeInteger = 1<<53 - 1
+
+// Argument names every operation tool takes beside the type's fields.
+const (
+	argIntentID   = "intent_id"
+	argApprovalID = "approval_id"
+)
+
+// idPattern is the alphabet of keys and ids.
+const idPattern = `^[A-Za-z0-9._~:-]+$`
+
+func ptr[T any](v T) *T { return &v }
+
+// InputSchema is the input schema of an operation type's tool: intent_id,
+// approval_id (required when the type moves money) and the type's fields
+// with their kinds — money as integer minor units, currency as a 3-letter
+// code, dates and times with their formats. Nothing else is accepted.
+func InputSchema(t operation.Type) (*jsonschema.Schema, error) {
+	s := &jsonschema.Schema{
+		Type:                 "object",
+		Properties:           map[string]*jsonschema.Schema{},
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+		Required:             []string{argIntentID},
+	}
+	s.Properties[argIntentID] = &jsonschema.Schema{
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Description: "The business intent this call carries out: ONE id per intent (the approval, order or task you act on), " +
+			"reused unchanged on every retry of that intent — never a new id per attempt or per call. " +
+			"The same intent_id with the same fields is answered with the stored outcome and never executes twice; " +
+			"changed fields under the same intent_id are refused as a conflict. Letters, digits and . _ ~ : - only; no card numbers or personal data.",
+	}
+	approval := &jsonschema.Schema{
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Description: "The approval of this operation (who allowed it). Not part of the intent's fingerprint: a retry needs no new approval.",
+	}
+	if t.RequiresApproval {
+		approval.Description = "Required: this operation moves money and needs the approval that allowed it. " +
+			"A retry reuses the same approval; a changed amount is a new intent and needs a new approval."
+		s.Required = append(s.Required, argApprovalID)
+	}
+	s.Properties[argApprovalID] = approval
+	for _, f := range t.Fields {
+		if f.Name == argIntentID || f.Name == argApprovalID {
+			return nil, fmt.Errorf("operation %s: field %s clashes with the tool's own argument", t.Name, f.Name)
+		}
+		s.Properties[f.Name] = fieldSchema(f)
+		if f.Required {
+			s.Required = append(s.Required, f.Name)
+		}
+	}
+	s.PropertyOrder = append([]string{argIntentID, argApprovalID}, fieldNames(t)...)
+	return s, nil
+}
+
+func fieldNames(t operation.Type) []string {
+	out := make([]string, 0, len(t.Fields))
+	for _, f := range t.Fields {
+		out = append(out, f.Name)
+	}
+	return out
+}
+
+// fieldSchema is one payload field's schema, from its kind.
+func fieldSchema(f operation.Field) *jsonschema.Schema {
+	switch f.Kind {
+	case operation.KindMoney:
+		minimum := 1.0
+		if f.AllowZero {
+			minimum = 0
+		}
+		return &jsonschema.Schema{Type: "integer", Minimum: ptr(minimum), Maximum: ptr(float64(maxSafeInteger)),
+			Description: "Amount in integer minor units of the currency (kopecks, cents): 1,250.00 RUB is 125000. " +
+				"Never a decimal, never a string. Part of the intent: a changed amount is a new intent."}
+	case operation.KindCurrency:
+		return &jsonschema.Schema{Type: "string", Pattern: "^[A-Za-z]{3}$",
+			Description: "ISO 4217 currency code, e.g. RUB (case does not matter)."}
+	case operation.KindTime:
+		return &jsonschema.Schema{Type: "string", Format: "date-time",
+			Description: "RFC 3339 timestamp with an offset, e.g. 2030-01-15T10:00:00+03:00."}
+	case operation.KindDate:
+		return &jsonschema.Schema{Type: "string", Format: "date", Pattern: `^\d{4}-\d{2}-\d{2}$`,
+			Description: "Calendar date YYYY-MM-DD."}
+	case operation.KindInt:
+		return &jsonschema.Schema{Type: "integer", Minimum: ptr(float64(-maxSafeInteger)), Maximum: ptr(float64(maxSafeInteger))}
+	case operation.KindBool:
+		return &jsonschema.Schema{Type: "boolean"}
+	default:
+		maxLen := f.MaxLen
+		if maxLen == 0 {
+			maxLen = operation.DefaultMaxLen
+		}
+		s := &jsonschema.Schema{Type: "string", MaxLength: ptr(maxLen)}
+		if f.Required {
+			s.MinLength = ptr(1)
+		}
+		if f.Multiline {
+			s.Description = "Text; line breaks allowed."
+		}
+		return s
+	}
+}
+
+// answerSchema is the output schema of every tool: gateway.Answer.
+func answerSchema() *jsonschema.Schema {
+	str := func(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
+	statuses := []any{gateway.StatusSucceeded, gateway.StatusFailedFinal, gateway.StatusConflict, gateway.StatusRejected,
+		gateway.StatusPending, gateway.StatusUnavailable, gateway.StatusNotFound}
+	actions := []any{string(gateway.Done), string(gateway.Poll), string(gateway.RetrySameIntent), string(gateway.FixInput),
+		string(gateway.NewIntentRequired), string(gateway.HumanReview)}
+	step := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+		"attempt": {Type: "integer"}, "kind": {Type: "string"}, "outcome": {Type: "string"},
+		"error_code": {Type: "string"}, "note": {Type: "string"},
+		"started_at": {Type: "string", Format: "date-time"}, "finished_at": {Type: "string", Format: "date-time"},
+	}}
+	return &jsonschema.Schema{
+		Type: "object",
+		Properties: map[string]*jsonschema.Schema{
+			"status":           {Type: "string", Enum: statuses, Description: "The outcome."},
+			"operation_key":    str("<env>:<operation>:<intent_id>:<key_version>: pass it to get_operation."),
+			"operation":        str("The operation type."),
+			"replayed":         {Type: "boolean", Description: "true: answered with an outcome that already existed; nothing was sent again."},
+			"target_system":    str("1c, crm or payments."),
+			"target_object_id": str("The object the effect made in the target (invoice, task, payment)."),
+			"error_code":       str("Safe, stable error code; empty when none."),
+			"reason":           str("One sentence saying what happened and what to do."),
+			"retry_after_ms":   {Type: "integer", Minimum: ptr(0.0), Description: "Wait this long before polling or retrying."},
+			"next_action":      {Type: "string", Enum: actions, Description: nextActionHelp},
+			"conflict_fields":  {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "Fields that differ from the first request for this intent."},
+			"attempts":         {Type: "integer", Minimum: ptr(0.0)},
+			"result":           {Type: "object", Description: "Normalised outcome: business status and safe details."},
+			"journal_status":   str("The journal's status (get_operation)."),
+			"trail":            {Type: "array", Items: step, Description: "The attempts, oldest first (get_operation)."},
+		},
+		Required: []string{"status", "operation_key", "replayed", "target_object_id", "error_code", "reason", "retry_after_ms", "next_action"},
+	}
+}
+
+// nextActionHelp is the next_action table in one paragraph, for the tools'
+// descriptions and the output schema.
+const nextActionHelp = "next_action: done = finished, the effect exists; " +
+	"poll = not settled yet, call get_operation with operation_key after retry_after_ms; " +
+	"retry_same_intent = safe to call the same tool again with the same intent_id and fields; " +
+	"fix_input = rejected before anything ran, fix the named field and call again; " +
+	"new_intent_required = this intent_id already exists with other content, a changed request needs a new intent_id (and, for money, a new approval); " +
+	"human_review = a person must look (an outcome the target could not confirm, or a final refusal)."
+
+// ToolName is an operation type's tool: "payment.charge" → "payment_charge".
+func ToolName(opType string) string { return strings.ReplaceAll(opType, ".", "_") }
+
+// summaries are the first sentence of the built-in types' tools.
+var summaries = map[string]string{
+	"invoice.create":  "Create an invoice in 1C (invoice.create).",
+	"crm.task.create": "Create a task in the CRM (crm.task.create).",
+	"crm.deal.create": "Create a deal in the CRM (crm.deal.create).",
+	"payment.charge":  "Charge a payment through the payment provider (payment.charge). Moves money.",
+	"payment.refund":  "Refund a payment through the payment provider (payment.refund). Moves money.",
+}
+
+// description teaches the key discipline for one operation type.
+func description(t operation.Type) string {
+	first, ok := summaries[t.Name]
+	if !ok {
+		first = fmt.Sprintf("Run %s on the %s target.", t.Name, t.TargetSystem)
+		if t.RequiresApproval {
+			first += " Moves money."
+		}
+	}
+	return first + " idemgate makes at most one business effect per intent: give one intent_id per business intent and reuse it on every retry — " +
+		"calling again with the same intent_id and fields is safe and returns the stored outcome (replayed: true); " +
+		"changed fields under the same intent_id are refused as a conflict, nothing is executed. " +
+		"Amounts are integer minor units (125000 = 1,250.00). " + nextActionHelp
+}

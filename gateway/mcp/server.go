@@ -1,0 +1,235 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Options tune the MCP server.
+type Options struct {
+	// Version is reported to clients as the server's version. Default "dev".
+	Version string
+	// Log receives the SDK's and the server's own logs; never payloads.
+	Log *slog.Logger
+}
+
+// Path is where the Streamable HTTP endpoint is served.
+const Path = "/mcp"
+
+// instructions is what a client tells its model about the server as a whole.
+const instructions = "idemgate executes business operations (1C invoices, CRM tasks and deals, payments) at most once per intent. " +
+	"Every operation tool takes an intent_id: make one per business intent and reuse it on every retry; never make a new one because a call failed or timed out. " +
+	"Read next_action in every answer. " + nextActionHelp
+
+// NewServer returns an MCP server with one tool per operation type the
+// gateway knows (named by ToolName, input schema from the registry), plus
+// get_operation and list_unresolved. Serve it with StdioTransport, Handler
+// (Streamable HTTP) or in-memory transports.
+func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "idemgate", Title: "idemgate: one intent, one effect", Version: opts.Version},
+		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log})
+	out := answerSchema()
+	for _, t := range g.Types() {
+		in, err := InputSchema(t)
+		if err != nil {
+			return nil, err
+		}
+		moneyMoves := t.RequiresApproval || t.TargetSystem == "payments"
+		tool := &sdk.Tool{
+			Name: ToolName(t.Name), Title: title(t), Description: description(t),
+			InputSchema: in, OutputSchema: out,
+			Annotations: &sdk.ToolAnnotations{
+				Title: title(t), IdempotentHint: true, DestructiveHint: ptr(moneyMoves), OpenWorldHint: ptr(true),
+			},
+		}
+		srv.AddTool(tool, operationHandler(g, t))
+	}
+	addGetOperation(srv, g, out)
+	addListUnresolved(srv, g, out)
+	return srv, nil
+}
+
+func title(t operation.Type) string {
+	if s, ok := summaries[t.Name]; ok {
+		// "Create an invoice in 1C (invoice.create)." → the words before the parenthesis.
+		for i := range s {
+			if s[i] == '(' {
+				return s[:i-1]
+			}
+		}
+	}
+	return t.Name
+}
+
+// operationHandler calls the gateway for one operation type. It reads the
+// arguments itself rather than through the SDK's schema validation, so that
+// bad input is answered like every other outcome: status rejected,
+// next_action fix_input, the field named in the daemon's own words.
+func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		r, bad := request(t.Name, req.Params.Arguments)
+		if bad != "" {
+			return toolResult(gateway.Answer{Status: gateway.StatusRejected, Operation: t.Name,
+				ErrorCode: string(operation.CodeInvalidField), NextAction: gateway.FixInput,
+				Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the input and call again — the same intent_id may be reused.", bad)})
+		}
+		return toolResult(g.Submit(ctx, r))
+	}
+}
+
+// request splits a tool call's arguments into the intent, the approval
+// and the payload; bad says what is wrong with them.
+func request(opType string, raw json.RawMessage) (r gateway.Request, bad string) {
+	r.Operation = opType
+	args := map[string]json.RawMessage{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return r, "arguments must be a JSON object"
+		}
+	}
+	str := func(name string) (string, bool) {
+		v, ok := args[name]
+		delete(args, name)
+		if !ok || string(v) == "null" {
+			return "", true
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	var ok bool
+	if r.IntentID, ok = str(argIntentID); !ok {
+		return r, "intent_id: must be a string"
+	}
+	if r.ApprovalID, ok = str(argApprovalID); !ok {
+		return r, "approval_id: must be a string"
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return r, "arguments must be a JSON object"
+	}
+	r.Payload = payload
+	return r, ""
+}
+
+// toolResult is an answer as MCP returns it: structured content, the same
+// JSON as text, and isError for rejected, conflict and failed_final.
+func toolResult(a gateway.Answer) (*sdk.CallToolResult, error) {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil, fmt.Errorf("encode answer: %w", err)
+	}
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: string(b)}},
+		StructuredContent: json.RawMessage(b),
+		IsError:           a.IsError(),
+	}, nil
+}
+
+// GetOperationInput is get_operation's input.
+type GetOperationInput struct {
+	OperationKey string `json:"operation_key,omitempty" jsonschema:"the operation_key an earlier answer gave"`
+	Operation    string `json:"operation,omitempty" jsonschema:"the operation type (e.g. payment.charge), with intent_id, when the key is not at hand"`
+	IntentID     string `json:"intent_id,omitempty" jsonschema:"the intent_id of the call, with operation"`
+}
+
+func addGetOperation(srv *sdk.Server, g *gateway.Gateway, out *jsonschema.Schema) {
+	tool := &sdk.Tool{
+		Name:  "get_operation",
+		Title: "Get an operation's outcome",
+		Description: "Read an operation's outcome from idemgate's journal, by operation_key or by operation + intent_id: status, the target's object id, " +
+			"attempts. Read-only; it never executes anything. Use it when an answer said poll. " + nextActionHelp,
+		OutputSchema: out,
+		Annotations:  &sdk.ToolAnnotations{Title: "Get an operation's outcome", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}
+	sdk.AddTool(srv, tool, func(ctx context.Context, _ *sdk.CallToolRequest, in GetOperationInput) (*sdk.CallToolResult, gateway.Answer, error) {
+		var a gateway.Answer
+		switch {
+		case in.OperationKey != "":
+			a = g.Lookup(ctx, in.OperationKey, true)
+		case in.Operation != "" && in.IntentID != "":
+			a = g.LookupIntent(ctx, in.Operation, in.IntentID, true)
+		default:
+			a = gateway.Answer{Status: gateway.StatusRejected, ErrorCode: string(operation.CodeMissingField), NextAction: gateway.FixInput,
+				Reason: "Rejected: give operation_key, or operation and intent_id."}
+		}
+		return &sdk.CallToolResult{IsError: a.IsError()}, a, nil
+	})
+}
+
+// UnresolvedInput is list_unresolved's input.
+type UnresolvedInput struct {
+	Limit int `json:"limit,omitempty" jsonschema:"at most this many of each kind (default 100)"`
+}
+
+// UnresolvedOutput is list_unresolved's answer.
+type UnresolvedOutput struct {
+	Operations []gateway.Answer `json:"operations"`
+}
+
+func addListUnresolved(srv *sdk.Server, g *gateway.Gateway, answer *jsonschema.Schema) {
+	tool := &sdk.Tool{
+		Name:  "list_unresolved",
+		Title: "List operations that need someone",
+		Description: "List operations idemgate could not settle alone: outcomes the target could not confirm after repeated lookups " +
+			"(next_action human_review) and temporary failures nobody is retrying any more (next_action retry_same_intent). Read-only.",
+		OutputSchema: &jsonschema.Schema{Type: "object", Required: []string{"operations"},
+			Properties: map[string]*jsonschema.Schema{"operations": {Type: "array", Items: answer}}},
+		Annotations: &sdk.ToolAnnotations{Title: "List operations that need someone", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}
+	sdk.AddTool(srv, tool, func(ctx context.Context, _ *sdk.CallToolRequest, in UnresolvedInput) (*sdk.CallToolResult, UnresolvedOutput, error) {
+		list, err := g.Unresolved(ctx, in.Limit)
+		if err != nil {
+			return nil, UnresolvedOutput{}, fmt.Errorf("the journal could not be read; try again later: %w", err)
+		}
+		return nil, UnresolvedOutput{Operations: list}, nil
+	})
+}
+
+// HTTPOptions tune Handler.
+type HTTPOptions struct {
+	// Token, when set, must come with every request as "Authorization:
+	// Bearer <token>" (401 otherwise).
+	Token string
+	// MaxBody bounds a request body in bytes (413 beyond it). Default 1 MiB.
+	MaxBody int64
+	// Log receives the transport's logs.
+	Log *slog.Logger
+}
+
+// Handler serves srv over Streamable HTTP.
+func Handler(srv *sdk.Server, opts HTTPOptions) http.Handler {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = 1 << 20
+	}
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Logger: opts.Log, SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: opts.MaxBody})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !gateway.Authorized(r, opts.Token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":"a bearer token is required (Authorization: Bearer <token>)"}` + "\n"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

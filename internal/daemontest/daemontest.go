@@ -1,0 +1,130 @@
+// Package daemontest runs a real idemgate daemon in-process for tests of
+// what sits in front of it (the gateway and its faces): an embedded
+// JetStream server, a journal (SQLite in a temporary folder, or a private
+// PostgreSQL schema), the YooKassa emulator behind the YooKassa adapter for
+// payment.charge and payment.refund, the worker and the reconciler — the
+// same parts `idemgate run` composes, with short leases so that lost
+// responses settle within a test.
+//
+// It is machinery for tests: nothing outside _test.go files imports it.
+package daemontest
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/consumer/natstest"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
+	"github.com/idemgate/idemgate/journal/sqlite"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
+	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/worker"
+)
+
+// Env is the environment of the test daemon's keys.
+const Env = "test"
+
+// Journal engines.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Daemon is a running daemon and what a test needs around it.
+type Daemon struct {
+	// NATS is the embedded JetStream server; NC a connection to it for the
+	// test's own use (a gateway, a producer).
+	NATS *natstest.Server
+	NC   *nats.Conn
+	JS   jetstream.JetStream
+	// Journal is the daemon's journal (the gateway reads it).
+	Journal journal.Store
+	// YooKassa is the emulator payments go to; its ledger counts effects.
+	YooKassa *sbyookassa.Server
+	// Consumer is the commands and results streams' configuration.
+	Consumer consumer.Config
+	// Worker is the daemon's worker configuration (short leases).
+	Worker worker.Config
+}
+
+// Start runs a daemon on the named journal engine ("sqlite" or
+// "postgres"); everything stops when the test ends.
+func Start(tb testing.TB, engine string) *Daemon {
+	tb.Helper()
+	d := &Daemon{NATS: natstest.Start(tb)}
+	d.NC, d.JS = d.NATS.Connect(tb)
+	switch engine {
+	case Postgres:
+		d.Journal = pgtest.Store(tb)
+	default:
+		st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "journal.db"), sqlite.Config{})
+		if err != nil {
+			tb.Fatalf("sqlite journal: %v", err)
+		}
+		tb.Cleanup(st.Close)
+		d.Journal = st
+	}
+
+	d.YooKassa = sbyookassa.New(sbyookassa.Options{})
+	url, err := d.YooKassa.Start("127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("yookassa emulator: %v", err)
+	}
+	tb.Cleanup(func() { _ = d.YooKassa.Close() })
+	shop, secret := d.YooKassa.Credentials()
+	yk, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: 2 * time.Second})
+	if err != nil {
+		tb.Fatalf("yookassa adapter: %v", err)
+	}
+
+	// The retry policy's horizons keep their defaults (AckWait is long
+	// enough for them); only the delays are short.
+	d.Consumer = consumer.Config{AckWait: 15 * time.Second, FetchWait: 50 * time.Millisecond}.WithDefaults()
+	d.Worker = worker.Config{
+		Owner: "daemontest", LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second, HeartbeatInterval: time.Second,
+		ShutdownTimeout: 5 * time.Second,
+		Retry:           worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+	}
+	ctx := context.Background()
+	cons, err := consumer.Ensure(ctx, d.JS, d.Consumer)
+	if err != nil {
+		tb.Fatalf("streams: %v", err)
+	}
+	deps := worker.Deps{
+		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: cons,
+		Decoder:  &operation.Decoder{Env: Env},
+		Adapters: map[string]adapters.Adapter{"payment.charge": yk, "payment.refund": yk},
+		Log:      slog.New(slog.DiscardHandler),
+	}
+	w, err := worker.New(d.Worker, d.Consumer, deps)
+	if err != nil {
+		tb.Fatalf("worker: %v", err)
+	}
+	rec, err := worker.NewReconciler(worker.ReconcilerConfig{Interval: 200 * time.Millisecond}, d.Worker, deps)
+	if err != nil {
+		tb.Fatalf("reconciler: %v", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		tb.Fatalf("worker: %v", err)
+	}
+	tb.Cleanup(w.Stop)
+	if err := rec.Start(ctx); err != nil {
+		tb.Fatalf("reconciler: %v", err)
+	}
+	tb.Cleanup(rec.Stop)
+	return d
+}
+
+// Engines are the journal engines a guarantee test runs on.
+var Engines = []string{SQLite, Postgres}
