@@ -119,7 +119,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	code, _, stderr := runTool(t, "resolve", published, "--as", "failed_final", "--evidence", "checked", "--operator", "test")
 	require.NotEqual(t, exitUnknown, code, stderr)
 	require.NotEqual(t, exitOK, code, stderr)
-	require.Contains(t, stderr, "(status succeeded)")
+	require.Contains(t, stderr, "already final (succeeded")
 	cancel()
 	require.Equal(t, exitOK, <-done, logs.String())
 }

@@ -68,14 +68,22 @@ func TestResolveWinsAndTraceKeepsTheHistory(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run(ctx, args("trace", key, "--json"), &out, &errb), errb.String())
 	var tr struct {
-		Operation journal.Record    `json:"operation"`
-		Attempts  []journal.Attempt `json:"attempts"`
+		Operation struct {
+			ReconcileRounds      int        `json:"reconcile_rounds"`
+			ReconcileRoundsTotal int        `json:"reconcile_rounds_total"`
+			RaisedAt             *time.Time `json:"raised_at"`
+			EffectPossible       bool       `json:"effect_possible"`
+		} `json:"operation"`
+		Attempts []struct {
+			Outcome journal.AttemptOutcome `json:"outcome"`
+		} `json:"attempts"`
 	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &tr), out.String())
-	require.Equal(t, 3, tr.Operation.ReconcileRoundsTotal)
+	require.Equal(t, 3, tr.Operation.ReconcileRoundsTotal, out.String())
 	require.Zero(t, tr.Operation.ReconcileRounds)
-	require.False(t, tr.Operation.RaisedAt.IsZero())
+	require.NotNil(t, tr.Operation.RaisedAt)
 	require.True(t, tr.Operation.EffectPossible)
+	require.NotEmpty(t, tr.Attempts)
 	for _, a := range tr.Attempts {
 		require.True(t, a.Outcome.Valid(), "every attempt is closed: %+v", a)
 	}
