@@ -43,8 +43,9 @@ const (
 	retryInLease      = 3 * time.Second
 	reconcileInterval = 500 * time.Millisecond
 	// slowCreate holds the first create of check 8 in the target, well
-	// inside callTimeout, so that the twin command meets a live lease.
-	slowCreate = 1500 * time.Millisecond
+	// inside callTimeout (T-Bank makes a second request after it, and a
+	// loaded machine slows both), so that the twin command meets a live lease.
+	slowCreate = 1200 * time.Millisecond
 	// lateLanding holds a dead owner's create in the target until another
 	// replica has taken over (lease), found nothing and executed again
 	// (redelivery after ack_wait).
