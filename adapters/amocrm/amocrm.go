@@ -2,7 +2,6 @@ package amocrm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -25,7 +23,6 @@ const (
 // Adapter is the amoCRM adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	token  redact.Secret
 	client *adapters.Client
 	locks  adapters.KeyLocks
 }
@@ -39,11 +36,11 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tok, err := adapters.LoadCredential(cfg.Token, cfg.TokenEnv, cfg.TokenFile, cfg.Getenv)
+	tok, err := adapters.Credential{Value: cfg.Token, File: cfg.TokenFile, Env: cfg.TokenEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("amocrm: token: %w", err)
 	}
-	return &Adapter{cfg: cfg, token: tok, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BearerAuth(tok))}, nil
 }
 
 // Name returns the instance name.
@@ -70,27 +67,11 @@ func numericID(s string) (int64, bool) {
 }
 
 func (a *Adapter) request(ctx context.Context, method, path string, q url.Values, body any) (*adapters.HTTPResponse, error) {
-	var b []byte
-	if body != nil {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			return nil, bad("encode request: " + err.Error())
-		}
-	}
 	u := a.cfg.BaseURL + path
 	if q != nil {
 		u += "?" + q.Encode()
 	}
-	req, err := adapters.NewRequest(ctx, method, u, b)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
-	req.Header.Set("Accept", "application/hal+json, application/json")
-	if b != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return a.client.Send(req, 0)
+	return a.client.JSON(ctx, method, u, body, http.Header{"Accept": {"application/hal+json, application/json"}})
 }
 
 func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {

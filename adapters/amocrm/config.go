@@ -1,10 +1,9 @@
 package amocrm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -36,7 +35,9 @@ var DefaultRateLimit = adapters.RateLimit{Rate: 7, Burst: 5}
 
 // Config configures the amoCRM adapter.
 type Config struct {
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "amocrm"), timeout (default 30s),
+	// rate_limit (default DefaultRateLimit).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the account URL, e.g. https://example.amocrm.ru (required).
 	BaseURL string `mapstructure:"base_url"`
 	// Token is the OAuth access or long-lived token; when empty it is read
@@ -69,64 +70,25 @@ type Config struct {
 	// true): a connector that maps only standard fields drops the key field
 	// and tags, and the name is then what the search finds the lead by.
 	// false keeps names clean, and such leads cannot be found.
-	KeyInName *bool         `mapstructure:"key_in_name"`
-	Timeout   time.Duration `mapstructure:"timeout"`
-	MaxKeyLen int           `mapstructure:"max_key_len"`
-
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting the
-	// target's limit (default DefaultRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 2, burst: 40}.
-	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
-	Logger    *slog.Logger        `mapstructure:"-"`
-	Clock     func() time.Time    `mapstructure:"-"`
-	Getenv    func(string) string `mapstructure:"-"`
+	KeyInName *bool `mapstructure:"key_in_name"`
+	MaxKeyLen int   `mapstructure:"max_key_len"`
 }
 
 // WithDefaults returns c with zero fields set. A negative SettleTime means 0.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.TokenEnv == "" {
-		c.TokenEnv = DefaultTokenEnv
-	}
-	if c.TaskTypeID == 0 {
-		c.TaskTypeID = DefaultTaskTypeID
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	switch {
-	case c.SettleTime == 0:
-		c.SettleTime = max(DefaultSettleTime, 2*c.Timeout)
-	case c.SettleTime < 0:
-		c.SettleTime = 0
-	}
-	if c.LookupWindow == 0 {
-		c.LookupWindow = DefaultLookupWindow
-	}
-	if c.LookupSkew == 0 {
-		c.LookupSkew = DefaultLookupSkew
-	}
-	if c.LookupMaxPages == 0 {
-		c.LookupMaxPages = DefaultLookupMaxPages
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
+	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, "")
+	c.TokenEnv = cmp.Or(c.TokenEnv, DefaultTokenEnv)
+	c.TaskTypeID = cmp.Or(c.TaskTypeID, DefaultTaskTypeID)
+	c.SettleTime = adapters.SettleTime(c.SettleTime, max(DefaultSettleTime, 2*c.Timeout))
+	c.LookupWindow = cmp.Or(c.LookupWindow, DefaultLookupWindow)
+	c.LookupSkew = cmp.Or(c.LookupSkew, DefaultLookupSkew)
+	c.LookupMaxPages = cmp.Or(c.LookupMaxPages, DefaultLookupMaxPages)
 	if c.KeyInName == nil {
 		on := true
 		c.KeyInName = &on
 	}
-	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
-	}
-	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
 
@@ -135,17 +97,14 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	_, ok := adapters.ValidBaseURL(c.BaseURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.KeyFieldID < 0 || c.PipelineID < 0 || c.TaskTypeID < 0:
 		return fmt.Errorf("%w: ids must not be negative", ErrInvalidConfig)
-	case c.Timeout <= 0 || c.LookupWindow <= 0 || c.LookupMaxPages <= 0 || c.LookupSkew < 0:
-		return fmt.Errorf("%w: timeout, lookup_window and lookup_max_pages must be positive", ErrInvalidConfig)
+	case c.LookupWindow <= 0 || c.LookupMaxPages <= 0 || c.LookupSkew < 0:
+		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

@@ -2,7 +2,6 @@ package bitrix24
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,14 +39,15 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	code, err := adapters.LoadCredential(cfg.WebhookCode, cfg.WebhookCodeEnv, cfg.WebhookCodeFile, cfg.Getenv)
+	code, err := adapters.Credential{Value: cfg.WebhookCode, File: cfg.WebhookCodeFile, Env: cfg.WebhookCodeEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("bitrix24: webhook code: %w", err)
 	}
 	if strings.ContainsAny(code.Reveal(), "/?#% ") {
 		return nil, fmt.Errorf("%w: webhook code must be a plain token", ErrInvalidConfig)
 	}
-	return &Adapter{cfg: cfg, code: code, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	// The webhook code travels in the path (see call); no header carries it.
+	return &Adapter{cfg: cfg, code: code, client: cfg.NewClient(nil)}, nil
 }
 
 // Name returns the instance name.
@@ -153,18 +153,8 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 }
 
 func (a *Adapter) call(ctx context.Context, method string, body any) (*adapters.HTTPResponse, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("bitrix24: encode %s: %w", method, err))
-	}
 	u := a.cfg.PortalURL + "/rest/" + url.PathEscape(a.cfg.UserID) + "/" + url.PathEscape(a.code.Reveal()) + "/" + method + ".json"
-	req, err := adapters.NewRequest(ctx, http.MethodPost, u, b)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	return a.client.Send(req, 0)
+	return a.client.JSON(ctx, http.MethodPost, u, body, nil)
 }
 
 func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.Error {

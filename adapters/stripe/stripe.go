@@ -42,7 +42,6 @@ const (
 // Adapter is the Stripe adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	secret redact.Secret
 	client *adapters.Client
 }
 
@@ -55,7 +54,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	secret, err := adapters.LoadCredential(cfg.SecretKey, cfg.SecretKeyEnv, cfg.SecretKeyFile, cfg.Getenv)
+	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
@@ -64,7 +63,7 @@ func New(cfg Config) (*Adapter, error) {
 		def = DefaultTestRateLimit
 	}
 	cfg.RateLimit = cfg.RateLimit.WithDefaults(def)
-	return &Adapter{cfg: cfg, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	return &Adapter{cfg: cfg, client: cfg.NewClient(cfg.authorize(secret))}, nil
 }
 
 // Name returns the configured instance name.
@@ -109,7 +108,6 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	a.headers(req)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	// NewRequest leaves GetBody nil: net/http never re-sends this POST by
 	// itself even though it carries Idempotency-Key.
@@ -122,14 +120,19 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	return a.createOutcome(resp, op)
 }
 
-func (a *Adapter) headers(req *http.Request) {
-	req.Header.Set("Authorization", "Bearer "+a.secret.Reveal())
-	req.Header.Set("Accept", "application/json")
-	if a.cfg.APIVersion != "" {
-		req.Header.Set("Stripe-Version", a.cfg.APIVersion)
-	}
-	if a.cfg.Account != "" {
-		req.Header.Set("Stripe-Account", a.cfg.Account)
+// authorize sets, on every request, the secret key and the account's
+// headers.
+func (c Config) authorize(secret redact.Secret) func(*http.Request) {
+	bearer := adapters.BearerAuth(secret)
+	return func(req *http.Request) {
+		bearer(req)
+		req.Header.Set("Accept", "application/json")
+		if c.APIVersion != "" {
+			req.Header.Set("Stripe-Version", c.APIVersion)
+		}
+		if c.Account != "" {
+			req.Header.Set("Stripe-Account", c.Account)
+		}
 	}
 }
 
@@ -514,7 +517,6 @@ func (a *Adapter) get(ctx context.Context, pathQuery string, v any) error {
 	if err != nil {
 		return err
 	}
-	a.headers(req)
 	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
 		return readError(adapters.AsError(err))

@@ -2,7 +2,6 @@ package tbank
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,8 +39,7 @@ const (
 // Adapter is the T-Bank acquiring adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg      Config
-	terminal string
-	password redact.Secret
+	password redact.Secret // signs every request (Token); no header carries it
 	client   *adapters.Client
 }
 
@@ -54,20 +52,16 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	terminal := cfg.TerminalKey
-	if terminal == "" {
-		s, err := adapters.LoadCredential("", cfg.TerminalKeyEnv, "", cfg.Getenv)
-		if err != nil {
-			return nil, fmt.Errorf("%w: terminal key: %w", ErrInvalidConfig, err)
-		}
-		terminal = s.Reveal()
+	terminal, err := adapters.Credential{Value: redact.Secret(cfg.TerminalKey), Env: cfg.TerminalKeyEnv}.Load(cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: terminal key: %w", ErrInvalidConfig, err)
 	}
-	password, err := adapters.LoadCredential(cfg.Password, cfg.PasswordEnv, cfg.PasswordFile, cfg.Getenv)
+	password, err := adapters.Credential{Value: cfg.Password, File: cfg.PasswordFile, Env: cfg.PasswordEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: password: %w", ErrInvalidConfig, err)
 	}
-	cfg.TerminalKey = terminal
-	return &Adapter{cfg: cfg, terminal: terminal, password: password, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	cfg.TerminalKey = terminal.Reveal()
+	return &Adapter{cfg: cfg, password: password, client: cfg.NewClient(nil)}, nil
 }
 
 // Name returns the configured instance name.
@@ -394,18 +388,9 @@ func (a *Adapter) refund(ctx context.Context, op operation.Operation) (adapters.
 // call signs and posts one method. HTTP other than 200 is classified by
 // status; a 200 must carry a well-formed answer.
 func (a *Adapter) call(ctx context.Context, method string, params map[string]any) (answer, error) {
-	params["TerminalKey"] = a.terminal
+	params["TerminalKey"] = a.cfg.TerminalKey
 	params["Token"] = token(params, a.password.Reveal())
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return answer{}, validation(fmt.Errorf("encode %s", method))
-	}
-	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+"/v2/"+method, raw)
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+"/v2/"+method, params, nil)
 	if err != nil {
 		return answer{}, err
 	}

@@ -34,8 +34,6 @@ const CodeLookupIncomplete = "lookup_incomplete"
 // Adapter is the YooKassa adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	shopID string
-	secret redact.Secret
 	client *adapters.Client
 }
 
@@ -48,27 +46,16 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	shopID := cfg.ShopID
-	if shopID == "" {
-		getenv := cfg.Getenv
-		if getenv != nil {
-			shopID = strings.TrimSpace(getenv(cfg.ShopIDEnv))
-		} else {
-			s, err := adapters.LoadCredential("", cfg.ShopIDEnv, "", nil)
-			if err == nil {
-				shopID = s.Reveal()
-			}
-		}
-		if shopID == "" {
-			return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
-		}
+	shopID, err := adapters.Credential{Value: redact.Secret(cfg.ShopID), Env: cfg.ShopIDEnv}.Load(cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
 	}
-	secret, err := adapters.LoadCredential(cfg.SecretKey, cfg.SecretKeyEnv, cfg.SecretKeyFile, cfg.Getenv)
+	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
-	cfg.ShopID = shopID
-	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	cfg.ShopID = shopID.Reveal()
+	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.ShopID, secret))}, nil
 }
 
 // Name returns the configured instance name.
@@ -106,18 +93,8 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	if err != nil {
 		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("encode %s request", op.Type))
-	}
-	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+path, raw)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	a.authorize(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotence-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+path, body,
+		http.Header{"Idempotence-Key": {adapters.TargetKey(op.Key.String(), MaxKeyLen)}})
 	if err != nil {
 		a.cfg.Logger.Debug("yookassa request failed", "operation_key", op.Key.String(), "error", err)
 		return adapters.Outcome{}, err
@@ -127,11 +104,6 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		return out, err
 	}
 	return a.duplicatesAfterCreate(ctx, op, out), nil
-}
-
-func (a *Adapter) authorize(req *http.Request) {
-	req.SetBasicAuth(a.shopID, a.secret.Reveal())
-	req.Header.Set("Accept", "application/json")
 }
 
 func (a *Adapter) paymentRequest(op operation.Operation) (paymentRequest, error) {
@@ -418,7 +390,7 @@ func (a *Adapter) listPage(ctx context.Context, path string, q url.Values) ([]ob
 	if err != nil {
 		return nil, "", err
 	}
-	a.authorize(req)
+	req.Header.Set("Accept", "application/json")
 	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
 		return nil, "", readError(adapters.AsError(err))
