@@ -18,9 +18,10 @@
 //
 // An emulator package builds its contract handler and wraps it with NewCore;
 // its Server type embeds *Core, so Handler, Start, Close, Effects,
-// TotalEffects, InjectFault, ClearFaults and Reset are promoted. Emulators
-// register a Factory with Register in init, and RunAll starts all registered
-// emulators on loopback ports for manual use (idemgate sandbox, demo).
+// TotalEffects, InjectFault, ClearFaults and Reset are promoted, and it is a
+// Target. A Group starts and stops a list of Targets together; whoever
+// needs emulators lists them explicitly (the binary's in
+// cmd/idemgate/internal/sandboxes), nothing registers itself.
 //
 // Writing an emulator:
 //

@@ -49,9 +49,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register("amocrm", func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 type value struct {
 	Value any `json:"value"`

@@ -50,9 +50,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register("bitrix24", func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 type object map[string]any
 

@@ -64,9 +64,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register("onec", func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 // document is an invoice in the infobase.
 type document struct {

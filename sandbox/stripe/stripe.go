@@ -66,9 +66,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 // decline is how the card network answers a test PaymentMethod.
 type decline struct{ code, declineCode string }

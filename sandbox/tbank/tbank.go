@@ -74,9 +74,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 // Server is the T-Bank emulator.
 type Server struct {

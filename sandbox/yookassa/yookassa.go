@@ -77,9 +77,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
 
 // Server is the YooKassa emulator.
 type Server struct {
