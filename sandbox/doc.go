@@ -39,6 +39,12 @@
 //		return s
 //	}
 //
+// What emulators share in serving a contract is here once (http.go): bodies
+// in and out (ReadBody, WriteJSON, WriteBody for a stored answer), the
+// credential checks (BasicAuthorized, BearerToken, SameSecret), and paging
+// (QueryLimit, Cursor, Page). Core sets Retry-After on injected 429/503
+// before the emulator's WriteError writes the target's body.
+//
 // Inside the contract handler, call Core.Record for every created object and
 // KeyIgnored(r.Context()) to learn whether the ignore-key connector fault is
 // active for this request (the emulator must then behave as if no key had
