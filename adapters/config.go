@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,6 +105,52 @@ func ValidBaseURL(raw string) (*url.URL, bool) {
 // slashes: adapters append paths that start with one.
 func TrimBaseURL(raw, def string) string {
 	return strings.TrimRight(cmp.Or(raw, def), "/")
+}
+
+// LookupScan bounds a Lookup that cannot ask the target for a key and scans
+// its objects by creation time instead (YooKassa, Bitrix24, amoCRM tasks).
+// An adapter's Config embeds it squashed, with its own defaults.
+type LookupScan struct {
+	// LookupWindow is how far back a scan looks when the worker does not
+	// say when the journal first saw the key.
+	LookupWindow time.Duration `mapstructure:"lookup_window"`
+	// LookupSkew: when the worker says when the journal first saw the key
+	// (Attempt.Since), the scan starts that long before it instead (the
+	// journal's clock and the target's may differ; nothing for the key can
+	// have been sent earlier).
+	LookupSkew time.Duration `mapstructure:"lookup_skew"`
+	// LookupMaxPages caps the pages one Lookup reads; past them without a
+	// match the answer cannot be "not found".
+	LookupMaxPages int `mapstructure:"lookup_max_pages"`
+}
+
+// WithDefaults returns s with its zero fields taken from def.
+func (s LookupScan) WithDefaults(def LookupScan) LookupScan {
+	s.LookupWindow = cmp.Or(s.LookupWindow, def.LookupWindow)
+	s.LookupSkew = cmp.Or(s.LookupSkew, def.LookupSkew)
+	s.LookupMaxPages = cmp.Or(s.LookupMaxPages, def.LookupMaxPages)
+	return s
+}
+
+// Validate checks s after WithDefaults.
+func (s LookupScan) Validate() error {
+	if s.LookupWindow <= 0 || s.LookupMaxPages <= 0 || s.LookupSkew < 0 {
+		return errors.New("lookup_window and lookup_max_pages must be positive, lookup_skew not negative")
+	}
+	return nil
+}
+
+// From is where a scan for the key of the call ctx carries starts: LookupSkew
+// before the journal first saw the key when the worker says so
+// (AttemptFrom), unless that is longer ago than LookupWindow before now.
+func (s LookupScan) From(ctx context.Context, now time.Time) time.Time {
+	from := now.Add(-s.LookupWindow)
+	if att, ok := AttemptFrom(ctx); ok && !att.Since.IsZero() {
+		if since := att.Since.Add(-s.LookupSkew); since.After(from) {
+			from = since
+		}
+	}
+	return from
 }
 
 // SettleTime is the settle-time rule of a target that documents no bound on

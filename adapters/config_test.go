@@ -100,3 +100,21 @@ func TestClientJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Basic dXNlcjpwdw==", (<-got).auth)
 }
+
+// A scan by creation time starts LookupSkew before the journal first saw the
+// key when the worker says so, never further back than LookupWindow.
+func TestLookupScanFrom(t *testing.T) {
+	t.Parallel()
+	s := adapters.LookupScan{}.WithDefaults(adapters.LookupScan{LookupWindow: 48 * time.Hour, LookupSkew: 5 * time.Minute, LookupMaxPages: 10})
+	require.NoError(t, s.Validate())
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, now.Add(-48*time.Hour), s.From(context.Background(), now), "the worker does not say")
+	since := now.Add(-time.Hour)
+	ctx := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 2, Since: since})
+	require.Equal(t, since.Add(-5*time.Minute), s.From(ctx, now))
+	old := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 2, Since: now.Add(-72 * time.Hour)})
+	require.Equal(t, now.Add(-48*time.Hour), s.From(old, now), "never before the window")
+	for _, bad := range []adapters.LookupScan{{LookupWindow: -1}, {LookupSkew: -1}, {LookupMaxPages: -1}} {
+		require.Error(t, bad.WithDefaults(s).Validate(), "%+v", bad)
+	}
+}

@@ -10,7 +10,9 @@
 //     *_before_request_written code, apart from the same status after it;
 //   - HTTPConfig: what every adapter's configuration shares (name, timeout,
 //     rate limit, injected logger, clock and environment), embedded squashed
-//     in each adapter's Config with one set of defaults and checks; and
+//     in each adapter's Config with one set of defaults and checks;
+//     LookupScan, the bounds of a lookup that scans by creation time from
+//     just before the key's first attempt (YooKassa, Bitrix24, amoCRM); and
 //     Credential, a secret given inline, as a file or as an environment
 //     variable;
 //   - Client: the HTTP client plus the target account's client-side token

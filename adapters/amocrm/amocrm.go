@@ -122,14 +122,14 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 			return adapters.Outcome{}, err
 		}
 		search = func() (found, error) { return a.searchLead(ctx, key) }
-		create = func() (adapters.Outcome, error) { return a.createLead(ctx, l, key) }
+		create = func() (adapters.Outcome, error) { return a.create(ctx, "lead", []leadIn{l}, l.RequestID) }
 	case OpTaskCreate:
 		t, err := a.taskOf(op, key)
 		if err != nil {
 			return adapters.Outcome{}, err
 		}
 		search = func() (found, error) { return a.searchTask(ctx, key) }
-		create = func() (adapters.Outcome, error) { return a.createTask(ctx, t, key) }
+		create = func() (adapters.Outcome, error) { return a.create(ctx, "task", []taskIn{t}, t.RequestID) }
 	default:
 		return adapters.Outcome{}, bad(fmt.Sprintf("unsupported operation %q", op.Type))
 	}
@@ -259,19 +259,21 @@ func (a *Adapter) searchLead(ctx context.Context, key string) (found, error) {
 	return f, nil
 }
 
-func (a *Adapter) createLead(ctx context.Context, l leadIn, key string) (adapters.Outcome, error) {
-	resp, err := a.request(ctx, http.MethodPost, "/api/v4/leads", nil, []leadIn{l})
+// create posts one object of kind ("lead", "task"; amoCRM takes a batch,
+// body holds the one) and reads back its id by the batch's request_id.
+func (a *Adapter) create(ctx context.Context, kind string, body any, requestID string) (adapters.Outcome, error) {
+	resp, err := a.request(ctx, http.MethodPost, "/api/v4/"+kind+"s", nil, body)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return adapters.Outcome{}, a.statusError(resp)
 	}
-	id, err := parseCreated(resp.Body, "leads", l.RequestID)
+	id, err := parseCreated(resp.Body, kind+"s", requestID)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	return item{kind: "lead", id: id}.outcome(false), nil
+	return item{kind: kind, id: id}.outcome(false), nil
 }
 
 // --- tasks ---
@@ -303,12 +305,7 @@ func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
 
 func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 	now := a.cfg.Clock()
-	from := now.Add(-a.cfg.LookupWindow)
-	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-			from = since
-		}
-	}
+	from := a.cfg.From(ctx, now)
 	q := url.Values{
 		"filter[updated_at][from]": {strconv.FormatInt(from.Unix(), 10)},
 		"filter[updated_at][to]":   {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
@@ -347,21 +344,6 @@ func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 	f.sort()
 	f.exhausted = len(f.items) == 0
 	return f, nil
-}
-
-func (a *Adapter) createTask(ctx context.Context, t taskIn, key string) (adapters.Outcome, error) {
-	resp, err := a.request(ctx, http.MethodPost, "/api/v4/tasks", nil, []taskIn{t})
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return adapters.Outcome{}, a.statusError(resp)
-	}
-	id, err := parseCreated(resp.Body, "tasks", t.RequestID)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	return item{kind: "task", id: id}.outcome(false), nil
 }
 
 // --- found objects ---

@@ -169,7 +169,7 @@ func TestRateLimitIsRetry(t *testing.T) {
 
 func TestTaskScanPageCapIsIndeterminate(t *testing.T) {
 	t.Parallel()
-	a, srv := setup(t, sb.Options{}, amocrm.Config{LookupMaxPages: 1})
+	a, srv := setup(t, sb.Options{}, amocrm.Config{LookupScan: adapters.LookupScan{LookupMaxPages: 1}})
 	ctx := context.Background()
 	for i := range 250 {
 		_, err := a.Execute(ctx, taskOp(fmt.Sprintf("fill-%d", i), 0))

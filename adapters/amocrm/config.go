@@ -60,12 +60,8 @@ type Config struct {
 	// the larger of 30s and twice Timeout (60s with the default timeout). A
 	// negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// LookupWindow and LookupMaxPages bound the task scan (defaults 48h, 10
-	// pages of 250); when the worker tells when the journal first saw the
-	// key, the scan starts LookupSkew (default 5m) before it instead.
-	LookupWindow   time.Duration `mapstructure:"lookup_window"`
-	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
-	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
+	// LookupScan bounds the task scan (defaults 48h, 5m, 10 pages of 250).
+	adapters.LookupScan `mapstructure:",squash"`
 	// KeyInName appends the marker "[op:<key>]" to a lead's name (default
 	// true): a connector that maps only standard fields drops the key field
 	// and tags, and the name is then what the search finds the lead by.
@@ -81,9 +77,7 @@ func (c Config) WithDefaults() Config {
 	c.TokenEnv = cmp.Or(c.TokenEnv, DefaultTokenEnv)
 	c.TaskTypeID = cmp.Or(c.TaskTypeID, DefaultTaskTypeID)
 	c.SettleTime = adapters.SettleTime(c.SettleTime, max(DefaultSettleTime, 2*c.Timeout))
-	c.LookupWindow = cmp.Or(c.LookupWindow, DefaultLookupWindow)
-	c.LookupSkew = cmp.Or(c.LookupSkew, DefaultLookupSkew)
-	c.LookupMaxPages = cmp.Or(c.LookupMaxPages, DefaultLookupMaxPages)
+	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
 	if c.KeyInName == nil {
 		on := true
 		c.KeyInName = &on
@@ -97,14 +91,12 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
+	if err := cmp.Or(c.HTTPConfig.Validate("base_url", c.BaseURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch {
 	case c.KeyFieldID < 0 || c.PipelineID < 0 || c.TaskTypeID < 0:
 		return fmt.Errorf("%w: ids must not be negative", ErrInvalidConfig)
-	case c.LookupWindow <= 0 || c.LookupMaxPages <= 0 || c.LookupSkew < 0:
-		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

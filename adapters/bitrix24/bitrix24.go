@@ -227,12 +227,7 @@ func (a *Adapter) search(ctx context.Context, ent entity, key string, scan bool)
 	}
 	f.byOrigin = len(f.items)
 	if scan {
-		from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
-		if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-			if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-				from = since
-			}
-		}
+		from := a.cfg.From(ctx, a.cfg.Clock())
 		mark := marker(key)
 		next := 0
 		for page := 0; ; page++ {

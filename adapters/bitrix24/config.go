@@ -68,12 +68,9 @@ type Config struct {
 	// documents no bound on that time [??]; the default is twice Timeout
 	// (60s with the default timeout). A negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// LookupWindow, LookupSkew and LookupMaxPages bound the marker scan
-	// (defaults 24h, 5m, 10 pages of 50).
-	LookupWindow   time.Duration `mapstructure:"lookup_window"`
-	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
-	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
-	MaxKeyLen      int           `mapstructure:"max_key_len"`
+	// LookupScan bounds the marker scan (defaults 24h, 5m, 10 pages of 50).
+	adapters.LookupScan `mapstructure:",squash"`
+	MaxKeyLen           int `mapstructure:"max_key_len"`
 }
 
 // WithDefaults returns c with zero fields set.
@@ -85,9 +82,7 @@ func (c Config) WithDefaults() Config {
 	c.ActivityTypeID = cmp.Or(c.ActivityTypeID, DefaultActivityTypeID)
 	c.OwnerTypeID = cmp.Or(c.OwnerTypeID, DefaultOwnerTypeID)
 	c.SettleTime = adapters.SettleTime(c.SettleTime, 2*c.Timeout)
-	c.LookupWindow = cmp.Or(c.LookupWindow, DefaultLookupWindow)
-	c.LookupSkew = cmp.Or(c.LookupSkew, DefaultLookupSkew)
-	c.LookupMaxPages = cmp.Or(c.LookupMaxPages, DefaultLookupMaxPages)
+	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
 	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
@@ -97,7 +92,7 @@ var ErrInvalidConfig = errors.New("bitrix24: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	if err := c.HTTPConfig.Validate("portal_url", c.PortalURL); err != nil {
+	if err := cmp.Or(c.HTTPConfig.Validate("portal_url", c.PortalURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch u, _ := url.Parse(c.PortalURL); {
@@ -107,8 +102,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: user_id is required and must be a plain id", ErrInvalidConfig)
 	case c.SettleTime < 0:
 		return fmt.Errorf("%w: settle_time must not be negative", ErrInvalidConfig)
-	case c.LookupWindow <= 0 || c.LookupSkew < 0 || c.LookupMaxPages <= 0:
-		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

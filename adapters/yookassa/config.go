@@ -56,16 +56,11 @@ type Config struct {
 	// TwoStage sends capture:false (the payment stops at
 	// waiting_for_capture). Default false: one-stage capture:true.
 	TwoStage bool `mapstructure:"two_stage"`
-	// LookupWindow is how far back Lookup scans the payment or refund list
-	// for our key (default 48h: the 24h idempotence window plus slack).
-	LookupWindow time.Duration `mapstructure:"lookup_window"`
-	// LookupMaxPages caps the pages (100 items each) one Lookup reads; when
-	// reached without a match the answer is Indeterminate (default 20).
-	LookupMaxPages int `mapstructure:"lookup_max_pages"`
-	// LookupSkew: when the worker tells when the journal first saw the key,
-	// the scan starts that long before it instead of LookupWindow ago
-	// (default 5m; nothing for the key can have been sent earlier).
-	LookupSkew time.Duration `mapstructure:"lookup_skew"`
+	// LookupScan bounds the scan of the payment or refund list for our key:
+	// lookup_window (default 48h: the 24h idempotence window plus slack),
+	// lookup_skew (default 5m), lookup_max_pages (pages of 100, default 20;
+	// reached without a match the answer is Indeterminate).
+	adapters.LookupScan `mapstructure:",squash"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -74,9 +69,7 @@ func (c Config) WithDefaults() Config {
 	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
 	c.ShopIDEnv = cmp.Or(c.ShopIDEnv, DefaultShopIDEnv)
 	c.SecretKeyEnv = cmp.Or(c.SecretKeyEnv, DefaultSecretKeyEnv)
-	c.LookupWindow = cmp.Or(c.LookupWindow, DefaultLookupWindow)
-	c.LookupMaxPages = cmp.Or(c.LookupMaxPages, DefaultLookupMaxPages)
-	c.LookupSkew = cmp.Or(c.LookupSkew, DefaultLookupSkew)
+	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
 	return c
 }
 
@@ -86,17 +79,10 @@ var ErrInvalidConfig = errors.New("yookassa: invalid config")
 // Validate checks the configuration (after WithDefaults). It does not
 // require the credentials to be resolved; New does.
 func (c Config) Validate() error {
-	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
+	if err := cmp.Or(c.HTTPConfig.Validate("base_url", c.BaseURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	switch {
-	case c.LookupWindow <= 0:
-		return fmt.Errorf("%w: lookup_window must be positive", ErrInvalidConfig)
-	case c.LookupSkew < 0:
-		return fmt.Errorf("%w: lookup_skew must not be negative", ErrInvalidConfig)
-	case c.LookupMaxPages <= 0:
-		return fmt.Errorf("%w: lookup_max_pages must be positive", ErrInvalidConfig)
-	case strings.ContainsAny(c.ShopID, ":\r\n"):
+	if strings.ContainsAny(c.ShopID, ":\r\n") {
 		return fmt.Errorf("%w: shop_id must not contain ':' or line breaks", ErrInvalidConfig)
 	}
 	return nil

@@ -302,12 +302,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // scan returns the objects carrying op's key, oldest first and each once,
 // and whether the whole window was read.
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
-	from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
-	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-			from = since
-		}
-	}
+	from := a.cfg.From(ctx, a.cfg.Clock())
 	q := url.Values{}
 	q.Set("created_at.gte", from.UTC().Format("2006-01-02T15:04:05.000Z"))
 	q.Set("limit", "100")

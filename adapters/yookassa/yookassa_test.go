@@ -296,7 +296,7 @@ func TestConfig(t *testing.T) {
 	require.ErrorIs(t, err, yookassa.ErrInvalidConfig)
 
 	for _, bad := range []yookassa.Config{
-		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {HTTPConfig: adapters.HTTPConfig{Timeout: -1}}, {LookupMaxPages: -1}, {ShopID: "a:b"},
+		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {HTTPConfig: adapters.HTTPConfig{Timeout: -1}}, {LookupScan: adapters.LookupScan{LookupMaxPages: -1}}, {ShopID: "a:b"},
 	} {
 		require.ErrorIs(t, bad.WithDefaults().Validate(), yookassa.ErrInvalidConfig)
 	}

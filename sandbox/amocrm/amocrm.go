@@ -166,11 +166,21 @@ func validation(w http.ResponseWriter, idx int, code, path, detail string) {
 
 func (s *Server) now() time.Time { return s.Now() }
 
-func (s *Server) addLeads(w http.ResponseWriter, r *http.Request) {
+// readBatch reads a create request: a JSON array of 1 to 250 objects, or
+// answers that it is not one.
+func readBatch[T any](w http.ResponseWriter, r *http.Request) ([]T, bool) {
 	body, err := sandbox.ReadBody(r, 1<<20)
-	var in []lead
+	var in []T
 	if err != nil || json.Unmarshal(body, &in) != nil || len(in) == 0 || len(in) > 250 {
 		problem(w, http.StatusBadRequest, "Bad Request", "Request body must be a non-empty array", nil)
+		return nil, false
+	}
+	return in, true
+}
+
+func (s *Server) addLeads(w http.ResponseWriter, r *http.Request) {
+	in, ok := readBatch[lead](w, r)
+	if !ok {
 		return
 	}
 	for i, l := range in {
@@ -294,10 +304,8 @@ func taskKey(text string) string {
 }
 
 func (s *Server) addTasks(w http.ResponseWriter, r *http.Request) {
-	body, err := sandbox.ReadBody(r, 1<<20)
-	var in []task
-	if err != nil || json.Unmarshal(body, &in) != nil || len(in) == 0 || len(in) > 250 {
-		problem(w, http.StatusBadRequest, "Bad Request", "Request body must be a non-empty array", nil)
+	in, ok := readBatch[task](w, r)
+	if !ok {
 		return
 	}
 	for i, t := range in {
