@@ -118,3 +118,22 @@ func TestLookupScanFrom(t *testing.T) {
 		require.Error(t, bad.WithDefaults(s).Validate(), "%+v", bad)
 	}
 }
+
+func TestTargetValues(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "[op:prod:invoice.create:o-1:v1]", adapters.Marker("prod:invoice.create:o-1:v1"))
+	for m, want := range map[int64]string{125000: "1250.00", 7: "0.07", 0: "0.00", -7: "-0.07", -125005: "-1250.05"} {
+		require.Equal(t, want, adapters.FormatMinor(m))
+	}
+	require.Equal(t, "Заказ", adapters.Truncate("Заказ 17", 5))
+	require.Equal(t, "short", adapters.Truncate("short", 10))
+	require.Equal(t, "pi_3Ab", adapters.SafeToken("pi_3Ab", 64))
+	for _, bad := range []string{"with space", `quo"te`, "apos'", "tab\t", "é", "toolongtoken"} {
+		require.Empty(t, adapters.SafeToken(bad, 10), bad)
+	}
+	e := adapters.AsError(adapters.NoEffect(adapters.NewError("x", adapters.ReconcileBeforeRetry, nil)))
+	require.Equal(t, adapters.Retry, e.Class)
+	e = adapters.AsError(adapters.NoEffect(adapters.NewError("x", adapters.NeverRetry, nil)))
+	require.Equal(t, adapters.NeverRetry, e.Class)
+	require.NoError(t, adapters.NoEffect(nil))
+}

@@ -28,6 +28,9 @@
 //     earlier ones;
 //   - Outcome.ReportDuplicates: several objects for one key in a target
 //     are reported in the result (the worker logs and counts them);
+//   - the rules for values written to targets or kept from their answers
+//     (values.go): Marker, FormatMinor, Truncate, SafeToken, and NoEffect
+//     for a request that cannot have had an effect;
 //   - KeyLocks (single-flight per key), TargetKey.
 //
 // One package per target implements the contract; adaptertest is the

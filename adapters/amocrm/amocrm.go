@@ -59,8 +59,6 @@ func bad(msg string) error {
 	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("amocrm: "+msg))
 }
 
-func marker(key string) string { return "[op:" + key + "]" }
-
 func numericID(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil && n > 0
@@ -217,7 +215,7 @@ func (a *Adapter) leadOf(op operation.Operation, key string) (leadIn, error) {
 	}
 	name := title
 	if *a.cfg.KeyInName {
-		name += " " + marker(key)
+		name += " " + adapters.Marker(key)
 	}
 	l := leadIn{Name: name, Price: amount / 100, PipelineID: a.cfg.PipelineID, RequestID: "0"}
 	if st, ok := numericID(op.String("stage")); ok {
@@ -291,7 +289,7 @@ func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
 	if d := op.String("description"); d != "" {
 		text += "\n" + d
 	}
-	text += "\n" + marker(key)
+	text += "\n" + adapters.Marker(key)
 	due := op.Time("deadline")
 	if due.IsZero() {
 		due = a.cfg.Clock().Add(DefaultTaskDue)
@@ -330,7 +328,7 @@ func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 			return found{}, err
 		}
 		for _, t := range tasks {
-			if strings.Contains(t.Text, marker(key)) {
+			if strings.Contains(t.Text, adapters.Marker(key)) {
 				// Pages are numbered over a list that tasks created meanwhile
 				// shift: one task may come twice, and counts once.
 				f.add(item{kind: "task", id: t.ID, name: t.Text, completed: t.IsCompleted})
@@ -393,7 +391,7 @@ func (f *found) sort() {
 func (it item) sameAs(op operation.Operation, key string) bool {
 	switch it.kind {
 	case "lead":
-		name := strings.TrimSuffix(strings.TrimSuffix(it.name, marker(key)), " ")
+		name := strings.TrimSuffix(strings.TrimSuffix(it.name, adapters.Marker(key)), " ")
 		return name == op.String("title") && it.price*100 == op.Int("amount_minor")
 	case "task":
 		first, _, _ := strings.Cut(it.name, "\n")

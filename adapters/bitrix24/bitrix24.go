@@ -75,11 +75,6 @@ type entity struct {
 	compare []string
 }
 
-// marker is the key as it is written into the object's text: a second
-// carrier beside ORIGIN_ID, which connectors that map only business
-// fields drop.
-func marker(key string) string { return "[op:" + key + "]" }
-
 // entityFor maps an operation type to its entity, without fields.
 func entityFor(typ string) (entity, bool) {
 	switch typ {
@@ -115,9 +110,9 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 			return bad("currency is required")
 		}
 		ent.fields = map[string]any{
-			"TITLE": title, "OPPORTUNITY": formatMinor(amount), "CURRENCY_ID": currency,
+			"TITLE": title, "OPPORTUNITY": adapters.FormatMinor(amount), "CURRENCY_ID": currency,
 			"CONTACT_ID": op.String("customer_id"), "ORIGINATOR_ID": a.cfg.OriginatorID, "ORIGIN_ID": key,
-			"COMMENTS": marker(key),
+			"COMMENTS": adapters.Marker(key),
 		}
 		ent.compare = []string{"TITLE", "OPPORTUNITY", "CURRENCY_ID"}
 		if st := op.String("stage"); st != "" {
@@ -130,7 +125,7 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 		if resp == "" {
 			return bad("responsible_id is required")
 		}
-		desc := marker(key)
+		desc := adapters.Marker(key)
 		if d := op.String("description"); d != "" {
 			desc = d + "\n" + desc
 		}
@@ -228,7 +223,7 @@ func (a *Adapter) search(ctx context.Context, ent entity, key string, scan bool)
 	f.byOrigin = len(f.items)
 	if scan {
 		from := a.cfg.From(ctx, a.cfg.Clock())
-		mark := marker(key)
+		mark := adapters.Marker(key)
 		next := 0
 		for page := 0; ; page++ {
 			if page == a.cfg.LookupMaxPages {

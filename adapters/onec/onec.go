@@ -59,16 +59,11 @@ func (a *Adapter) targetKey(op operation.Operation) string {
 	return adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
 }
 
-// marker is the key as it is written into the invoice's comment: a second
-// carrier beside the Idempotency-Key header or the key attribute, which
-// connectors that map only business fields drop.
-func marker(key string) string { return "[op:" + key + "]" }
-
 func withMarker(description, key string) string {
 	if description == "" {
-		return marker(key)
+		return adapters.Marker(key)
 	}
-	return description + "\n" + marker(key)
+	return description + "\n" + adapters.Marker(key)
 }
 
 func bodyOf(op operation.Operation) (invoiceBody, error) {
@@ -249,7 +244,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string, marker bool) ([]o
 	if err != nil || !marker {
 		return found, err
 	}
-	mark := "[op:" + key + "]"
+	mark := adapters.Marker(key)
 	byMark, err := a.queryOData(ctx, "substringof('"+quote(mark)+"', Комментарий) and DeletionMark eq false", key,
 		func(e odataEntity) bool { return strings.Contains(e.Comment, mark) })
 	if err != nil {
@@ -341,7 +336,7 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 		a.cfg.KeyAttribute: key,
 		"НомерЗаказа":      b.OrderID,
 		"КодКонтрагента":   b.CustomerID,
-		"СуммаДокумента":   json.Number(formatMinor(b.AmountMinor)),
+		"СуммаДокумента":   json.Number(adapters.FormatMinor(b.AmountMinor)),
 		"ВалютаДокумента":  b.Currency,
 		"СрокОплаты":       b.DueDate,
 		"Комментарий":      withMarker(b.Description, key),

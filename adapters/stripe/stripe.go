@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
@@ -151,10 +150,10 @@ func moneyOf(op operation.Operation) (int64, string, error) {
 func setMetadata(form url.Values, op operation.Operation, orderID string) {
 	form.Set("metadata["+MetaKey+"]", op.Key.String())
 	if orderID != "" {
-		form.Set("metadata["+MetaOrderID+"]", truncate(orderID, 500))
+		form.Set("metadata["+MetaOrderID+"]", adapters.Truncate(orderID, 500))
 	}
 	if op.ApprovalID != "" {
-		form.Set("metadata["+MetaApprovalID+"]", truncate(op.ApprovalID, 500))
+		form.Set("metadata["+MetaApprovalID+"]", adapters.Truncate(op.ApprovalID, 500))
 	}
 }
 
@@ -176,7 +175,7 @@ func chargeForm(op operation.Operation) (url.Values, error) {
 	form.Set("payment_method", pm)
 	form.Set("confirm", "true")
 	form.Set("off_session", "true")
-	form.Set("description", truncate("Order "+orderID, 1000))
+	form.Set("description", adapters.Truncate("Order "+orderID, 1000))
 	setMetadata(form, op, orderID)
 	return form, nil
 }
@@ -237,13 +236,13 @@ func parseObject(raw []byte, kind string) (object, error) {
 	switch {
 	case o.Object != kind:
 		return object{}, fmt.Errorf("%w: object is not a %s", errMalformed, kind)
-	case !strings.HasPrefix(o.ID, prefix) || !safeToken(o.ID, 255):
+	case !strings.HasPrefix(o.ID, prefix) || adapters.SafeToken(o.ID, 255) == "":
 		return object{}, fmt.Errorf("%w: bad id", errMalformed)
 	case !statuses[o.Status]:
 		return object{}, fmt.Errorf("%w: unknown status", errMalformed)
 	case o.Amount == nil || *o.Amount < 0:
 		return object{}, fmt.Errorf("%w: bad amount", errMalformed)
-	case len(o.Currency) != 3 || !safeToken(o.Currency, 3):
+	case len(o.Currency) != 3 || adapters.SafeToken(o.Currency, 3) == "":
 		return object{}, fmt.Errorf("%w: bad currency", errMalformed)
 	}
 	return o, nil
@@ -265,7 +264,7 @@ func (a *Adapter) createOutcome(resp *adapters.HTTPResponse, op operation.Operat
 	if op.Type == OpRefund {
 		kind = "refund"
 	}
-	reqID := safeTokenOr(resp.Header.Get("Request-Id"), 64)
+	reqID := adapters.SafeToken(resp.Header.Get("Request-Id"), 64)
 	if resp.StatusCode == http.StatusOK {
 		o, err := parseObject(resp.Body, kind)
 		if err != nil {
@@ -310,14 +309,14 @@ func failedCode(o object) (string, bool) {
 
 func outcomeOf(o object, reqID string, replayed bool) adapters.Outcome {
 	d := map[string]any{"amount_minor": *o.Amount, "currency": strings.ToUpper(o.Currency)}
-	if o.PaymentIntent != "" && safeToken(o.PaymentIntent, 255) {
+	if o.PaymentIntent != "" && adapters.SafeToken(o.PaymentIntent, 255) != "" {
 		d["payment_id"] = o.PaymentIntent
 	}
 	if replayed {
 		d["replayed"] = true
 	}
 	if o.LastPaymentError != nil {
-		if c := safeTokenOr(o.LastPaymentError.DeclineCode, 40); c != "" {
+		if c := adapters.SafeToken(o.LastPaymentError.DeclineCode, 40); c != "" {
 			d["decline_code"] = c
 		}
 	}
@@ -336,7 +335,7 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) (*adapters.Error, ada
 	if json.Unmarshal(resp.Body, &eb) != nil || eb.Error == nil {
 		return a.shouldRetry(resp, e), out
 	}
-	typ, code := safeTokenOr(eb.Error.Type, 40), safeTokenOr(eb.Error.Code, 60)
+	typ, code := adapters.SafeToken(eb.Error.Type, 40), adapters.SafeToken(eb.Error.Code, 60)
 	e.Err = fmt.Errorf("HTTP %d %s %s", resp.StatusCode, typ, code)
 	switch {
 	case resp.StatusCode == http.StatusConflict:
@@ -354,7 +353,7 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) (*adapters.Error, ada
 		if eb.Error.DeclineCode == "insufficient_funds" || eb.Error.Code == "insufficient_funds" {
 			e.Code = adapters.CodeInsufficientFunds
 		}
-		e.Err = fmt.Errorf("HTTP %d card_error %s (%s)", resp.StatusCode, code, safeTokenOr(eb.Error.DeclineCode, 40))
+		e.Err = fmt.Errorf("HTTP %d card_error %s (%s)", resp.StatusCode, code, adapters.SafeToken(eb.Error.DeclineCode, 40))
 		if len(eb.Error.PaymentIntent) > 0 {
 			if o, err := parseObject(eb.Error.PaymentIntent, "payment_intent"); err == nil {
 				out = outcomeOf(o, "", false)
@@ -519,47 +518,11 @@ func (a *Adapter) get(ctx context.Context, pathQuery string, v any) error {
 	}
 	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
-		return readError(adapters.AsError(err))
+		return adapters.NoEffect(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e, _ := a.statusError(resp)
-		return readError(e)
+		return adapters.NoEffect(e)
 	}
 	return adapters.DecodeJSON(resp.Body, v, adapters.Retry, "list")
-}
-
-func readError(e *adapters.Error) *adapters.Error {
-	if e.Class == adapters.ReconcileBeforeRetry {
-		e.Class = adapters.Retry
-	}
-	return e
-}
-
-// safeToken: printable ASCII without spaces, quotes or backslashes, at most
-// n bytes, not empty.
-func safeToken(s string, n int) bool {
-	if s == "" || len(s) > n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
-			return false
-		}
-	}
-	return true
-}
-
-func safeTokenOr(s string, n int) string {
-	if safeToken(s, n) {
-		return s
-	}
-	return ""
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
@@ -133,7 +132,7 @@ func (a *Adapter) charge(ctx context.Context, op operation.Operation) (adapters.
 	// initialised again (the terminal may not refuse a repeated OrderId).
 	found, err := a.checkOrder(ctx, p.orderID)
 	if err != nil {
-		return adapters.Outcome{}, readError(err)
+		return adapters.Outcome{}, adapters.NoEffect(err)
 	}
 	paymentID := ""
 	if pay, ok := pick(found); ok {
@@ -164,23 +163,23 @@ func (a *Adapter) charge(ctx context.Context, op operation.Operation) (adapters.
 // initPayment registers the order. Init moves no money and Execute always
 // starts with CheckOrder, so a failure here, even after sending, is retry.
 func (a *Adapter) initPayment(ctx context.Context, op operation.Operation, p chargeParams) (string, error) {
-	data := map[string]string{dataOrder: truncate(op.String("order_id"), 100)}
+	data := map[string]string{dataOrder: adapters.Truncate(op.String("order_id"), 100)}
 	if k := op.Key.String(); len(k) <= 100 {
 		data[dataKey] = k
 	}
 	if op.ApprovalID != "" {
-		data[dataApproval] = truncate(op.ApprovalID, 100)
+		data[dataApproval] = adapters.Truncate(op.ApprovalID, 100)
 	}
 	params := map[string]any{
 		"Amount":      p.amount,
 		"OrderId":     p.orderID,
-		"Description": truncate("Order "+op.String("order_id"), 140),
+		"Description": adapters.Truncate("Order "+op.String("order_id"), 140),
 		"PayType":     "O",
 		"DATA":        data,
 	}
 	ans, err := a.call(ctx, "Init", params)
 	if err != nil {
-		return "", readError(err)
+		return "", adapters.NoEffect(err)
 	}
 	if !*ans.Success {
 		if ans.ErrorCode == "8" {
@@ -317,7 +316,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	orderID := adapters.TargetKey(op.Key.String(), MaxKeyLen)
 	ps, err := a.checkOrder(ctx, orderID)
 	if err != nil {
-		return adapters.LookupResult{}, readError(err)
+		return adapters.LookupResult{}, adapters.NoEffect(err)
 	}
 	pay, ok := pick(ps)
 	if !ok || pay.status == StatusNew {
@@ -447,22 +446,4 @@ func codeError(code, method string, fallback adapters.Class) *adapters.Error {
 		return adapters.NewError("tbank_"+code, adapters.ReconcileBeforeRetry, err)
 	}
 	return adapters.NewError("tbank_"+code, fallback, err)
-}
-
-// readError: the request had no effect (a read, or Init which moves no
-// money and is always preceded by CheckOrder), so "may have had an effect"
-// becomes "retry".
-func readError(err error) error {
-	e := adapters.AsError(err)
-	if e.Class == adapters.ReconcileBeforeRetry {
-		e.Class = adapters.Retry
-	}
-	return e
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }
