@@ -49,6 +49,11 @@ func SafeToken(s string, n int) string {
 	return s
 }
 
+// Invalid is the error of an operation that cannot be sent as it stands (a
+// field missing or out of the target's bounds): validation_error, which no
+// retry can cure.
+func Invalid(err error) *Error { return NewError(CodeValidation, NeverRetry, err) }
+
 // NoEffect reclassifies the error of a request that cannot have had an
 // effect (a read; T-Bank's Init, which moves no money): "may have had an
 // effect, reconcile" becomes "retry". Other classes stay.

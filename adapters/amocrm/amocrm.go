@@ -56,7 +56,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 }
 
 func bad(msg string) error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("amocrm: "+msg))
+	return adapters.Invalid(errors.New("amocrm: " + msg))
 }
 
 func numericID(s string) (int64, bool) {

@@ -88,7 +88,7 @@ func entityFor(typ string) (entity, bool) {
 
 func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 	bad := func(msg string) (entity, error) {
-		return entity{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("bitrix24: "+msg))
+		return entity{}, adapters.Invalid(errors.New("bitrix24: " + msg))
 	}
 	ent, ok := entityFor(op.Type)
 	if !ok {

@@ -68,7 +68,7 @@ func withMarker(description, key string) string {
 
 func bodyOf(op operation.Operation) (invoiceBody, error) {
 	if op.Type != OpInvoiceCreate {
-		return invoiceBody{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: unsupported operation %q", op.Type))
+		return invoiceBody{}, adapters.Invalid(fmt.Errorf("onec: unsupported operation %q", op.Type))
 	}
 	b := invoiceBody{
 		OrderID:     op.String("order_id"),
@@ -90,9 +90,9 @@ func bodyOf(op operation.Operation) (invoiceBody, error) {
 	}
 	switch {
 	case len(missing) > 0:
-		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: missing %s", strings.Join(missing, ", ")))
+		return b, adapters.Invalid(fmt.Errorf("onec: missing %s", strings.Join(missing, ", ")))
 	case b.AmountMinor <= 0:
-		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: amount_minor must be positive"))
+		return b, adapters.Invalid(errors.New("onec: amount_minor must be positive"))
 	}
 	return b, nil
 }
@@ -306,7 +306,7 @@ func (a *Adapter) odataError(resp *adapters.HTTPResponse) *adapters.Error {
 		e.Class = adapters.ReconcileBeforeRetry
 	}
 	if c := odataErrorCode(resp.Body); c == "13" {
-		e = adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: OData error 13"))
+		e = adapters.Invalid(errors.New("onec: OData error 13"))
 	}
 	return e
 }

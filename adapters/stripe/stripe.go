@@ -77,10 +77,6 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{NativeKey: true, Lookup: true, SettleTime: a.cfg.SettleTime, MaxKeyLen: MaxKeyLen}
 }
 
-func validation(err error) *adapters.Error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
-}
-
 // Execute creates and confirms a PaymentIntent off-session with the saved
 // PaymentMethod account_id (charge), or creates a refund (refund), with the
 // operation key as Idempotency-Key.
@@ -101,7 +97,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		err = fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type)
 	}
 	if err != nil {
-		return adapters.Outcome{}, validation(err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
 	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+path, []byte(form.Encode()))
 	if err != nil {
@@ -397,7 +393,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	case OpRefund:
 		pi := op.String("payment_id")
 		if pi == "" {
-			return res, validation(errors.New("payment_id is required"))
+			return res, adapters.Invalid(errors.New("payment_id is required"))
 		}
 		var complete bool
 		matches, complete, err = a.listRefunds(ctx, pi, op.Key.String())
@@ -405,7 +401,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 			return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
 		}
 	default:
-		return res, validation(fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type))
+		return res, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type))
 	}
 	if err != nil {
 		return res, err

@@ -92,11 +92,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	case OpRefund:
 		return a.refund(ctx, op)
 	}
-	return adapters.Outcome{}, validation(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
-}
-
-func validation(err error) *adapters.Error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+	return adapters.Outcome{}, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
 }
 
 type chargeParams struct {
@@ -126,7 +122,7 @@ func chargeParamsOf(op operation.Operation) (chargeParams, error) {
 func (a *Adapter) charge(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
 	p, err := chargeParamsOf(op)
 	if err != nil {
-		return adapters.Outcome{}, validation(err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
 	// Look the key up first: an order that already has a payment is never
 	// initialised again (the terminal may not refuse a repeated OrderId).
@@ -311,7 +307,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	case OpRefund:
 		return adapters.LookupResult{Status: adapters.Indeterminate, Code: adapters.CodeLookupUnsupported}, nil
 	default:
-		return adapters.LookupResult{}, validation(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
+		return adapters.LookupResult{}, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
 	}
 	orderID := adapters.TargetKey(op.Key.String(), MaxKeyLen)
 	ps, err := a.checkOrder(ctx, orderID)
@@ -354,14 +350,14 @@ func countMoved(ps []payment) int {
 func (a *Adapter) refund(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
 	pid := op.String("payment_id")
 	if !safeID(pid) {
-		return adapters.Outcome{}, validation(errors.New("payment_id must be a T-Bank PaymentId (digits)"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("payment_id must be a T-Bank PaymentId (digits)"))
 	}
 	amount := op.Int("amount_minor")
 	if amount <= 0 {
-		return adapters.Outcome{}, validation(errors.New("amount_minor must be a positive integer"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("amount_minor must be a positive integer"))
 	}
 	if !strings.EqualFold(op.String("currency"), "RUB") {
-		return adapters.Outcome{}, validation(errors.New("T-Bank acquiring refunds RUB only"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("T-Bank acquiring refunds RUB only"))
 	}
 	ext := adapters.TargetKey(op.Key.String(), MaxKeyLen)
 	ans, err := a.call(ctx, "Cancel", map[string]any{"PaymentId": pid, "Amount": amount, "ExternalRequestId": ext})
@@ -439,7 +435,7 @@ func codeError(code, method string, fallback adapters.Class) *adapters.Error {
 	case authCodes[code]:
 		return adapters.NewError(adapters.CodeAuthorizationDenied, adapters.NeverRetry, err)
 	case code == "9999" || code == "7":
-		return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+		return adapters.Invalid(err)
 	case isDecline(code):
 		return adapters.NewError(declineCode(code), adapters.NeverRetry, err)
 	case code == "100":

@@ -90,7 +90,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		err = fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type)
 	}
 	if err != nil {
-		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
 	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+path, body,
 		http.Header{"Idempotence-Key": {adapters.TargetKey(op.Key.String(), MaxKeyLen)}})
@@ -309,7 +309,7 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 			q.Set("payment_id", pid)
 		}
 	default:
-		return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
+		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}
 	key := op.Key.String()
 	var matches []object
