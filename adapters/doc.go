@@ -30,8 +30,8 @@
 //     are reported in the result (the worker logs and counts them);
 //   - the rules for values written to targets or kept from their answers
 //     (values.go): Marker, FormatMinor, Truncate, SafeToken; Invalid for an
-//     operation no retry can cure, and NoEffect
-//     for a request that cannot have had an effect;
+//     operation no retry can cure, and NoEffect for a request that cannot
+//     have had an effect;
 //   - KeyLocks (single-flight per key), TargetKey.
 //
 // One package per target implements the contract; adaptertest is the
