@@ -10,6 +10,12 @@
 package sandboxes
 
 import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
 	"github.com/idemgate/idemgate/sandbox"
 	sbamocrm "github.com/idemgate/idemgate/sandbox/amocrm"
 	sbbitrix24 "github.com/idemgate/idemgate/sandbox/bitrix24"
@@ -30,4 +36,120 @@ func All(opts sandbox.Options) sandbox.Group {
 		sbtbank.New(sbtbank.Options{Options: opts}),
 		sbstripe.New(sbstripe.Options{Options: opts}),
 	}
+}
+
+// Credential is one test credential of an emulator.
+type Credential struct {
+	Name, Value string
+}
+
+// TargetInfo tells a person how to use a running emulator.
+type TargetInfo struct {
+	// Name is the registry name, e.g. "yookassa".
+	Name string
+	// URL is the base URL; the admin API is under URL + "/_sandbox/".
+	URL string
+	// Endpoints are the contract's entry points, e.g. "POST <url>/v3/payments".
+	Endpoints []string
+	// Auth says how the credentials travel.
+	Auth        string
+	Credentials []Credential
+	// Config is the adapters: block of an idemgate configuration pointing at
+	// this emulator (YAML, indented by four spaces under "adapters:").
+	Config []string
+}
+
+// Describe returns how to reach a started emulator. Emulators this package
+// does not know are described by name and URL only.
+func Describe(t sandbox.Target) TargetInfo {
+	u := t.URL()
+	info := TargetInfo{Name: t.Name(), URL: u}
+	switch s := t.(type) {
+	case *sbyookassa.Server:
+		shop, secret := s.Credentials()
+		info.Endpoints = []string{"POST " + u + "/v3/payments", "GET  " + u + "/v3/payments[/{id}]", "POST " + u + "/v3/refunds"}
+		info.Auth = "HTTP Basic (shop id : secret key), Idempotence-Key header"
+		info.Credentials = []Credential{{"shop_id", shop}, {"secret_key", secret}}
+		info.Config = []string{"base_url: " + u, "shop_id: " + quote(shop), "secret_key: " + quote(secret)}
+	case *sbtbank.Server:
+		term, pass := s.Credentials()
+		info.Endpoints = []string{"POST " + u + "/v2/Init", "POST " + u + "/v2/Charge", "POST " + u + "/v2/CheckOrder", "POST " + u + "/v2/GetState"}
+		info.Auth = "Token field: SHA-256 signature of the request with the terminal password"
+		info.Credentials = []Credential{{"terminal_key", term}, {"password", pass}}
+		info.Config = []string{"base_url: " + u, "terminal_key: " + quote(term), "password: " + quote(pass)}
+	case *sbstripe.Server:
+		key := s.SecretKey()
+		info.Endpoints = []string{"POST " + u + "/v1/payment_intents", "GET  " + u + "/v1/payment_intents/search", "POST " + u + "/v1/refunds"}
+		info.Auth = "Bearer secret key, Idempotency-Key header"
+		info.Credentials = []Credential{{"secret_key", key}}
+		info.Config = []string{"base_url: " + u, "secret_key: " + quote(key)}
+	case *sbonec.Server:
+		user, pass := s.Credentials()
+		base := s.BaseURL()
+		info.Endpoints = []string{"POST " + base + "/hs/integration/invoices (Idempotency-Key header)",
+			"GET  " + base + "/hs/integration/invoices/{key}", "OData " + base + "/odata/standard.odata/"}
+		info.Auth = "HTTP Basic (infobase user)"
+		info.Credentials = []Credential{{"user", user}, {"password", pass}}
+		info.Config = []string{"base_url: " + base, "user: " + quote(user), "password: " + quote(pass)}
+	case *sbbitrix24.Server:
+		uid, code := s.Credentials()
+		info.Endpoints = []string{"POST " + s.WebhookURL() + "/{method}.json (crm.deal.add, crm.activity.add, crm.*.list)"}
+		info.Auth = "inbound webhook: user id and code in the path"
+		info.Credentials = []Credential{{"user_id", uid}, {"webhook_code", code}}
+		info.Config = []string{"portal_url: " + u, "user_id: " + quote(uid), "webhook_code: " + quote(code)}
+	case *sbamocrm.Server:
+		info.Endpoints = []string{"POST " + u + "/api/v4/leads", "GET  " + u + "/api/v4/leads", "POST " + u + "/api/v4/tasks", "GET  " + u + "/api/v4/tasks"}
+		info.Auth = "Bearer long-lived token"
+		info.Credentials = []Credential{{"token", s.Token()}, {"key_field_id", strconv.FormatInt(s.KeyFieldID(), 10)}}
+		info.Config = []string{"base_url: " + u, "token: " + quote(s.Token()), "key_field_id: " + strconv.FormatInt(s.KeyFieldID(), 10)}
+	}
+	return info
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+// WriteTargets prints each emulator's URL, contract, admin API, test
+// credentials and a configuration block for idemgate.
+func WriteTargets(w io.Writer, infos []TargetInfo) error {
+	ew := new(strings.Builder)
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	for i, in := range infos {
+		if i > 0 {
+			fmt.Fprintln(ew)
+		}
+		fmt.Fprintf(ew, "%s  %s\n", in.Name, in.URL)
+		for _, e := range in.Endpoints {
+			fmt.Fprintf(ew, "    api    %s\n", e)
+		}
+		if in.Auth != "" {
+			fmt.Fprintf(ew, "    auth   %s\n", in.Auth)
+		}
+		if len(in.Credentials) > 0 {
+			parts := make([]string, 0, len(in.Credentials))
+			for _, c := range in.Credentials {
+				parts = append(parts, c.Name+"="+c.Value)
+			}
+			fmt.Fprintf(ew, "    test credentials (sandbox only)  %s\n", strings.Join(parts, "  "))
+		}
+		fmt.Fprintf(ew, "    admin  GET  %s/_sandbox/ledger[?key=K]   effects counted per key\n", in.URL)
+		fmt.Fprintf(ew, "           GET|POST|DELETE %s/_sandbox/faults   e.g. {\"kind\":\"http_503\",\"count\":1}\n", in.URL)
+		fmt.Fprintf(ew, "           POST %s/_sandbox/reset\n", in.URL)
+	}
+	var cfg []TargetInfo
+	for _, in := range infos {
+		if len(in.Config) > 0 {
+			cfg = append(cfg, in)
+		}
+	}
+	if len(cfg) > 0 {
+		fmt.Fprintln(ew, "\nidemgate configuration for these emulators:\n\nadapters:")
+		for _, in := range cfg {
+			fmt.Fprintf(ew, "  %s:\n", in.Name)
+			for _, l := range in.Config {
+				fmt.Fprintf(ew, "    %s\n", l)
+			}
+		}
+	}
+	_, err := io.WriteString(w, ew.String())
+	return err
 }
