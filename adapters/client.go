@@ -2,12 +2,15 @@ package adapters
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // CodeClientRateLimit: the request was not sent because the target
@@ -61,11 +64,13 @@ func (l RateLimit) Validate() error {
 func (l RateLimit) On() bool { return l.Rate > 0 }
 
 // Client sends one adapter's requests to one target account: the HTTP
-// client of NewHTTPClient and the account's RateLimit.
+// client of NewHTTPClient, the account's RateLimit and its authorization
+// (see HTTPConfig.NewClient).
 type Client struct {
-	http    *http.Client
-	limiter *rate.Limiter // nil: no limit
-	now     func() time.Time
+	http      *http.Client
+	limiter   *rate.Limiter // nil: no limit
+	now       func() time.Time
+	authorize func(*http.Request) // nil: the target takes credentials otherwise
 }
 
 // NewClient returns a Client with the given overall HTTP timeout and rate
@@ -81,14 +86,58 @@ func NewClient(timeout time.Duration, limit RateLimit) *Client {
 // HTTP returns the underlying *http.Client.
 func (c *Client) HTTP() *http.Client { return c.http }
 
-// Send waits for a token of the rate limit, then performs req once (see
-// the package function Send). A wait that would outlast req's context is
-// not started: the answer is retry client_rate_limited, nothing sent.
+// Send adds the account's authorization, waits for a token of the rate
+// limit, then performs req once (see the package function Send). A wait that
+// would outlast req's context is not started: the answer is retry
+// client_rate_limited, nothing sent.
 func (c *Client) Send(req *http.Request, limit int64) (*HTTPResponse, error) {
+	if c.authorize != nil {
+		c.authorize(req)
+	}
 	if err := c.wait(req.Context()); err != nil {
 		return nil, err
 	}
 	return Send(c.http, req, limit)
+}
+
+// JSON is the exchange most targets speak: one request built by NewRequest
+// whose body is v encoded as JSON (nil: no body), Content-Type and Accept
+// application/json, the fields of header on top (an Idempotency-Key, another
+// Accept), sent once by Send with the default response limit. A v that does
+// not encode is a never_retry validation error, and nothing is sent.
+func (c *Client) JSON(ctx context.Context, method, url string, v any, header http.Header) (*HTTPResponse, error) {
+	var body []byte
+	if v != nil {
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			return nil, NewError(CodeValidation, NeverRetry, fmt.Errorf("encode the %s request body: %w", method, err))
+		}
+	}
+	req, err := NewRequest(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	return c.Send(req, 0)
+}
+
+// BasicAuth authorizes each request with HTTP Basic user and password.
+func BasicAuth(user string, password redact.Secret) func(*http.Request) {
+	return func(r *http.Request) { r.SetBasicAuth(user, password.Reveal()) }
+}
+
+// BearerAuth authorizes each request with a Bearer token.
+func BearerAuth(token redact.Secret) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token.Reveal()) }
 }
 
 func (c *Client) wait(ctx context.Context) error {

@@ -8,19 +8,35 @@
 //     classifies transport failures (not sent → retry; sent → reconcile);
 //     a 5xx that came before the whole body was written is retry with a
 //     *_before_request_written code, apart from the same status after it;
+//   - HTTPConfig: what every adapter's configuration shares (name, timeout,
+//     rate limit, injected logger, clock and environment), embedded squashed
+//     in each adapter's Config with one set of defaults and checks;
+//     LookupScan, the bounds of a lookup that scans by creation time from
+//     just before the key's first attempt (YooKassa, Bitrix24, amoCRM); and
+//     Credential, a secret given inline, as a file or as an environment
+//     variable;
 //   - Client: the HTTP client plus the target account's client-side token
 //     bucket (RateLimit), so requests wait for their slot within the call
-//     instead of meeting the target's 429/503;
+//     instead of meeting the target's 429/503, and its authorization
+//     (BasicAuth, BearerAuth); Client.JSON is the JSON exchange most targets
+//     speak. The wire structs stay in each adapter, apart from the sandbox
+//     emulators' own: an adapter and its emulator read the target's
+//     documentation independently, so a misreading shows as a failing test;
 //   - Attempt (WithAttempt, AttemptFrom, Retried): the worker tells an
 //     adapter which attempt it runs and since when the journal knows the
 //     key, so searches start there and a first attempt skips looking for
 //     earlier ones;
 //   - Outcome.ReportDuplicates: several objects for one key in a target
 //     are reported in the result (the worker logs and counts them);
-//   - KeyLocks (single-flight per key), TargetKey, Secret, LoadCredential.
+//   - the rules for values written to targets or kept from their answers
+//     (values.go): Marker, FormatMinor, Truncate, SafeToken; Invalid for an
+//     operation no retry can cure, and NoEffect for a request that cannot
+//     have had an effect;
+//   - KeyLocks (single-flight per key), TargetKey.
 //
 // One package per target implements the contract; adaptertest is the
 // contract suite they all pass against their sandbox emulators.
 //
-// Imports: operation, the standard library and golang.org/x/time/rate.
+// Imports: operation, redact, internal/crashpoint, the standard library and
+// golang.org/x/time/rate.
 package adapters

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/crashpoint"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Further safe codes used by the HTTP adapters (the configured rules map
@@ -390,53 +388,4 @@ func TargetKey(key string, maxLen int) string {
 		return d[:min(maxLen, len(d))]
 	}
 	return key[:maxLen-len(d)-1] + "~" + d
-}
-
-// ErrNoCredential is returned when no credential source is configured or
-// the configured one is empty.
-var ErrNoCredential = errors.New("no credential configured")
-
-// LoadCredential resolves a credential: value when set; else the first line
-// of file (surrounding space trimmed) when file is set; else the environment
-// variable env. getenv defaults to os.Getenv. Errors name the source, never
-// the value.
-func LoadCredential(value redact.Secret, env, file string, getenv func(string) string) (redact.Secret, error) {
-	if value != "" {
-		return value, nil
-	}
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("read credential file %s: %w", file, err)
-		}
-		s := strings.TrimSpace(string(b))
-		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-			s = strings.TrimSpace(s[:i])
-		}
-		if s == "" {
-			return "", fmt.Errorf("credential file %s: %w", file, ErrNoCredential)
-		}
-		return redact.Secret(s), nil
-	}
-	if env != "" {
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		if v := strings.TrimSpace(getenv(env)); v != "" {
-			return redact.Secret(v), nil
-		}
-		return "", fmt.Errorf("environment variable %s: %w", env, ErrNoCredential)
-	}
-	return "", ErrNoCredential
-}
-
-// ValidBaseURL parses a target's base URL: http or https, with a host and
-// without credentials (those come from their own settings, never the URL,
-// where logs and errors would show them).
-func ValidBaseURL(raw string) (*url.URL, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, false
-	}
-	return u, true
 }

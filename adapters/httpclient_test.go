@@ -255,7 +255,7 @@ func TestSecretNeverPrints(t *testing.T) {
 	require.Equal(t, "hunter2", s.Reveal())
 }
 
-func TestLoadCredential(t *testing.T) {
+func TestCredentialLoad(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "cred")
@@ -266,20 +266,20 @@ func TestLoadCredential(t *testing.T) {
 		}
 		return ""
 	}
-	s, err := adapters.LoadCredential("direct", "X_TOKEN", file, env)
+	s, err := adapters.Credential{Value: "direct", File: file, Env: "X_TOKEN"}.Load(env)
 	require.NoError(t, err)
 	require.Equal(t, "direct", s.Reveal())
-	s, err = adapters.LoadCredential("", "X_TOKEN", file, env)
+	s, err = adapters.Credential{File: file, Env: "X_TOKEN"}.Load(env)
 	require.NoError(t, err)
 	require.Equal(t, "from-file", s.Reveal())
-	s, err = adapters.LoadCredential("", "X_TOKEN", "", env)
+	s, err = adapters.Credential{Env: "X_TOKEN"}.Load(env)
 	require.NoError(t, err)
 	require.Equal(t, "from-env", s.Reveal())
-	_, err = adapters.LoadCredential("", "Y", "", env)
+	_, err = adapters.Credential{Env: "Y"}.Load(env)
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
-	_, err = adapters.LoadCredential("", "", "", env)
+	_, err = adapters.Credential{}.Load(env)
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
-	_, err = adapters.LoadCredential("", "", filepath.Join(dir, "missing"), env)
+	_, err = adapters.Credential{File: filepath.Join(dir, "missing")}.Load(env)
 	require.True(t, errors.Is(err, os.ErrNotExist))
 }
 

@@ -18,15 +18,15 @@ func TestFingerprintVector(t *testing.T) {
 		"amount_minor": int64(125000),
 		"currency":     "RUB",
 	}
-	form, err := CanonicalForm("payment.charge", fields)
+	form, err := canonicalForm("payment.charge", fields)
 	require.NoError(t, err)
 	require.Equal(t, `{"account_id":"merchant-account-17","amount_minor":125000,"currency":"RUB","operation":"payment.charge","order_id":"order-48291"}`, string(form))
-	fp, err := Fingerprint("payment.charge", fields)
+	fp, err := fingerprint("payment.charge", fields)
 	require.NoError(t, err)
 	require.Equal(t, vectorFingerprint, fp)
 
 	// The same text through the general canonicalizer and the oracle.
-	again, err := Canonicalize([]byte(`{ "operation": "payment.charge", "account_id": "merchant-account-17",
+	again, err := canonicalize([]byte(`{ "operation": "payment.charge", "account_id": "merchant-account-17",
 		"order_id": "order-48291", "amount_minor": 125000, "currency": "RUB" }`))
 	require.NoError(t, err)
 	require.Equal(t, string(form), string(again))
@@ -37,16 +37,16 @@ func TestFingerprintVector(t *testing.T) {
 
 func TestCanonicalFormValues(t *testing.T) {
 	t.Parallel()
-	form, err := CanonicalForm("x.y", map[string]any{
+	form, err := canonicalForm("x.y", map[string]any{
 		"s": "a\"b\\c\n\u0001€", "b": true, "f": false, "i": 42, "i64": int64(-7), "u": uint64(9),
 		"t": time.Date(2026, 12, 2, 13, 0, 0, 120_000_000, time.FixedZone("MSK", 3*3600)),
 		"€": "euro", "\r": "cr",
 	})
 	require.NoError(t, err)
 	require.Equal(t, `{"\r":"cr","b":true,"f":false,"i":42,"i64":-7,"operation":"x.y","s":"a\"b\\c\n\u0001€","t":"2026-12-02T10:00:00.12Z","u":9,"€":"euro"}`, string(form))
-	canon, err := Canonicalize(form)
+	canon, err := canonicalize(form)
 	require.NoError(t, err)
-	require.Equal(t, string(form), string(canon), "CanonicalForm output is canonical")
+	require.Equal(t, string(form), string(canon), "canonicalForm's output is canonical")
 
 	for name, fields := range map[string]map[string]any{
 		"operation field":   {"operation": "x"},
@@ -59,12 +59,12 @@ func TestCanonicalFormValues(t *testing.T) {
 		"invalid UTF-8":     {"a": "\xff"},
 		"invalid UTF-8 key": {"\xff": "a"},
 	} {
-		_, err := CanonicalForm("x.y", fields)
+		_, err := canonicalForm("x.y", fields)
 		require.Error(t, err, name)
 	}
-	_, err = CanonicalForm("", nil)
+	_, err = canonicalForm("", nil)
 	require.Error(t, err)
-	_, err = Fingerprint("x.y", map[string]any{"a": 1.5})
+	_, err = fingerprint("x.y", map[string]any{"a": 1.5})
 	require.Error(t, err)
 }
 
@@ -101,7 +101,7 @@ func TestCanonicalizeRFC8785(t *testing.T) {
 		{in: `1e-400`, want: `0`},
 	}
 	for _, tt := range tests {
-		got, err := Canonicalize([]byte(tt.in))
+		got, err := canonicalize([]byte(tt.in))
 		require.NoError(t, err, tt.in)
 		require.Equal(t, tt.want, string(got), tt.in)
 		oracle, err := jcs.Transform([]byte(tt.in))
@@ -166,30 +166,30 @@ func TestCanonicalizeRejects(t *testing.T) {
 		strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
 	}
 	for _, in := range bad {
-		_, err := Canonicalize([]byte(in))
+		_, err := canonicalize([]byte(in))
 		require.Error(t, err, "%q", in)
 		require.ErrorIs(t, err, ErrNotJSON, "%q", in)
 		_, oerr := jcs.Transform([]byte(in))
 		require.Error(t, oerr, "oracle accepts %q", in)
 	}
-	_, err := Canonicalize(nil)
+	_, err := canonicalize(nil)
 	require.ErrorIs(t, err, ErrNotJSON)
 
 	deep := strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth)
-	_, err = Canonicalize([]byte(deep))
+	_, err = canonicalize([]byte(deep))
 	require.NoError(t, err)
 }
 
 func TestSyntaxErrorNeverQuotesInput(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{`{"4111111111111111":1,"4111111111111111":2}`, `[4111111111111111x]`, `{"a":"4111111111111111`} {
-		_, err := Canonicalize([]byte(in))
+		_, err := canonicalize([]byte(in))
 		require.Error(t, err)
 		require.NotContains(t, err.Error(), "4111111111111111")
 	}
 }
 
-// FuzzCanonicalize checks the canonicalizer against gowebpki/jcs: the same
+// FuzzCanonicalize checks the reference canonicalizer against gowebpki/jcs: the same
 // output or both an error, and canonical output is a fixed point.
 func FuzzCanonicalize(f *testing.F) {
 	seeds := []string{
@@ -207,18 +207,18 @@ func FuzzCanonicalize(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, err := Canonicalize(in)
+		got, err := canonicalize(in)
 		want, oerr := jcs.Transform(in)
 		if (err == nil) != (oerr == nil) {
-			t.Fatalf("Canonicalize(%q): err=%v, jcs err=%v", in, err, oerr)
+			t.Fatalf("canonicalize(%q): err=%v, jcs err=%v", in, err, oerr)
 		}
 		if err != nil {
 			return
 		}
 		if string(got) != string(want) {
-			t.Fatalf("Canonicalize(%q) = %q, jcs = %q", in, got, want)
+			t.Fatalf("canonicalize(%q) = %q, jcs = %q", in, got, want)
 		}
-		again, err := Canonicalize(got)
+		again, err := canonicalize(got)
 		if err != nil || string(again) != string(got) {
 			t.Fatalf("not idempotent: %q -> %q (%v)", got, again, err)
 		}

@@ -134,6 +134,7 @@ type decodeState struct {
 	p     jsonParser
 	arena []byte       // the strings an Operation keeps, copied once
 	vals  []fieldValue // normalised payload fields, by field index
+	boxed []any        // the same, boxed as Operation.Fields holds them
 	canon []byte       // the RFC 8785 form that is fingerprinted
 }
 
@@ -159,8 +160,10 @@ func (st *decodeState) release() {
 	st.arena, st.canon = reuse(st.arena), reuse(st.canon)
 	clear(st.vals) // drop references to the arena strings
 	st.vals = st.vals[:0]
+	clear(st.boxed) // and to the returned values
+	st.boxed = st.boxed[:0]
 	if cap(st.vals) > 256 {
-		st.vals = nil
+		st.vals, st.boxed = nil, nil
 	}
 	decodeStates.Put(st)
 }
@@ -415,10 +418,19 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 			Msg: "required: " + typ.Name + " moves money and needs an approval"})
 	}
 
-	// The fingerprint: the RFC 8785 form of {"operation": type} and the
-	// fields, written in the type's precomputed member order, as
-	// Fingerprint(typ.Name, fields) computes it.
-	n := 0
+	// The fields, boxed once for Operation.Fields, and the fingerprint: the
+	// RFC 8785 form of {"operation": type} and the fields, written from the
+	// boxed values in the type's precomputed member order.
+	fields := make(map[string]any, len(typ.Fields))
+	boxed := slices.Grow(st.boxed[:0], len(typ.Fields))[:len(typ.Fields)]
+	st.boxed = boxed
+	for i := range typ.Fields {
+		if vals[i].present {
+			boxed[i] = vals[i].value(typ.Fields[i].Kind)
+			fields[typ.Fields[i].Name] = boxed[i]
+		}
+	}
+	var err error
 	c := append(st.canon[:0], '{')
 	for _, i := range typ.canon {
 		if i >= 0 && !vals[i].present {
@@ -432,11 +444,11 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 			c = appendJCSString(c, typ.Name)
 			continue
 		}
-		n++
-		f := &typ.Fields[i]
-		c = appendJCSString(c, f.Name)
+		c = appendJCSString(c, typ.Fields[i].Name)
 		c = append(c, ':')
-		c = vals[i].appendCanonical(c, f.Kind)
+		if c, err = appendCanonical(c, boxed[i]); err != nil {
+			return Operation{}, fmt.Errorf("fingerprint %s: %w", typ.Name, err) // normalised values always have a form
+		}
 	}
 	c = append(c, '}')
 	st.canon = c
@@ -444,12 +456,6 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 	var fp [2 * sha256.Size]byte
 	hex.Encode(fp[:], sum[:])
 
-	fields := make(map[string]any, n)
-	for i := range typ.Fields {
-		if vals[i].present {
-			fields[typ.Fields[i].Name] = vals[i].value(typ.Fields[i].Kind)
-		}
-	}
 	return Operation{
 		Key:          key,
 		EventID:      cmd.EventID,
@@ -459,88 +465,6 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 		Fields:       fields,
 		Fingerprint:  string(fp[:]),
 	}, nil
-}
-
-// keyReason is the safe reason of a *KeyError (or the error text otherwise).
-func keyReason(err error) string {
-	var ke *KeyError
-	if errors.As(err, &ke) {
-		return ke.Reason
-	}
-	return err.Error()
-}
-
-// DeriveKey returns the operation key of a command:
-// <env>:<operation>:<intent_id>:<key_version>, where intent_id defaults to
-// event_id and key_version to DefaultKeyVersion. When the command carries
-// operation_key, that key is used: it must parse, and its env and operation
-// must equal env and cmd.Operation, as must its intent and version those of
-// the command when the command states them.
-//
-// reg nil means the default registry. Errors are *DecodeError (codes
-// unknown_operation, missing_field, bad_key, key_mismatch), except an invalid
-// env, which wraps ErrInvalidConfig.
-func DeriveKey(env string, cmd Command, reg *Registry) (Key, error) {
-	if reg == nil {
-		reg = defaultRegistry
-	}
-	return deriveKey(env, cmd, reg)
-}
-
-func deriveKey(env string, cmd Command, reg *Registry) (Key, error) {
-	if err := ValidateEnv(env); err != nil {
-		return Key{}, fmt.Errorf("%w: env: %w", ErrInvalidConfig, err)
-	}
-	if cmd.Operation == "" {
-		return Key{}, &DecodeError{Code: CodeMissingField, Field: "operation", Msg: "required"}
-	}
-	if reg.lookup(cmd.Operation) == nil {
-		return Key{}, &DecodeError{Code: CodeUnknownOperation, Field: "operation", Msg: "not a registered operation"}
-	}
-	if cmd.OperationKey != "" {
-		k, err := ParseKey(cmd.OperationKey)
-		if err != nil {
-			return Key{}, &DecodeError{Code: CodeBadKey, Field: "operation_key", Msg: keyReason(err), Err: err}
-		}
-		switch {
-		case k.Env != env:
-			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
-				Msg: "env part differs from this daemon's env " + env}
-		case k.Operation != cmd.Operation:
-			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
-				Msg: "operation part differs from the command's operation"}
-		case cmd.IntentID != "" && k.IntentID != cmd.IntentID:
-			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
-				Msg: "intent part differs from the command's intent_id"}
-		case cmd.KeyVersion != "" && k.Version != cmd.KeyVersion:
-			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
-				Msg: "version part differs from the command's key_version"}
-		}
-		return k, nil
-	}
-	intent, intentField := cmd.IntentID, "intent_id"
-	if intent == "" {
-		intent, intentField = cmd.EventID, "event_id"
-	}
-	if intent == "" {
-		return Key{}, &DecodeError{Code: CodeMissingField, Field: "event_id", Msg: "required"}
-	}
-	version := cmd.KeyVersion
-	if version == "" {
-		version = DefaultKeyVersion
-	}
-	if err := ValidateVersion(version); err != nil {
-		return Key{}, &DecodeError{Code: CodeBadKey, Field: "key_version", Msg: keyReason(err), Err: err}
-	}
-	if err := validateIntent(intent); err != nil {
-		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
-	}
-	k := Key{Env: env, Operation: cmd.Operation, IntentID: intent, Version: version}
-	var buf [MaxKeyLen]byte
-	if err := checkKeyString(k.appendTo(buf[:0])); err != nil {
-		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
-	}
-	return k, nil
 }
 
 // Command re-encodes the operation as a command envelope carrying its key,

@@ -1,13 +1,16 @@
 package operation
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -130,7 +133,7 @@ func TestDecodeBuiltins(t *testing.T) {
 			require.Equal(t, tt.key, op.Key.String())
 			require.Equal(t, tt.target, op.TargetSystem)
 			require.Equal(t, tt.fields, op.Fields)
-			fp, err := Fingerprint(op.Type, op.Fields)
+			fp, err := fingerprint(op.Type, op.Fields)
 			require.NoError(t, err)
 			require.Equal(t, fp, op.Fingerprint)
 			requireRoundTrip(t, d, op)
@@ -416,5 +419,42 @@ func BenchmarkDecodeReference(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = sha256.Sum256(cmd.Payload)
+	}
+}
+
+// BenchmarkDecodeStdlib is the road not taken, measured beside Decode: the
+// same command decoded strictly with encoding/json (unknown envelope members
+// refused, payload numbers kept as literals), the currency upper-cased and
+// the fingerprint taken over gowebpki/jcs's canonical form — the same
+// fingerprint, without any of Decode's key, secret or per-kind checks.
+func BenchmarkDecodeStdlib(b *testing.B) {
+	body := []byte(vectorCommand)
+	b.ReportAllocs()
+	for b.Loop() {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		var cmd Command
+		if err := dec.Decode(&cmd); err != nil {
+			b.Fatal(err)
+		}
+		pd := json.NewDecoder(bytes.NewReader(cmd.Payload))
+		pd.UseNumber()
+		var fields map[string]any
+		if err := pd.Decode(&fields); err != nil {
+			b.Fatal(err)
+		}
+		fields["currency"] = strings.ToUpper(fields["currency"].(string))
+		fields["operation"] = cmd.Operation
+		raw, err := json.Marshal(fields)
+		if err != nil {
+			b.Fatal(err)
+		}
+		canon, err := jcs.Transform(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != vectorFingerprint {
+			b.Fatal("another fingerprint")
+		}
 	}
 }

@@ -35,11 +35,11 @@ func (o Operation) FieldDigests() string {
 	out := make([]byte, 0, 2+len(names)*(FieldDigestLen+24))
 	out = append(out, '{')
 	for _, name := range names {
-		text, err := canonicalScalar(o.Fields[name])
-		if err != nil {
+		var err error
+		in = append(append(append(append(in[:0], key...), 0), name...), 0)
+		if in, err = appendCanonical(in, o.Fields[name]); err != nil {
 			continue // not a normalised value: no digest, never named
 		}
-		in = append(append(append(append(append(in[:0], key...), 0), name...), 0), text...)
 		sum := sha256.Sum256(in)
 		if len(out) > 1 {
 			out = append(out, ',')

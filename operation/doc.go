@@ -10,6 +10,13 @@
 // conflict, never a replay. Bad input is a *DecodeError with a stable code and
 // a message that names fields but never quotes values.
 //
+// One canonical writer serves production: Decode scans the body once
+// (jsonscan.go, whose top comment gives the measured reason for a
+// hand-written scanner) and writes the RFC 8785 form of the normalised
+// values with appendCanonical, the same writer the field digests use. A
+// general JSON canonicaliser lives only in the tests, as a reference held to
+// gowebpki/jcs.
+//
 // Everything here is pure and deterministic: no I/O, no clock, no logging.
 //
 // Keys and ids are screened for secrets by redact.Detect, the one detector

@@ -39,22 +39,6 @@ func ExampleDeriveKey() {
 	// Output: test:invoice.create:order-demo-1:v1 <nil>
 }
 
-func ExampleFingerprint() {
-	fields := map[string]any{
-		"account_id":   "merchant-account-17",
-		"order_id":     "order-48291",
-		"amount_minor": int64(125000),
-		"currency":     "RUB",
-	}
-	form, _ := operation.CanonicalForm("payment.charge", fields)
-	fp, _ := operation.Fingerprint("payment.charge", fields)
-	fmt.Println(string(form))
-	fmt.Println(fp)
-	// Output:
-	// {"account_id":"merchant-account-17","amount_minor":125000,"currency":"RUB","operation":"payment.charge","order_id":"order-48291"}
-	// 28a4262860864e5110d391a4556da2ad2f539ae2f87e52871f80cb7381d86aa6
-}
-
 func ExampleParseKey() {
 	k, err := operation.ParseKey("prod:crm.callback:create:event-90173:v1")
 	fmt.Printf("%q %q %q %q %v\n", k.Env, k.Operation, k.IntentID, k.Version, err)
@@ -64,12 +48,6 @@ func ExampleParseKey() {
 	// Output:
 	// "prod" "crm.callback" "create:event-90173" "v1" <nil>
 	// bad operation key: contains a card-like number (13-19 digits passing the Luhn check) true
-}
-
-func ExampleCanonicalize() {
-	out, err := operation.Canonicalize([]byte(`{"b": [1E30, 4.50, -0], "a": "\u20ac"}`))
-	fmt.Println(string(out), err)
-	// Output: {"a":"€","b":[1e+30,4.5,0]} <nil>
 }
 
 func ExampleDecodeError() {

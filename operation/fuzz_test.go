@@ -37,7 +37,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		fp, err := Fingerprint(op.Type, op.Fields)
+		fp, err := fingerprint(op.Type, op.Fields)
 		if err != nil || fp != op.Fingerprint {
 			t.Fatalf("fingerprint of decoded fields: %s, %v; Operation has %s", fp, err, op.Fingerprint)
 		}

@@ -1,6 +1,8 @@
 package operation
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/idemgate/idemgate/redact"
@@ -263,4 +265,86 @@ func secretReason[S ~string | ~[]byte](s S) string {
 		return "contains a " + k.String()
 	}
 	return ""
+}
+
+// keyReason is the safe reason of a *KeyError (or the error text otherwise).
+func keyReason(err error) string {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		return ke.Reason
+	}
+	return err.Error()
+}
+
+// DeriveKey returns the operation key of a command:
+// <env>:<operation>:<intent_id>:<key_version>, where intent_id defaults to
+// event_id and key_version to DefaultKeyVersion. When the command carries
+// operation_key, that key is used: it must parse, and its env and operation
+// must equal env and cmd.Operation, as must its intent and version those of
+// the command when the command states them.
+//
+// reg nil means the default registry. Errors are *DecodeError (codes
+// unknown_operation, missing_field, bad_key, key_mismatch), except an invalid
+// env, which wraps ErrInvalidConfig.
+func DeriveKey(env string, cmd Command, reg *Registry) (Key, error) {
+	if reg == nil {
+		reg = defaultRegistry
+	}
+	return deriveKey(env, cmd, reg)
+}
+
+func deriveKey(env string, cmd Command, reg *Registry) (Key, error) {
+	if err := ValidateEnv(env); err != nil {
+		return Key{}, fmt.Errorf("%w: env: %w", ErrInvalidConfig, err)
+	}
+	if cmd.Operation == "" {
+		return Key{}, &DecodeError{Code: CodeMissingField, Field: "operation", Msg: "required"}
+	}
+	if reg.lookup(cmd.Operation) == nil {
+		return Key{}, &DecodeError{Code: CodeUnknownOperation, Field: "operation", Msg: "not a registered operation"}
+	}
+	if cmd.OperationKey != "" {
+		k, err := ParseKey(cmd.OperationKey)
+		if err != nil {
+			return Key{}, &DecodeError{Code: CodeBadKey, Field: "operation_key", Msg: keyReason(err), Err: err}
+		}
+		switch {
+		case k.Env != env:
+			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
+				Msg: "env part differs from this daemon's env " + env}
+		case k.Operation != cmd.Operation:
+			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
+				Msg: "operation part differs from the command's operation"}
+		case cmd.IntentID != "" && k.IntentID != cmd.IntentID:
+			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
+				Msg: "intent part differs from the command's intent_id"}
+		case cmd.KeyVersion != "" && k.Version != cmd.KeyVersion:
+			return Key{}, &DecodeError{Code: CodeKeyMismatch, Field: "operation_key",
+				Msg: "version part differs from the command's key_version"}
+		}
+		return k, nil
+	}
+	intent, intentField := cmd.IntentID, "intent_id"
+	if intent == "" {
+		intent, intentField = cmd.EventID, "event_id"
+	}
+	if intent == "" {
+		return Key{}, &DecodeError{Code: CodeMissingField, Field: "event_id", Msg: "required"}
+	}
+	version := cmd.KeyVersion
+	if version == "" {
+		version = DefaultKeyVersion
+	}
+	if err := ValidateVersion(version); err != nil {
+		return Key{}, &DecodeError{Code: CodeBadKey, Field: "key_version", Msg: keyReason(err), Err: err}
+	}
+	if err := validateIntent(intent); err != nil {
+		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
+	}
+	k := Key{Env: env, Operation: cmd.Operation, IntentID: intent, Version: version}
+	var buf [MaxKeyLen]byte
+	if err := checkKeyString(k.appendTo(buf[:0])); err != nil {
+		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
+	}
+	return k, nil
 }

@@ -52,27 +52,6 @@ func (v *fieldValue) value(k FieldKind) any {
 	}
 }
 
-// appendCanonical appends the field's RFC 8785 value text, as
-// canonicalScalar writes its Operation.Fields value.
-func (v *fieldValue) appendCanonical(b []byte, k FieldKind) []byte {
-	switch k {
-	case KindMoney, KindInt:
-		return strconv.AppendInt(b, v.n, 10) // within ±(2^53-1): checked by jsonInteger
-	case KindTime:
-		// RFC 3339 text has nothing to escape.
-		b = append(b, '"')
-		b = v.t.UTC().AppendFormat(b, time.RFC3339Nano)
-		return append(b, '"')
-	case KindBool:
-		if v.b {
-			return append(b, "true"...)
-		}
-		return append(b, "false"...)
-	default:
-		return appendJCSString(b, v.s)
-	}
-}
-
 // normalizePayload validates the members of a payload object against t and
 // fills vals (len(t.Fields), zeroed) with the normalised significant fields.
 // String values of fields are read from the arena as (see flatMember.str).

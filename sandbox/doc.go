@@ -18,9 +18,10 @@
 //
 // An emulator package builds its contract handler and wraps it with NewCore;
 // its Server type embeds *Core, so Handler, Start, Close, Effects,
-// TotalEffects, InjectFault, ClearFaults and Reset are promoted. Emulators
-// register a Factory with Register in init, and RunAll starts all registered
-// emulators on loopback ports for manual use (idemgate sandbox, demo).
+// TotalEffects, InjectFault, ClearFaults and Reset are promoted, and it is a
+// Target. A Group starts and stops a list of Targets together; whoever
+// needs emulators lists them explicitly (the binary's in
+// cmd/idemgate/internal/sandboxes), nothing registers itself.
 //
 // Writing an emulator:
 //
@@ -37,6 +38,12 @@
 //		}, opts.Options)
 //		return s
 //	}
+//
+// What emulators share in serving a contract is here once (http.go): bodies
+// in and out (ReadBody, WriteJSON, WriteBody for a stored answer), the
+// credential checks (BasicAuthorized, BearerToken, SameSecret), and paging
+// (QueryLimit, Cursor, Page). Core sets Retry-After on injected 429/503
+// before the emulator's WriteError writes the target's body.
 //
 // Inside the contract handler, call Core.Record for every created object and
 // KeyIgnored(r.Context()) to learn whether the ignore-key connector fault is

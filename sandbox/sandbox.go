@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,8 +53,10 @@ type Spec struct {
 	// only read (ScopeRead). Default: POST, PUT and PATCH create.
 	Classify func(r *http.Request) Scope
 	// WriteError writes the target's own error answer for an injected status
-	// (429, 503, 500 after commit). retryAfter is zero when none was asked.
-	// Default: a JSON body {"error": "..."}.
+	// (429, 503, 500 after commit). The Retry-After header is already set
+	// when retryAfter is not zero (RetryAfterSeconds gives its value for a
+	// target that repeats it in the body). Default: a JSON body
+	// {"error": "..."}.
 	WriteError func(w http.ResponseWriter, r *http.Request, status int, retryAfter time.Duration)
 	// OnReset clears the emulator's own state (objects, idempotency store,
 	// rate buckets) on Reset. Called with no Core lock held.
@@ -107,21 +108,23 @@ func defaultClassify(r *http.Request) Scope {
 	return ScopeRead
 }
 
-func defaultWriteError(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	SetRetryAfter(w, retryAfter)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = fmt.Fprintf(w, `{"error":%q}`, http.StatusText(status))
+func defaultWriteError(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
+	WriteJSON(w, status, "", map[string]string{"error": http.StatusText(status)})
 }
 
-// SetRetryAfter sets a Retry-After header in whole seconds (rounded up) when
-// d > 0.
-func SetRetryAfter(w http.ResponseWriter, d time.Duration) {
-	if d <= 0 {
-		return
+// writeError answers an injected status with the target's error body, after
+// the Retry-After header when one was asked.
+func (c *Core) writeError(w http.ResponseWriter, r *http.Request, status int, retryAfter time.Duration) {
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(retryAfter), 10))
 	}
-	secs := int64((d + time.Second - 1) / time.Second)
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	c.spec.WriteError(w, r, status, retryAfter)
+}
+
+// RetryAfterSeconds is d in whole seconds, rounded up, as Retry-After
+// carries it.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // Name returns the emulator's name.
@@ -211,9 +214,9 @@ func (c *Core) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		c.spec.Handler.ServeHTTP(w, r)
 	case FaultHTTP429:
-		c.spec.WriteError(w, r, http.StatusTooManyRequests, f.RetryAfter)
+		c.writeError(w, r, http.StatusTooManyRequests, f.RetryAfter)
 	case FaultHTTP503:
-		c.spec.WriteError(w, r, http.StatusServiceUnavailable, f.RetryAfter)
+		c.writeError(w, r, http.StatusServiceUnavailable, f.RetryAfter)
 	case FaultHTTP502:
 		writeBadGateway(w)
 	case FaultResetBefore:
@@ -255,7 +258,7 @@ func (c *Core) spoil(w http.ResponseWriter, r *http.Request, f Fault, buf *buffe
 	case FaultResetAfterCommit:
 		abort(w, true)
 	case FaultHTTP500AfterCommit:
-		c.spec.WriteError(w, r, http.StatusInternalServerError, 0)
+		c.writeError(w, r, http.StatusInternalServerError, 0)
 	case FaultHTTP502AfterCommit:
 		writeBadGateway(w)
 	case FaultTruncateAfterCommit:
@@ -385,34 +388,4 @@ func (c *Core) Close() error {
 		err = errors.Join(err, serr)
 	}
 	return err
-}
-
-// WriteJSON writes v as JSON with the given status and content type
-// ("application/json" when empty). For emulators.
-func WriteJSON(w http.ResponseWriter, status int, contentType string, v any) {
-	if contentType == "" {
-		contentType = "application/json"
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "sandbox: encode response", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// ReadBody reads at most limit bytes of the request body; a larger body is
-// an error. For emulators.
-func ReadBody(r *http.Request, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("request body over %d bytes", limit)
-	}
-	return b, nil
 }

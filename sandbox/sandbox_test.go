@@ -281,20 +281,27 @@ func TestAdminAPI(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 }
 
-func TestRegistryStartAll(t *testing.T) {
+// A Group starts its emulators on the addresses asked (free loopback ports
+// otherwise), refuses an address for an emulator it does not hold, and
+// stops them all.
+func TestGroupStart(t *testing.T) {
 	t.Parallel()
-	r := sandbox.NewRegistry()
-	r.Register("toy", func(o sandbox.Options) sandbox.Target { return newToy(o) })
-	require.Panics(t, func() { r.Register("toy", nil) })
-	_, err := r.StartAll(map[string]string{"nope": ""}, sandbox.Options{})
-	require.ErrorIs(t, err, sandbox.ErrUnknownTarget)
-	g, err := r.StartAll(nil, sandbox.Options{})
-	require.NoError(t, err)
-	require.Contains(t, g.URLs()["toy"], "http://127.0.0.1:")
-	resp, err := http.Get(g.URLs()["toy"] + "/_sandbox/ledger")
-	require.NoError(t, err)
-	_ = resp.Body.Close()
+	g := sandbox.Group{newToy(sandbox.Options{}), newToy(sandbox.Options{})}
+	require.ErrorIs(t, g.Start(map[string]string{"nope": ""}), sandbox.ErrUnknownTarget)
+	require.Empty(t, g[0].URL(), "nothing started")
+	require.NoError(t, g.Start(nil))
+	require.Equal(t, []string{"toy", "toy"}, g.Names())
+	for _, u := range []string{g[0].URL(), g[1].URL()} {
+		require.Contains(t, u, "http://127.0.0.1:")
+		resp, err := http.Get(u + "/_sandbox/ledger")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
 	require.NoError(t, g.Close())
+	require.NoError(t, g.Close(), "safe twice")
+	_, err := http.Get(g[0].URL() + "/_sandbox/ledger")
+	require.Error(t, err, "stopped")
 }
 
 func TestFaultValidate(t *testing.T) {

@@ -35,7 +35,7 @@ func startBitrix24(t *testing.T, timeout time.Duration) (*sbbitrix24.Server, ada
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	uid, code := sb.Credentials()
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code), Timeout: timeout})
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code), HTTPConfig: adapters.HTTPConfig{Timeout: timeout}})
 	require.NoError(t, err)
 	return sb, a
 }
@@ -48,7 +48,7 @@ func startYooKassa(t *testing.T) (*sbyookassa.Server, adapters.Adapter) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	shop, secret := sb.Credentials()
-	a, err := yookassa.New(yookassa.Config{BaseURL: sb.URL(), ShopID: shop, SecretKey: redact.Secret(secret), Timeout: 5 * time.Second})
+	a, err := yookassa.New(yookassa.Config{BaseURL: sb.URL(), ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}})
 	require.NoError(t, err)
 	return sb, a
 }

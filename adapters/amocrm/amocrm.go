@@ -2,7 +2,6 @@ package amocrm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Operation types this adapter performs.
@@ -25,7 +23,6 @@ const (
 // Adapter is the amoCRM adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	token  redact.Secret
 	client *adapters.Client
 	locks  adapters.KeyLocks
 }
@@ -39,11 +36,11 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tok, err := adapters.LoadCredential(cfg.Token, cfg.TokenEnv, cfg.TokenFile, cfg.Getenv)
+	tok, err := adapters.Credential{Value: cfg.Token, File: cfg.TokenFile, Env: cfg.TokenEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("amocrm: token: %w", err)
 	}
-	return &Adapter{cfg: cfg, token: tok, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BearerAuth(tok))}, nil
 }
 
 // Name returns the instance name.
@@ -59,10 +56,8 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 }
 
 func bad(msg string) error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("amocrm: "+msg))
+	return adapters.Invalid(errors.New("amocrm: " + msg))
 }
-
-func marker(key string) string { return "[op:" + key + "]" }
 
 func numericID(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
@@ -70,27 +65,11 @@ func numericID(s string) (int64, bool) {
 }
 
 func (a *Adapter) request(ctx context.Context, method, path string, q url.Values, body any) (*adapters.HTTPResponse, error) {
-	var b []byte
-	if body != nil {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			return nil, bad("encode request: " + err.Error())
-		}
-	}
 	u := a.cfg.BaseURL + path
 	if q != nil {
 		u += "?" + q.Encode()
 	}
-	req, err := adapters.NewRequest(ctx, method, u, b)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token.Reveal())
-	req.Header.Set("Accept", "application/hal+json, application/json")
-	if b != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return a.client.Send(req, 0)
+	return a.client.JSON(ctx, method, u, body, http.Header{"Accept": {"application/hal+json, application/json"}})
 }
 
 func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
@@ -141,14 +120,14 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 			return adapters.Outcome{}, err
 		}
 		search = func() (found, error) { return a.searchLead(ctx, key) }
-		create = func() (adapters.Outcome, error) { return a.createLead(ctx, l, key) }
+		create = func() (adapters.Outcome, error) { return a.create(ctx, "lead", []leadIn{l}, l.RequestID) }
 	case OpTaskCreate:
 		t, err := a.taskOf(op, key)
 		if err != nil {
 			return adapters.Outcome{}, err
 		}
 		search = func() (found, error) { return a.searchTask(ctx, key) }
-		create = func() (adapters.Outcome, error) { return a.createTask(ctx, t, key) }
+		create = func() (adapters.Outcome, error) { return a.create(ctx, "task", []taskIn{t}, t.RequestID) }
 	default:
 		return adapters.Outcome{}, bad(fmt.Sprintf("unsupported operation %q", op.Type))
 	}
@@ -236,7 +215,7 @@ func (a *Adapter) leadOf(op operation.Operation, key string) (leadIn, error) {
 	}
 	name := title
 	if *a.cfg.KeyInName {
-		name += " " + marker(key)
+		name += " " + adapters.Marker(key)
 	}
 	l := leadIn{Name: name, Price: amount / 100, PipelineID: a.cfg.PipelineID, RequestID: "0"}
 	if st, ok := numericID(op.String("stage")); ok {
@@ -278,19 +257,21 @@ func (a *Adapter) searchLead(ctx context.Context, key string) (found, error) {
 	return f, nil
 }
 
-func (a *Adapter) createLead(ctx context.Context, l leadIn, key string) (adapters.Outcome, error) {
-	resp, err := a.request(ctx, http.MethodPost, "/api/v4/leads", nil, []leadIn{l})
+// create posts one object of kind ("lead", "task"; amoCRM takes a batch,
+// body holds the one) and reads back its id by the batch's request_id.
+func (a *Adapter) create(ctx context.Context, kind string, body any, requestID string) (adapters.Outcome, error) {
+	resp, err := a.request(ctx, http.MethodPost, "/api/v4/"+kind+"s", nil, body)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return adapters.Outcome{}, a.statusError(resp)
 	}
-	id, err := parseCreated(resp.Body, "leads", l.RequestID)
+	id, err := parseCreated(resp.Body, kind+"s", requestID)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	return item{kind: "lead", id: id}.outcome(false), nil
+	return item{kind: kind, id: id}.outcome(false), nil
 }
 
 // --- tasks ---
@@ -308,7 +289,7 @@ func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
 	if d := op.String("description"); d != "" {
 		text += "\n" + d
 	}
-	text += "\n" + marker(key)
+	text += "\n" + adapters.Marker(key)
 	due := op.Time("deadline")
 	if due.IsZero() {
 		due = a.cfg.Clock().Add(DefaultTaskDue)
@@ -322,12 +303,7 @@ func (a *Adapter) taskOf(op operation.Operation, key string) (taskIn, error) {
 
 func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 	now := a.cfg.Clock()
-	from := now.Add(-a.cfg.LookupWindow)
-	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-			from = since
-		}
-	}
+	from := a.cfg.From(ctx, now)
 	q := url.Values{
 		"filter[updated_at][from]": {strconv.FormatInt(from.Unix(), 10)},
 		"filter[updated_at][to]":   {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
@@ -352,7 +328,7 @@ func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 			return found{}, err
 		}
 		for _, t := range tasks {
-			if strings.Contains(t.Text, marker(key)) {
+			if strings.Contains(t.Text, adapters.Marker(key)) {
 				// Pages are numbered over a list that tasks created meanwhile
 				// shift: one task may come twice, and counts once.
 				f.add(item{kind: "task", id: t.ID, name: t.Text, completed: t.IsCompleted})
@@ -366,21 +342,6 @@ func (a *Adapter) searchTask(ctx context.Context, key string) (found, error) {
 	f.sort()
 	f.exhausted = len(f.items) == 0
 	return f, nil
-}
-
-func (a *Adapter) createTask(ctx context.Context, t taskIn, key string) (adapters.Outcome, error) {
-	resp, err := a.request(ctx, http.MethodPost, "/api/v4/tasks", nil, []taskIn{t})
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return adapters.Outcome{}, a.statusError(resp)
-	}
-	id, err := parseCreated(resp.Body, "tasks", t.RequestID)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	return item{kind: "task", id: id}.outcome(false), nil
 }
 
 // --- found objects ---
@@ -430,7 +391,7 @@ func (f *found) sort() {
 func (it item) sameAs(op operation.Operation, key string) bool {
 	switch it.kind {
 	case "lead":
-		name := strings.TrimSuffix(strings.TrimSuffix(it.name, marker(key)), " ")
+		name := strings.TrimSuffix(strings.TrimSuffix(it.name, adapters.Marker(key)), " ")
 		return name == op.String("title") && it.price*100 == op.Int("amount_minor")
 	case "task":
 		first, _, _ := strings.Cut(it.name, "\n")

@@ -131,7 +131,7 @@ func TestSearchLagIsTheSettleTime(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
 	a, srv := setup(t, sb.Options{Options: sandbox.Options{Clock: clk.now}, SearchLag: 20 * time.Second},
-		amocrm.Config{SettleTime: 30 * time.Second, Clock: clk.now})
+		amocrm.Config{SettleTime: 30 * time.Second, HTTPConfig: adapters.HTTPConfig{Clock: clk.now}})
 	require.Equal(t, 30*time.Second, a.Capabilities().SettleTime)
 	op := leadOp(adaptertest.Intent("lag"), 0)
 	require.NoError(t, srv.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Count: 1}))
@@ -156,7 +156,7 @@ func TestSearchLagIsTheSettleTime(t *testing.T) {
 func TestRateLimitIsRetry(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
-	a, srv := setup(t, sb.Options{Options: sandbox.Options{Clock: clk.now}, RatePerSec: 2}, amocrm.Config{Clock: clk.now})
+	a, srv := setup(t, sb.Options{Options: sandbox.Options{Clock: clk.now}, RatePerSec: 2}, amocrm.Config{HTTPConfig: adapters.HTTPConfig{Clock: clk.now}})
 	_, err := a.Execute(context.Background(), leadOp(adaptertest.Intent("rate"), 0)) // search + create
 	require.NoError(t, err)
 	_, err = a.Execute(context.Background(), leadOp(adaptertest.Intent("rate"), 0))
@@ -169,7 +169,7 @@ func TestRateLimitIsRetry(t *testing.T) {
 
 func TestTaskScanPageCapIsIndeterminate(t *testing.T) {
 	t.Parallel()
-	a, srv := setup(t, sb.Options{}, amocrm.Config{LookupMaxPages: 1})
+	a, srv := setup(t, sb.Options{}, amocrm.Config{LookupScan: adapters.LookupScan{LookupMaxPages: 1}})
 	ctx := context.Background()
 	for i := range 250 {
 		_, err := a.Execute(ctx, taskOp(fmt.Sprintf("fill-%d", i), 0))
@@ -194,8 +194,8 @@ func TestConfig(t *testing.T) {
 		require.ErrorIs(t, c.WithDefaults().Validate(), amocrm.ErrInvalidConfig, name)
 	}
 	require.Equal(t, 2*amocrm.DefaultTimeout, amocrm.Config{}.WithDefaults().SettleTime, "twice the timeout")
-	require.Equal(t, amocrm.DefaultSettleTime, amocrm.Config{Timeout: time.Second}.WithDefaults().SettleTime, "at least the search lag")
-	_, err := amocrm.New(amocrm.Config{BaseURL: "https://x.amocrm.ru", Getenv: func(string) string { return "" }})
+	require.Equal(t, amocrm.DefaultSettleTime, amocrm.Config{HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}.WithDefaults().SettleTime, "at least the search lag")
+	_, err := amocrm.New(amocrm.Config{BaseURL: "https://x.amocrm.ru", HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
 }
 
@@ -244,8 +244,13 @@ func (f *crmFront) holdNextCreate() (<-chan struct{}, func()) {
 
 func frontAdapter(t *testing.T, srv *sb.Server, url string) *amocrm.Adapter {
 	t.Helper()
-	a, err := amocrm.New(amocrm.Config{BaseURL: url, Token: redact.Secret(srv.Token()), Timeout: 5 * time.Second,
-		KeyFieldID: srv.KeyFieldID(), SettleTime: -1, RateLimit: adapters.RateLimit{Rate: -1}})
+	a, err := amocrm.New(amocrm.Config{
+		BaseURL:    url,
+		Token:      redact.Secret(srv.Token()),
+		KeyFieldID: srv.KeyFieldID(),
+		SettleTime: -1,
+		HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second, RateLimit: adapters.RateLimit{Rate: -1}},
+	})
 	require.NoError(t, err)
 	return a
 }

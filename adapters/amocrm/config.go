@@ -1,10 +1,9 @@
 package amocrm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -36,7 +35,9 @@ var DefaultRateLimit = adapters.RateLimit{Rate: 7, Burst: 5}
 
 // Config configures the amoCRM adapter.
 type Config struct {
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "amocrm"), timeout (default 30s),
+	// rate_limit (default DefaultRateLimit).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the account URL, e.g. https://example.amocrm.ru (required).
 	BaseURL string `mapstructure:"base_url"`
 	// Token is the OAuth access or long-lived token; when empty it is read
@@ -59,74 +60,29 @@ type Config struct {
 	// the larger of 30s and twice Timeout (60s with the default timeout). A
 	// negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// LookupWindow and LookupMaxPages bound the task scan (defaults 48h, 10
-	// pages of 250); when the worker tells when the journal first saw the
-	// key, the scan starts LookupSkew (default 5m) before it instead.
-	LookupWindow   time.Duration `mapstructure:"lookup_window"`
-	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
-	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
+	// LookupScan bounds the task scan (defaults 48h, 5m, 10 pages of 250).
+	adapters.LookupScan `mapstructure:",squash"`
 	// KeyInName appends the marker "[op:<key>]" to a lead's name (default
 	// true): a connector that maps only standard fields drops the key field
 	// and tags, and the name is then what the search finds the lead by.
 	// false keeps names clean, and such leads cannot be found.
-	KeyInName *bool         `mapstructure:"key_in_name"`
-	Timeout   time.Duration `mapstructure:"timeout"`
-	MaxKeyLen int           `mapstructure:"max_key_len"`
-
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting the
-	// target's limit (default DefaultRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 2, burst: 40}.
-	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
-	Logger    *slog.Logger        `mapstructure:"-"`
-	Clock     func() time.Time    `mapstructure:"-"`
-	Getenv    func(string) string `mapstructure:"-"`
+	KeyInName *bool `mapstructure:"key_in_name"`
+	MaxKeyLen int   `mapstructure:"max_key_len"`
 }
 
 // WithDefaults returns c with zero fields set. A negative SettleTime means 0.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.TokenEnv == "" {
-		c.TokenEnv = DefaultTokenEnv
-	}
-	if c.TaskTypeID == 0 {
-		c.TaskTypeID = DefaultTaskTypeID
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	switch {
-	case c.SettleTime == 0:
-		c.SettleTime = max(DefaultSettleTime, 2*c.Timeout)
-	case c.SettleTime < 0:
-		c.SettleTime = 0
-	}
-	if c.LookupWindow == 0 {
-		c.LookupWindow = DefaultLookupWindow
-	}
-	if c.LookupSkew == 0 {
-		c.LookupSkew = DefaultLookupSkew
-	}
-	if c.LookupMaxPages == 0 {
-		c.LookupMaxPages = DefaultLookupMaxPages
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
+	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, "")
+	c.TokenEnv = cmp.Or(c.TokenEnv, DefaultTokenEnv)
+	c.TaskTypeID = cmp.Or(c.TaskTypeID, DefaultTaskTypeID)
+	c.SettleTime = adapters.SettleTime(c.SettleTime, max(DefaultSettleTime, 2*c.Timeout))
+	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
 	if c.KeyInName == nil {
 		on := true
 		c.KeyInName = &on
 	}
-	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
-	}
-	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
 
@@ -135,17 +91,12 @@ var ErrInvalidConfig = errors.New("amocrm: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	_, ok := adapters.ValidBaseURL(c.BaseURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := cmp.Or(c.HTTPConfig.Validate("base_url", c.BaseURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.KeyFieldID < 0 || c.PipelineID < 0 || c.TaskTypeID < 0:
 		return fmt.Errorf("%w: ids must not be negative", ErrInvalidConfig)
-	case c.Timeout <= 0 || c.LookupWindow <= 0 || c.LookupMaxPages <= 0 || c.LookupSkew < 0:
-		return fmt.Errorf("%w: timeout, lookup_window and lookup_max_pages must be positive", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

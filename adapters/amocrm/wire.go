@@ -60,7 +60,7 @@ type leadOut struct {
 // holdsKey verifies a search hit exactly: the key field's value, or
 // (without a field) a tag, or the marker in the name.
 func (l leadOut) holdsKey(key string, fieldID int64) bool {
-	if strings.Contains(l.Name, marker(key)) {
+	if strings.Contains(l.Name, adapters.Marker(key)) {
 		return true
 	}
 	if fieldID > 0 {

@@ -2,7 +2,6 @@ package bitrix24
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,14 +39,15 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	code, err := adapters.LoadCredential(cfg.WebhookCode, cfg.WebhookCodeEnv, cfg.WebhookCodeFile, cfg.Getenv)
+	code, err := adapters.Credential{Value: cfg.WebhookCode, File: cfg.WebhookCodeFile, Env: cfg.WebhookCodeEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("bitrix24: webhook code: %w", err)
 	}
 	if strings.ContainsAny(code.Reveal(), "/?#% ") {
 		return nil, fmt.Errorf("%w: webhook code must be a plain token", ErrInvalidConfig)
 	}
-	return &Adapter{cfg: cfg, code: code, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	// The webhook code travels in the path (see call); no header carries it.
+	return &Adapter{cfg: cfg, code: code, client: cfg.NewClient(nil)}, nil
 }
 
 // Name returns the instance name.
@@ -75,11 +75,6 @@ type entity struct {
 	compare []string
 }
 
-// marker is the key as it is written into the object's text: a second
-// carrier beside ORIGIN_ID, which connectors that map only business
-// fields drop.
-func marker(key string) string { return "[op:" + key + "]" }
-
 // entityFor maps an operation type to its entity, without fields.
 func entityFor(typ string) (entity, bool) {
 	switch typ {
@@ -93,7 +88,7 @@ func entityFor(typ string) (entity, bool) {
 
 func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 	bad := func(msg string) (entity, error) {
-		return entity{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("bitrix24: "+msg))
+		return entity{}, adapters.Invalid(errors.New("bitrix24: " + msg))
 	}
 	ent, ok := entityFor(op.Type)
 	if !ok {
@@ -115,9 +110,9 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 			return bad("currency is required")
 		}
 		ent.fields = map[string]any{
-			"TITLE": title, "OPPORTUNITY": formatMinor(amount), "CURRENCY_ID": currency,
+			"TITLE": title, "OPPORTUNITY": adapters.FormatMinor(amount), "CURRENCY_ID": currency,
 			"CONTACT_ID": op.String("customer_id"), "ORIGINATOR_ID": a.cfg.OriginatorID, "ORIGIN_ID": key,
-			"COMMENTS": marker(key),
+			"COMMENTS": adapters.Marker(key),
 		}
 		ent.compare = []string{"TITLE", "OPPORTUNITY", "CURRENCY_ID"}
 		if st := op.String("stage"); st != "" {
@@ -130,7 +125,7 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 		if resp == "" {
 			return bad("responsible_id is required")
 		}
-		desc := marker(key)
+		desc := adapters.Marker(key)
 		if d := op.String("description"); d != "" {
 			desc = d + "\n" + desc
 		}
@@ -153,18 +148,8 @@ func (a *Adapter) entityOf(op operation.Operation, key string) (entity, error) {
 }
 
 func (a *Adapter) call(ctx context.Context, method string, body any) (*adapters.HTTPResponse, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("bitrix24: encode %s: %w", method, err))
-	}
 	u := a.cfg.PortalURL + "/rest/" + url.PathEscape(a.cfg.UserID) + "/" + url.PathEscape(a.code.Reveal()) + "/" + method + ".json"
-	req, err := adapters.NewRequest(ctx, http.MethodPost, u, b)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	return a.client.Send(req, 0)
+	return a.client.JSON(ctx, http.MethodPost, u, body, nil)
 }
 
 func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.Error {
@@ -237,13 +222,8 @@ func (a *Adapter) search(ctx context.Context, ent entity, key string, scan bool)
 	}
 	f.byOrigin = len(f.items)
 	if scan {
-		from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
-		if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-			if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-				from = since
-			}
-		}
-		mark := marker(key)
+		from := a.cfg.From(ctx, a.cfg.Clock())
+		mark := adapters.Marker(key)
 		next := 0
 		for page := 0; ; page++ {
 			if page == a.cfg.LookupMaxPages {

@@ -59,8 +59,12 @@ func setup(t *testing.T, opts sb.Options) (*bitrix24.Adapter, *sb.Server) {
 func newAdapter(t *testing.T, base string, srv *sb.Server, mod func(*bitrix24.Config)) *bitrix24.Adapter {
 	t.Helper()
 	uid, code := srv.Credentials()
-	cfg := bitrix24.Config{PortalURL: base, UserID: uid, WebhookCode: redact.Secret(code), Timeout: time.Second,
-		RateLimit: adapters.RateLimit{Rate: -1}}
+	cfg := bitrix24.Config{
+		PortalURL:   base,
+		UserID:      uid,
+		WebhookCode: redact.Secret(code),
+		HTTPConfig:  adapters.HTTPConfig{Timeout: time.Second, RateLimit: adapters.RateLimit{Rate: -1}},
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -143,7 +147,7 @@ func TestConfig(t *testing.T) {
 	} {
 		require.ErrorIs(t, c.WithDefaults().Validate(), bitrix24.ErrInvalidConfig, name)
 	}
-	_, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", Getenv: func(string) string { return "" }})
+	_, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
 	a, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", WebhookCode: "abc"})
 	require.NoError(t, err)
@@ -361,8 +365,13 @@ func TestDefaultSettleTimeOutlastsTheTimeout(t *testing.T) {
 		{10 * time.Second, 15 * time.Second, 15 * time.Second},
 		{10 * time.Second, -1, 0},
 	} {
-		a, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", WebhookCode: "abc",
-			Timeout: tc.timeout, SettleTime: tc.settle})
+		a, err := bitrix24.New(bitrix24.Config{
+			PortalURL:   "https://x.bitrix24.ru",
+			UserID:      "1",
+			WebhookCode: "abc",
+			SettleTime:  tc.settle,
+			HTTPConfig:  adapters.HTTPConfig{Timeout: tc.timeout},
+		})
 		require.NoError(t, err)
 		require.Equal(t, tc.want, a.Capabilities().SettleTime)
 	}

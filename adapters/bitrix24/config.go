@@ -1,9 +1,10 @@
 package bitrix24
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -42,7 +43,9 @@ var DefaultRateLimit = adapters.RateLimit{Rate: 2, Burst: 40}
 
 // Config configures the Bitrix24 adapter.
 type Config struct {
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "bitrix24"), timeout (default 30s),
+	// rate_limit (default DefaultRateLimit).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// PortalURL is the portal root, e.g. https://example.bitrix24.ru (required).
 	PortalURL string `mapstructure:"portal_url"`
 	// UserID is the webhook's user id (required).
@@ -65,70 +68,22 @@ type Config struct {
 	// documents no bound on that time [??]; the default is twice Timeout
 	// (60s with the default timeout). A negative value means 0.
 	SettleTime time.Duration `mapstructure:"settle_time"`
-	// LookupWindow, LookupSkew and LookupMaxPages bound the marker scan
-	// (defaults 24h, 5m, 10 pages of 50).
-	LookupWindow   time.Duration `mapstructure:"lookup_window"`
-	LookupSkew     time.Duration `mapstructure:"lookup_skew"`
-	LookupMaxPages int           `mapstructure:"lookup_max_pages"`
-	Timeout        time.Duration `mapstructure:"timeout"`
-	MaxKeyLen      int           `mapstructure:"max_key_len"`
-
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting the
-	// target's limit (default DefaultRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 2, burst: 40}.
-	RateLimit adapters.RateLimit  `mapstructure:"rate_limit"`
-	Logger    *slog.Logger        `mapstructure:"-"`
-	Clock     func() time.Time    `mapstructure:"-"`
-	Getenv    func(string) string `mapstructure:"-"`
+	// LookupScan bounds the marker scan (defaults 24h, 5m, 10 pages of 50).
+	adapters.LookupScan `mapstructure:",squash"`
+	MaxKeyLen           int `mapstructure:"max_key_len"`
 }
 
 // WithDefaults returns c with zero fields set.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	c.PortalURL = strings.TrimRight(c.PortalURL, "/")
-	if c.WebhookCodeEnv == "" {
-		c.WebhookCodeEnv = DefaultWebhookCodeEnv
-	}
-	if c.OriginatorID == "" {
-		c.OriginatorID = DefaultOriginatorID
-	}
-	if c.ActivityTypeID == 0 {
-		c.ActivityTypeID = DefaultActivityTypeID
-	}
-	if c.OwnerTypeID == 0 {
-		c.OwnerTypeID = DefaultOwnerTypeID
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	switch {
-	case c.SettleTime == 0:
-		c.SettleTime = 2 * c.Timeout
-	case c.SettleTime < 0:
-		c.SettleTime = 0
-	}
-	if c.LookupWindow == 0 {
-		c.LookupWindow = DefaultLookupWindow
-	}
-	if c.LookupSkew == 0 {
-		c.LookupSkew = DefaultLookupSkew
-	}
-	if c.LookupMaxPages == 0 {
-		c.LookupMaxPages = DefaultLookupMaxPages
-	}
-	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
-	}
-	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
+	c.PortalURL = adapters.TrimBaseURL(c.PortalURL, "")
+	c.WebhookCodeEnv = cmp.Or(c.WebhookCodeEnv, DefaultWebhookCodeEnv)
+	c.OriginatorID = cmp.Or(c.OriginatorID, DefaultOriginatorID)
+	c.ActivityTypeID = cmp.Or(c.ActivityTypeID, DefaultActivityTypeID)
+	c.OwnerTypeID = cmp.Or(c.OwnerTypeID, DefaultOwnerTypeID)
+	c.SettleTime = adapters.SettleTime(c.SettleTime, 2*c.Timeout)
+	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
 
@@ -137,19 +92,16 @@ var ErrInvalidConfig = errors.New("bitrix24: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	u, ok := adapters.ValidBaseURL(c.PortalURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := cmp.Or(c.HTTPConfig.Validate("portal_url", c.PortalURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	switch {
-	case !ok || (u.Path != "" && u.Path != "/"):
-		return fmt.Errorf("%w: portal_url must be an http(s) portal root without path or credentials", ErrInvalidConfig)
+	switch u, _ := url.Parse(c.PortalURL); {
+	case u.Path != "" && u.Path != "/":
+		return fmt.Errorf("%w: portal_url must be a portal root, without a path", ErrInvalidConfig)
 	case c.UserID == "" || strings.ContainsAny(c.UserID, "/?#% "):
 		return fmt.Errorf("%w: user_id is required and must be a plain id", ErrInvalidConfig)
-	case c.Timeout <= 0 || c.SettleTime < 0:
-		return fmt.Errorf("%w: timeout must be positive, settle_time not negative", ErrInvalidConfig)
-	case c.LookupWindow <= 0 || c.LookupSkew < 0 || c.LookupMaxPages <= 0:
-		return fmt.Errorf("%w: lookup_window and lookup_max_pages must be positive, lookup_skew not negative", ErrInvalidConfig)
+	case c.SettleTime < 0:
+		return fmt.Errorf("%w: settle_time must not be negative", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	}

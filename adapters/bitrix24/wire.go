@@ -120,10 +120,6 @@ func parseListPage(b []byte) ([]listItem, int, error) {
 	return out, next, nil
 }
 
-func formatMinor(m int64) string {
-	return strconv.FormatInt(m/100, 10) + "." + strconv.FormatInt(100+m%100, 10)[1:]
-}
-
 // sameNumber compares decimal strings numerically ("1250" == "1250.00").
 func sameNumber(a, b string) bool {
 	x, err1 := strconv.ParseFloat(a, 64)

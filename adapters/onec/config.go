@@ -1,9 +1,9 @@
 package onec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -38,8 +38,9 @@ const (
 
 // Config configures the 1C adapter. Zero fields take the defaults above.
 type Config struct {
-	// Name is the adapter instance name (default "onec").
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "onec"), timeout (default 60s), rate_limit
+	// (default none).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the infobase publication root, e.g.
 	// https://1c.example.com/accounting (required).
 	BaseURL string `mapstructure:"base_url"`
@@ -61,61 +62,21 @@ type Config struct {
 	Password     redact.Secret `mapstructure:"password"`
 	PasswordFile string        `mapstructure:"password_file"`
 	PasswordEnv  string        `mapstructure:"password_env"`
-	// Timeout bounds one HTTP exchange (default 60s).
-	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxKeyLen is the longest key the base stores (default 100).
 	MaxKeyLen int `mapstructure:"max_key_len"`
-
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting the
-	// target's limit (default DefaultRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 2, burst: 40}.
-	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
-
-	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
-	// os.Getenv).
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.Mode == "" {
-		c.Mode = ModeHTTPService
-	}
-	if c.ServicePath == "" {
-		c.ServicePath = DefaultServicePath
-	}
-	if c.ODataPath == "" {
-		c.ODataPath = DefaultODataPath
-	}
-	if c.Document == "" {
-		c.Document = DefaultDocument
-	}
-	if c.KeyAttribute == "" {
-		c.KeyAttribute = DefaultKeyAttribute
-	}
-	if c.PasswordEnv == "" {
-		c.PasswordEnv = DefaultPasswordEnv
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
-	}
-	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
+	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, "")
+	c.Mode = cmp.Or(c.Mode, ModeHTTPService)
+	c.ServicePath = cmp.Or(c.ServicePath, DefaultServicePath)
+	c.ODataPath = cmp.Or(c.ODataPath, DefaultODataPath)
+	c.Document = cmp.Or(c.Document, DefaultDocument)
+	c.KeyAttribute = cmp.Or(c.KeyAttribute, DefaultKeyAttribute)
+	c.PasswordEnv = cmp.Or(c.PasswordEnv, DefaultPasswordEnv)
+	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
 
@@ -125,19 +86,14 @@ var ErrInvalidConfig = errors.New("onec: invalid config")
 // Validate checks the configuration (after WithDefaults). Credentials are
 // resolved by New.
 func (c Config) Validate() error {
-	_, ok := adapters.ValidBaseURL(c.BaseURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
 	case c.Mode != ModeHTTPService && c.Mode != ModeOData:
 		return fmt.Errorf("%w: mode must be %q or %q", ErrInvalidConfig, ModeHTTPService, ModeOData)
 	case c.User == "" || strings.ContainsAny(c.User, ":\r\n"):
 		return fmt.Errorf("%w: user is required and must not contain ':' or line breaks", ErrInvalidConfig)
-	case c.Timeout <= 0:
-		return fmt.Errorf("%w: timeout must be positive", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)
 	case strings.ContainsAny(c.Document+c.KeyAttribute, " '/?#()"):

@@ -2,6 +2,7 @@ package onec
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // OpInvoiceCreate is the operation type this adapter performs.
@@ -19,10 +19,9 @@ const OpInvoiceCreate = "invoice.create"
 
 // Adapter is the 1C adapter. It is safe for concurrent use.
 type Adapter struct {
-	cfg      Config
-	password redact.Secret
-	client   *adapters.Client
-	locks    adapters.KeyLocks
+	cfg    Config
+	client *adapters.Client
+	locks  adapters.KeyLocks
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -34,11 +33,11 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pw, err := adapters.LoadCredential(cfg.Password, cfg.PasswordEnv, cfg.PasswordFile, cfg.Getenv)
+	pw, err := adapters.Credential{Value: cfg.Password, File: cfg.PasswordFile, Env: cfg.PasswordEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("onec: password: %w", err)
 	}
-	return &Adapter{cfg: cfg, password: pw, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.User, pw))}, nil
 }
 
 // Name returns the instance name.
@@ -60,21 +59,16 @@ func (a *Adapter) targetKey(op operation.Operation) string {
 	return adapters.TargetKey(op.Key.String(), a.cfg.MaxKeyLen)
 }
 
-// marker is the key as it is written into the invoice's comment: a second
-// carrier beside the Idempotency-Key header or the key attribute, which
-// connectors that map only business fields drop.
-func marker(key string) string { return "[op:" + key + "]" }
-
 func withMarker(description, key string) string {
 	if description == "" {
-		return marker(key)
+		return adapters.Marker(key)
 	}
-	return description + "\n" + marker(key)
+	return description + "\n" + adapters.Marker(key)
 }
 
 func bodyOf(op operation.Operation) (invoiceBody, error) {
 	if op.Type != OpInvoiceCreate {
-		return invoiceBody{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: unsupported operation %q", op.Type))
+		return invoiceBody{}, adapters.Invalid(fmt.Errorf("onec: unsupported operation %q", op.Type))
 	}
 	b := invoiceBody{
 		OrderID:     op.String("order_id"),
@@ -96,24 +90,11 @@ func bodyOf(op operation.Operation) (invoiceBody, error) {
 	}
 	switch {
 	case len(missing) > 0:
-		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("onec: missing %s", strings.Join(missing, ", ")))
+		return b, adapters.Invalid(fmt.Errorf("onec: missing %s", strings.Join(missing, ", ")))
 	case b.AmountMinor <= 0:
-		return b, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: amount_minor must be positive"))
+		return b, adapters.Invalid(errors.New("onec: amount_minor must be positive"))
 	}
 	return b, nil
-}
-
-func (a *Adapter) newRequest(ctx context.Context, method, rawURL string, body []byte) (*http.Request, error) {
-	req, err := adapters.NewRequest(ctx, method, rawURL, body)
-	if err != nil {
-		return nil, err
-	}
-	req.SetBasicAuth(a.cfg.User, a.password.Reveal())
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
 }
 
 // Execute creates the invoice once.
@@ -160,16 +141,7 @@ func (a *Adapter) serviceURL(parts ...string) string {
 func (a *Adapter) executeService(ctx context.Context, op operation.Operation, b invoiceBody) (adapters.Outcome, error) {
 	key := a.targetKey(op)
 	b.Description = withMarker(b.Description, key)
-	payload, err := jsonBody(b)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	req, err := a.newRequest(ctx, http.MethodPost, a.serviceURL(), payload)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.serviceURL(), b, http.Header{"Idempotency-Key": {key}})
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
@@ -212,11 +184,7 @@ func (a *Adapter) serviceError(resp *adapters.HTTPResponse) *adapters.Error {
 
 func (a *Adapter) lookupService(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	key := a.targetKey(op)
-	req, err := a.newRequest(ctx, http.MethodGet, a.serviceURL(key), nil)
-	if err != nil {
-		return adapters.LookupResult{}, err
-	}
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodGet, a.serviceURL(key), nil, nil)
 	if err != nil {
 		return adapters.LookupResult{}, err
 	}
@@ -276,7 +244,7 @@ func (a *Adapter) searchOData(ctx context.Context, key string, marker bool) ([]o
 	if err != nil || !marker {
 		return found, err
 	}
-	mark := "[op:" + key + "]"
+	mark := adapters.Marker(key)
 	byMark, err := a.queryOData(ctx, "substringof('"+quote(mark)+"', Комментарий) and DeletionMark eq false", key,
 		func(e odataEntity) bool { return strings.Contains(e.Comment, mark) })
 	if err != nil {
@@ -308,11 +276,7 @@ func (a *Adapter) queryOData(ctx context.Context, filter, key string, holds func
 	q.Set("$format", "json")
 	q.Set("$filter", filter)
 	q.Set("$select", strings.Join([]string{"Ref_Key", "Number", "Date", "Posted", "DeletionMark", a.cfg.KeyAttribute, "НомерЗаказа", "СуммаДокумента", "ВалютаДокумента", "Комментарий"}, ","))
-	req, err := a.newRequest(ctx, http.MethodGet, a.odataURL(q), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodGet, a.odataURL(q), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +306,7 @@ func (a *Adapter) odataError(resp *adapters.HTTPResponse) *adapters.Error {
 		e.Class = adapters.ReconcileBeforeRetry
 	}
 	if c := odataErrorCode(resp.Body); c == "13" {
-		e = adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, errors.New("onec: OData error 13"))
+		e = adapters.Invalid(errors.New("onec: OData error 13"))
 	}
 	return e
 }
@@ -367,26 +331,19 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 		return keepOldest(found, true), nil
 	}
 
-	payload, err := jsonBody(map[string]any{
+	doc := map[string]any{
 		"Date":             a.cfg.Clock().UTC().Format("2006-01-02T15:04:05"),
 		a.cfg.KeyAttribute: key,
 		"НомерЗаказа":      b.OrderID,
 		"КодКонтрагента":   b.CustomerID,
-		"СуммаДокумента":   jsonNumber(formatMinor(b.AmountMinor)),
+		"СуммаДокумента":   json.Number(adapters.FormatMinor(b.AmountMinor)),
 		"ВалютаДокумента":  b.Currency,
 		"СрокОплаты":       b.DueDate,
 		"Комментарий":      withMarker(b.Description, key),
-	})
-	if err != nil {
-		return adapters.Outcome{}, err
 	}
 	q := url.Values{}
 	q.Set("$format", "json")
-	req, err := a.newRequest(ctx, http.MethodPost, a.odataURL(q), payload)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.odataURL(q), doc, nil)
 	if err != nil {
 		return adapters.Outcome{}, err
 	}

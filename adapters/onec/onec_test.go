@@ -44,8 +44,11 @@ func setup(t *testing.T, mode string) (*onec.Adapter, *sbonec.Server) {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	user, pw := srv.Credentials()
 	a, err := onec.New(onec.Config{
-		BaseURL: srv.BaseURL(), Mode: mode, User: user, Password: redact.Secret(pw),
-		Timeout: time.Second, Logger: slog.New(slog.DiscardHandler),
+		BaseURL:    srv.BaseURL(),
+		Mode:       mode,
+		User:       user,
+		Password:   redact.Secret(pw),
+		HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)},
 	})
 	require.NoError(t, err)
 	return a, srv
@@ -109,7 +112,7 @@ func TestWrongPasswordIsFinalAndSafe(t *testing.T) {
 			_, err := srv.Start("")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = srv.Close() })
-			a, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: mode, User: "integration", Password: "wrong-pass-xyz", Timeout: time.Second})
+			a, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: mode, User: "integration", Password: "wrong-pass-xyz", HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
 			require.NoError(t, err)
 			o := op(adaptertest.Intent("auth"), 0)
 			_, err = a.Execute(context.Background(), o)
@@ -169,19 +172,23 @@ func TestConfig(t *testing.T) {
 		"creds_url":   {BaseURL: "https://u:p@1c.example/base", User: "u"},
 		"bad_mode":    {BaseURL: "https://1c.example", User: "u", Mode: "soap"},
 		"no_user":     {BaseURL: "https://1c.example"},
-		"neg_timeout": {BaseURL: "https://1c.example", User: "u", Timeout: -1},
+		"neg_timeout": {BaseURL: "https://1c.example", User: "u", HTTPConfig: adapters.HTTPConfig{Timeout: -1}},
 		"bad_doc":     {BaseURL: "https://1c.example", User: "u", Document: "Doc X"},
 	} {
 		require.ErrorIs(t, c.WithDefaults().Validate(), onec.ErrInvalidConfig, name)
 	}
-	_, err := onec.New(onec.Config{BaseURL: "https://1c.example", User: "u", Getenv: func(string) string { return "" }})
+	_, err := onec.New(onec.Config{BaseURL: "https://1c.example", User: "u", HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
-	a, err := onec.New(onec.Config{BaseURL: "https://1c.example", User: "u", Getenv: func(k string) string {
-		if k == onec.DefaultPasswordEnv {
-			return "from-env"
-		}
-		return ""
-	}})
+	a, err := onec.New(onec.Config{
+		BaseURL: "https://1c.example",
+		User:    "u",
+		HTTPConfig: adapters.HTTPConfig{Getenv: func(k string) string {
+			if k == onec.DefaultPasswordEnv {
+				return "from-env"
+			}
+			return ""
+		}},
+	})
 	require.NoError(t, err)
 	require.True(t, a.Capabilities().NativeKey)
 }
@@ -193,7 +200,7 @@ func TestODataDuplicatesAreReported(t *testing.T) {
 	t.Parallel()
 	replicaA, srv := setup(t, onec.ModeOData)
 	user, pw := srv.Credentials()
-	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: redact.Secret(pw), Timeout: time.Second})
+	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: redact.Secret(pw), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
 	require.NoError(t, err)
 	o := op(adaptertest.Intent("twice"), 0)
 	first := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 1})

@@ -164,19 +164,6 @@ func plainID(s string) bool {
 	return true
 }
 
-// formatMinor renders minor units as an exact decimal ("1250.00").
-func formatMinor(m int64) string {
-	neg := m < 0
-	if neg {
-		m = -m
-	}
-	s := strconv.FormatInt(m/100, 10) + "." + strconv.FormatInt(100+m%100, 10)[1:]
-	if neg {
-		return "-" + s
-	}
-	return s
-}
-
 // minorOf parses an OData decimal into minor units.
 func minorOf(n json.Number) (int64, bool) {
 	s := string(n)

@@ -1,6 +1,7 @@
 package onec
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -49,9 +50,9 @@ func FuzzParseAnswers(f *testing.F) {
 
 func TestMinorRoundTrip(t *testing.T) {
 	for _, m := range []int64{1, 5, 99, 100, 125000, 123456789} {
-		got, ok := minorOf(jsonNumber(formatMinor(m)))
+		got, ok := minorOf(json.Number(adapters.FormatMinor(m)))
 		if !ok || got != m {
-			t.Fatalf("%d -> %s -> %d", m, formatMinor(m), got)
+			t.Fatalf("%d -> %s -> %d", m, adapters.FormatMinor(m), got)
 		}
 	}
 	if _, ok := minorOf("1.234"); ok {

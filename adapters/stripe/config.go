@@ -1,9 +1,9 @@
 package stripe
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -40,8 +40,11 @@ var (
 
 // Config configures the Stripe adapter. Zero fields take the defaults above.
 type Config struct {
-	// Name is the adapter instance name (default "stripe").
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "stripe"), timeout (default 30s),
+	// rate_limit (default: DefaultTestRateLimit for a test-mode key
+	// sk_test_/rk_test_, else DefaultLiveRateLimit, chosen by New once the
+	// key is read; YAML: rate_limit: {rate: 100, burst: 20}).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the API root without /v1 (default https://api.stripe.com).
 	BaseURL string `mapstructure:"base_url"`
 	// SecretKey is the API key (sk_…); when empty it is read from
@@ -55,55 +58,25 @@ type Config struct {
 	APIVersion string `mapstructure:"api_version"`
 	// Account is sent as Stripe-Account (Connect) when set.
 	Account string `mapstructure:"account"`
-	// Timeout bounds one HTTP exchange (default 30s).
-	Timeout time.Duration `mapstructure:"timeout"`
 	// SettleTime is the search index lag a "not found" must wait out
 	// (default 1m).
 	SettleTime time.Duration `mapstructure:"settle_time"`
 	// RefundMaxPages caps the refund pages (100 each) one Lookup reads
 	// (default 10); past it the answer is Indeterminate.
 	RefundMaxPages int `mapstructure:"refund_max_pages"`
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting
-	// Stripe's 429 (default: DefaultTestRateLimit for a test-mode key
-	// sk_test_/rk_test_, else DefaultLiveRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 100, burst: 20}.
-	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
-
-	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
-	// os.Getenv).
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
 }
 
-// WithDefaults returns c with zero fields set to their defaults.
+// WithDefaults returns c with zero fields set to their defaults. The rate
+// limit keeps its zero parts: their default depends on the key's mode, which
+// New learns.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.SecretKeyEnv == "" {
-		c.SecretKeyEnv = DefaultSecretKeyEnv
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.SettleTime == 0 {
-		c.SettleTime = DefaultSettleTime
-	}
-	if c.RefundMaxPages == 0 {
-		c.RefundMaxPages = DefaultRefundMaxPages
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	limit := c.RateLimit
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout})
+	c.RateLimit = limit
+	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
+	c.SecretKeyEnv = cmp.Or(c.SecretKeyEnv, DefaultSecretKeyEnv)
+	c.SettleTime = cmp.Or(c.SettleTime, DefaultSettleTime)
+	c.RefundMaxPages = cmp.Or(c.RefundMaxPages, DefaultRefundMaxPages)
 	return c
 }
 
@@ -112,15 +85,10 @@ var ErrInvalidConfig = errors.New("stripe: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	_, ok := adapters.ValidBaseURL(c.BaseURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
-	case c.Timeout <= 0:
-		return fmt.Errorf("%w: timeout must be positive", ErrInvalidConfig)
 	case c.SettleTime < 0:
 		return fmt.Errorf("%w: settle_time must not be negative", ErrInvalidConfig)
 	case c.RefundMaxPages <= 0:

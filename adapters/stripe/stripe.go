@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
@@ -42,7 +41,6 @@ const (
 // Adapter is the Stripe adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	secret redact.Secret
 	client *adapters.Client
 }
 
@@ -55,7 +53,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	secret, err := adapters.LoadCredential(cfg.SecretKey, cfg.SecretKeyEnv, cfg.SecretKeyFile, cfg.Getenv)
+	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
@@ -64,7 +62,7 @@ func New(cfg Config) (*Adapter, error) {
 		def = DefaultTestRateLimit
 	}
 	cfg.RateLimit = cfg.RateLimit.WithDefaults(def)
-	return &Adapter{cfg: cfg, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	return &Adapter{cfg: cfg, client: cfg.NewClient(cfg.authorize(secret))}, nil
 }
 
 // Name returns the configured instance name.
@@ -77,10 +75,6 @@ func (a *Adapter) TargetSystem() string { return "payments" }
 // compared); Lookup searches metadata, whose index lags (SettleTime).
 func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{NativeKey: true, Lookup: true, SettleTime: a.cfg.SettleTime, MaxKeyLen: MaxKeyLen}
-}
-
-func validation(err error) *adapters.Error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
 }
 
 // Execute creates and confirms a PaymentIntent off-session with the saved
@@ -103,13 +97,12 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		err = fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type)
 	}
 	if err != nil {
-		return adapters.Outcome{}, validation(err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
 	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+path, []byte(form.Encode()))
 	if err != nil {
 		return adapters.Outcome{}, err
 	}
-	a.headers(req)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	// NewRequest leaves GetBody nil: net/http never re-sends this POST by
 	// itself even though it carries Idempotency-Key.
@@ -122,14 +115,19 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	return a.createOutcome(resp, op)
 }
 
-func (a *Adapter) headers(req *http.Request) {
-	req.Header.Set("Authorization", "Bearer "+a.secret.Reveal())
-	req.Header.Set("Accept", "application/json")
-	if a.cfg.APIVersion != "" {
-		req.Header.Set("Stripe-Version", a.cfg.APIVersion)
-	}
-	if a.cfg.Account != "" {
-		req.Header.Set("Stripe-Account", a.cfg.Account)
+// authorize sets, on every request, the secret key and the account's
+// headers.
+func (c Config) authorize(secret redact.Secret) func(*http.Request) {
+	bearer := adapters.BearerAuth(secret)
+	return func(req *http.Request) {
+		bearer(req)
+		req.Header.Set("Accept", "application/json")
+		if c.APIVersion != "" {
+			req.Header.Set("Stripe-Version", c.APIVersion)
+		}
+		if c.Account != "" {
+			req.Header.Set("Stripe-Account", c.Account)
+		}
 	}
 }
 
@@ -148,10 +146,10 @@ func moneyOf(op operation.Operation) (int64, string, error) {
 func setMetadata(form url.Values, op operation.Operation, orderID string) {
 	form.Set("metadata["+MetaKey+"]", op.Key.String())
 	if orderID != "" {
-		form.Set("metadata["+MetaOrderID+"]", truncate(orderID, 500))
+		form.Set("metadata["+MetaOrderID+"]", adapters.Truncate(orderID, 500))
 	}
 	if op.ApprovalID != "" {
-		form.Set("metadata["+MetaApprovalID+"]", truncate(op.ApprovalID, 500))
+		form.Set("metadata["+MetaApprovalID+"]", adapters.Truncate(op.ApprovalID, 500))
 	}
 }
 
@@ -173,7 +171,7 @@ func chargeForm(op operation.Operation) (url.Values, error) {
 	form.Set("payment_method", pm)
 	form.Set("confirm", "true")
 	form.Set("off_session", "true")
-	form.Set("description", truncate("Order "+orderID, 1000))
+	form.Set("description", adapters.Truncate("Order "+orderID, 1000))
 	setMetadata(form, op, orderID)
 	return form, nil
 }
@@ -234,13 +232,13 @@ func parseObject(raw []byte, kind string) (object, error) {
 	switch {
 	case o.Object != kind:
 		return object{}, fmt.Errorf("%w: object is not a %s", errMalformed, kind)
-	case !strings.HasPrefix(o.ID, prefix) || !safeToken(o.ID, 255):
+	case !strings.HasPrefix(o.ID, prefix) || adapters.SafeToken(o.ID, 255) == "":
 		return object{}, fmt.Errorf("%w: bad id", errMalformed)
 	case !statuses[o.Status]:
 		return object{}, fmt.Errorf("%w: unknown status", errMalformed)
 	case o.Amount == nil || *o.Amount < 0:
 		return object{}, fmt.Errorf("%w: bad amount", errMalformed)
-	case len(o.Currency) != 3 || !safeToken(o.Currency, 3):
+	case len(o.Currency) != 3 || adapters.SafeToken(o.Currency, 3) == "":
 		return object{}, fmt.Errorf("%w: bad currency", errMalformed)
 	}
 	return o, nil
@@ -262,7 +260,7 @@ func (a *Adapter) createOutcome(resp *adapters.HTTPResponse, op operation.Operat
 	if op.Type == OpRefund {
 		kind = "refund"
 	}
-	reqID := safeTokenOr(resp.Header.Get("Request-Id"), 64)
+	reqID := adapters.SafeToken(resp.Header.Get("Request-Id"), 64)
 	if resp.StatusCode == http.StatusOK {
 		o, err := parseObject(resp.Body, kind)
 		if err != nil {
@@ -307,14 +305,14 @@ func failedCode(o object) (string, bool) {
 
 func outcomeOf(o object, reqID string, replayed bool) adapters.Outcome {
 	d := map[string]any{"amount_minor": *o.Amount, "currency": strings.ToUpper(o.Currency)}
-	if o.PaymentIntent != "" && safeToken(o.PaymentIntent, 255) {
+	if o.PaymentIntent != "" && adapters.SafeToken(o.PaymentIntent, 255) != "" {
 		d["payment_id"] = o.PaymentIntent
 	}
 	if replayed {
 		d["replayed"] = true
 	}
 	if o.LastPaymentError != nil {
-		if c := safeTokenOr(o.LastPaymentError.DeclineCode, 40); c != "" {
+		if c := adapters.SafeToken(o.LastPaymentError.DeclineCode, 40); c != "" {
 			d["decline_code"] = c
 		}
 	}
@@ -333,7 +331,7 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) (*adapters.Error, ada
 	if json.Unmarshal(resp.Body, &eb) != nil || eb.Error == nil {
 		return a.shouldRetry(resp, e), out
 	}
-	typ, code := safeTokenOr(eb.Error.Type, 40), safeTokenOr(eb.Error.Code, 60)
+	typ, code := adapters.SafeToken(eb.Error.Type, 40), adapters.SafeToken(eb.Error.Code, 60)
 	e.Err = fmt.Errorf("HTTP %d %s %s", resp.StatusCode, typ, code)
 	switch {
 	case resp.StatusCode == http.StatusConflict:
@@ -351,7 +349,7 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) (*adapters.Error, ada
 		if eb.Error.DeclineCode == "insufficient_funds" || eb.Error.Code == "insufficient_funds" {
 			e.Code = adapters.CodeInsufficientFunds
 		}
-		e.Err = fmt.Errorf("HTTP %d card_error %s (%s)", resp.StatusCode, code, safeTokenOr(eb.Error.DeclineCode, 40))
+		e.Err = fmt.Errorf("HTTP %d card_error %s (%s)", resp.StatusCode, code, adapters.SafeToken(eb.Error.DeclineCode, 40))
 		if len(eb.Error.PaymentIntent) > 0 {
 			if o, err := parseObject(eb.Error.PaymentIntent, "payment_intent"); err == nil {
 				out = outcomeOf(o, "", false)
@@ -395,7 +393,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	case OpRefund:
 		pi := op.String("payment_id")
 		if pi == "" {
-			return res, validation(errors.New("payment_id is required"))
+			return res, adapters.Invalid(errors.New("payment_id is required"))
 		}
 		var complete bool
 		matches, complete, err = a.listRefunds(ctx, pi, op.Key.String())
@@ -403,7 +401,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 			return adapters.LookupResult{Status: adapters.Indeterminate, Code: CodeLookupIncomplete}, nil
 		}
 	default:
-		return res, validation(fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type))
+		return res, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the stripe adapter", op.Type))
 	}
 	if err != nil {
 		return res, err
@@ -514,50 +512,13 @@ func (a *Adapter) get(ctx context.Context, pathQuery string, v any) error {
 	if err != nil {
 		return err
 	}
-	a.headers(req)
 	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
-		return readError(adapters.AsError(err))
+		return adapters.NoEffect(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e, _ := a.statusError(resp)
-		return readError(e)
+		return adapters.NoEffect(e)
 	}
 	return adapters.DecodeJSON(resp.Body, v, adapters.Retry, "list")
-}
-
-func readError(e *adapters.Error) *adapters.Error {
-	if e.Class == adapters.ReconcileBeforeRetry {
-		e.Class = adapters.Retry
-	}
-	return e
-}
-
-// safeToken: printable ASCII without spaces, quotes or backslashes, at most
-// n bytes, not empty.
-func safeToken(s string, n int) bool {
-	if s == "" || len(s) > n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
-			return false
-		}
-	}
-	return true
-}
-
-func safeTokenOr(s string, n int) string {
-	if safeToken(s, n) {
-		return s
-	}
-	return ""
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }

@@ -1,10 +1,9 @@
 package tbank
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -31,8 +30,9 @@ var DefaultRateLimit = adapters.RateLimit{}
 
 // Config configures the T-Bank adapter. Zero fields take the defaults above.
 type Config struct {
-	// Name is the adapter instance name (default "tbank").
-	Name string `mapstructure:"name"`
+	// HTTPConfig: name (default "tbank"), timeout (default 30s),
+	// rate_limit (default none).
+	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the API root without /v2 (default
 	// https://securepay.tinkoff.ru; test contour https://rest-api-test.tinkoff.ru).
 	BaseURL string `mapstructure:"base_url"`
@@ -46,53 +46,20 @@ type Config struct {
 	Password     redact.Secret `mapstructure:"password"`
 	PasswordFile string        `mapstructure:"password_file"`
 	PasswordEnv  string        `mapstructure:"password_env"`
-	// Timeout bounds one HTTP exchange (default 30s).
-	Timeout time.Duration `mapstructure:"timeout"`
 	// OrderIDUnique declares that the terminal refuses a repeated OrderId on
 	// Init (ErrorCode "8"). Unconfirmed for every terminal (TARGETS.md §9.6;
 	// one integrator reports it [3P]): default false, so the adapter declares
 	// SingleFlight (the journal serialises creation per key) rather than
 	// NativeKey. Either way Execute looks the OrderId up before Init.
 	OrderIDUnique bool `mapstructure:"order_id_unique"`
-
-	// RateLimit is the client-side token bucket for this account: every
-	// request waits for a slot (bounded by the call) instead of meeting the
-	// target's limit (default DefaultRateLimit; a negative rate turns it
-	// off). YAML: rate_limit: {rate: 2, burst: 40}.
-	RateLimit adapters.RateLimit `mapstructure:"rate_limit"`
-
-	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
-	// os.Getenv).
-	Logger *slog.Logger        `mapstructure:"-"`
-	Clock  func() time.Time    `mapstructure:"-"`
-	Getenv func(string) string `mapstructure:"-"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.BaseURL == "" {
-		c.BaseURL = DefaultBaseURL
-	}
-	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.TerminalKeyEnv == "" {
-		c.TerminalKeyEnv = DefaultTerminalKeyEnv
-	}
-	if c.PasswordEnv == "" {
-		c.PasswordEnv = DefaultPasswordEnv
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	c.RateLimit = c.RateLimit.WithDefaults(DefaultRateLimit)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
+	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
+	c.TerminalKeyEnv = cmp.Or(c.TerminalKeyEnv, DefaultTerminalKeyEnv)
+	c.PasswordEnv = cmp.Or(c.PasswordEnv, DefaultPasswordEnv)
 	return c
 }
 
@@ -101,15 +68,8 @@ var ErrInvalidConfig = errors.New("tbank: invalid config")
 
 // Validate checks the configuration (after WithDefaults).
 func (c Config) Validate() error {
-	_, ok := adapters.ValidBaseURL(c.BaseURL)
-	if err := c.RateLimit.Validate(); err != nil {
+	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: base_url must be an http(s) URL without credentials", ErrInvalidConfig)
-	case c.Timeout <= 0:
-		return fmt.Errorf("%w: timeout must be positive", ErrInvalidConfig)
 	}
 	return nil
 }

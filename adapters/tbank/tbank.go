@@ -2,12 +2,10 @@ package tbank
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
@@ -40,8 +38,7 @@ const (
 // Adapter is the T-Bank acquiring adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg      Config
-	terminal string
-	password redact.Secret
+	password redact.Secret // signs every request (Token); no header carries it
 	client   *adapters.Client
 }
 
@@ -54,20 +51,16 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	terminal := cfg.TerminalKey
-	if terminal == "" {
-		s, err := adapters.LoadCredential("", cfg.TerminalKeyEnv, "", cfg.Getenv)
-		if err != nil {
-			return nil, fmt.Errorf("%w: terminal key: %w", ErrInvalidConfig, err)
-		}
-		terminal = s.Reveal()
+	terminal, err := adapters.Credential{Value: redact.Secret(cfg.TerminalKey), Env: cfg.TerminalKeyEnv}.Load(cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: terminal key: %w", ErrInvalidConfig, err)
 	}
-	password, err := adapters.LoadCredential(cfg.Password, cfg.PasswordEnv, cfg.PasswordFile, cfg.Getenv)
+	password, err := adapters.Credential{Value: cfg.Password, File: cfg.PasswordFile, Env: cfg.PasswordEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: password: %w", ErrInvalidConfig, err)
 	}
-	cfg.TerminalKey = terminal
-	return &Adapter{cfg: cfg, terminal: terminal, password: password, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	cfg.TerminalKey = terminal.Reveal()
+	return &Adapter{cfg: cfg, password: password, client: cfg.NewClient(nil)}, nil
 }
 
 // Name returns the configured instance name.
@@ -99,11 +92,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	case OpRefund:
 		return a.refund(ctx, op)
 	}
-	return adapters.Outcome{}, validation(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
-}
-
-func validation(err error) *adapters.Error {
-	return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+	return adapters.Outcome{}, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
 }
 
 type chargeParams struct {
@@ -133,13 +122,13 @@ func chargeParamsOf(op operation.Operation) (chargeParams, error) {
 func (a *Adapter) charge(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
 	p, err := chargeParamsOf(op)
 	if err != nil {
-		return adapters.Outcome{}, validation(err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
 	// Look the key up first: an order that already has a payment is never
 	// initialised again (the terminal may not refuse a repeated OrderId).
 	found, err := a.checkOrder(ctx, p.orderID)
 	if err != nil {
-		return adapters.Outcome{}, readError(err)
+		return adapters.Outcome{}, adapters.NoEffect(err)
 	}
 	paymentID := ""
 	if pay, ok := pick(found); ok {
@@ -170,23 +159,23 @@ func (a *Adapter) charge(ctx context.Context, op operation.Operation) (adapters.
 // initPayment registers the order. Init moves no money and Execute always
 // starts with CheckOrder, so a failure here, even after sending, is retry.
 func (a *Adapter) initPayment(ctx context.Context, op operation.Operation, p chargeParams) (string, error) {
-	data := map[string]string{dataOrder: truncate(op.String("order_id"), 100)}
+	data := map[string]string{dataOrder: adapters.Truncate(op.String("order_id"), 100)}
 	if k := op.Key.String(); len(k) <= 100 {
 		data[dataKey] = k
 	}
 	if op.ApprovalID != "" {
-		data[dataApproval] = truncate(op.ApprovalID, 100)
+		data[dataApproval] = adapters.Truncate(op.ApprovalID, 100)
 	}
 	params := map[string]any{
 		"Amount":      p.amount,
 		"OrderId":     p.orderID,
-		"Description": truncate("Order "+op.String("order_id"), 140),
+		"Description": adapters.Truncate("Order "+op.String("order_id"), 140),
 		"PayType":     "O",
 		"DATA":        data,
 	}
 	ans, err := a.call(ctx, "Init", params)
 	if err != nil {
-		return "", readError(err)
+		return "", adapters.NoEffect(err)
 	}
 	if !*ans.Success {
 		if ans.ErrorCode == "8" {
@@ -318,12 +307,12 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 	case OpRefund:
 		return adapters.LookupResult{Status: adapters.Indeterminate, Code: adapters.CodeLookupUnsupported}, nil
 	default:
-		return adapters.LookupResult{}, validation(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
+		return adapters.LookupResult{}, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the tbank adapter", op.Type))
 	}
 	orderID := adapters.TargetKey(op.Key.String(), MaxKeyLen)
 	ps, err := a.checkOrder(ctx, orderID)
 	if err != nil {
-		return adapters.LookupResult{}, readError(err)
+		return adapters.LookupResult{}, adapters.NoEffect(err)
 	}
 	pay, ok := pick(ps)
 	if !ok || pay.status == StatusNew {
@@ -361,14 +350,14 @@ func countMoved(ps []payment) int {
 func (a *Adapter) refund(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
 	pid := op.String("payment_id")
 	if !safeID(pid) {
-		return adapters.Outcome{}, validation(errors.New("payment_id must be a T-Bank PaymentId (digits)"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("payment_id must be a T-Bank PaymentId (digits)"))
 	}
 	amount := op.Int("amount_minor")
 	if amount <= 0 {
-		return adapters.Outcome{}, validation(errors.New("amount_minor must be a positive integer"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("amount_minor must be a positive integer"))
 	}
 	if !strings.EqualFold(op.String("currency"), "RUB") {
-		return adapters.Outcome{}, validation(errors.New("T-Bank acquiring refunds RUB only"))
+		return adapters.Outcome{}, adapters.Invalid(errors.New("T-Bank acquiring refunds RUB only"))
 	}
 	ext := adapters.TargetKey(op.Key.String(), MaxKeyLen)
 	ans, err := a.call(ctx, "Cancel", map[string]any{"PaymentId": pid, "Amount": amount, "ExternalRequestId": ext})
@@ -394,18 +383,9 @@ func (a *Adapter) refund(ctx context.Context, op operation.Operation) (adapters.
 // call signs and posts one method. HTTP other than 200 is classified by
 // status; a 200 must carry a well-formed answer.
 func (a *Adapter) call(ctx context.Context, method string, params map[string]any) (answer, error) {
-	params["TerminalKey"] = a.terminal
+	params["TerminalKey"] = a.cfg.TerminalKey
 	params["Token"] = token(params, a.password.Reveal())
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return answer{}, validation(fmt.Errorf("encode %s", method))
-	}
-	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+"/v2/"+method, raw)
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+"/v2/"+method, params, nil)
 	if err != nil {
 		return answer{}, err
 	}
@@ -455,29 +435,11 @@ func codeError(code, method string, fallback adapters.Class) *adapters.Error {
 	case authCodes[code]:
 		return adapters.NewError(adapters.CodeAuthorizationDenied, adapters.NeverRetry, err)
 	case code == "9999" || code == "7":
-		return adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+		return adapters.Invalid(err)
 	case isDecline(code):
 		return adapters.NewError(declineCode(code), adapters.NeverRetry, err)
 	case code == "100":
 		return adapters.NewError("tbank_"+code, adapters.ReconcileBeforeRetry, err)
 	}
 	return adapters.NewError("tbank_"+code, fallback, err)
-}
-
-// readError: the request had no effect (a read, or Init which moves no
-// money and is always preceded by CheckOrder), so "may have had an effect"
-// becomes "retry".
-func readError(err error) error {
-	e := adapters.AsError(err)
-	if e.Class == adapters.ReconcileBeforeRetry {
-		e.Class = adapters.Retry
-	}
-	return e
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }

@@ -31,8 +31,13 @@ func setup(t *testing.T, opts sbtb.Options, mod func(*tbank.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	term, pw := srv.Credentials()
-	cfg := tbank.Config{BaseURL: base, TerminalKey: term, Password: redact.Secret(pw), Timeout: time.Second,
-		OrderIDUnique: !opts.DuplicateOrderIDs}
+	cfg := tbank.Config{
+		BaseURL:       base,
+		TerminalKey:   term,
+		Password:      redact.Secret(pw),
+		OrderIDUnique: !opts.DuplicateOrderIDs,
+		HTTPConfig:    adapters.HTTPConfig{Timeout: time.Second},
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -194,10 +199,10 @@ func TestLongKey(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"TBANK_TERMINAL_KEY": "T1", "TBANK_PASSWORD": "pw"}
-	a, err := tbank.New(tbank.Config{Getenv: func(k string) string { return env[k] }})
+	a, err := tbank.New(tbank.Config{HTTPConfig: adapters.HTTPConfig{Getenv: func(k string) string { return env[k] }}})
 	require.NoError(t, err)
 	require.Equal(t, "tbank", a.Name())
-	_, err = tbank.New(tbank.Config{Getenv: func(string) string { return "" }})
+	_, err = tbank.New(tbank.Config{HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, tbank.ErrInvalidConfig)
 	require.ErrorIs(t, tbank.Config{BaseURL: "https://u:p@h"}.WithDefaults().Validate(), tbank.ErrInvalidConfig)
 }

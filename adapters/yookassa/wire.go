@@ -181,12 +181,6 @@ func (e errorBody) RetryAfterMillis() int64 {
 	return n
 }
 
-// formatMinor renders minor units as YooKassa's decimal string ("1250.00").
-// Every currency YooKassa accepts has two decimal places.
-func formatMinor(minor int64) string {
-	return fmt.Sprintf("%d.%02d", minor/100, minor%100)
-}
-
 // parseMinor parses a decimal amount string ("1250.00", "5", "0.5") into minor
 // units. Negative, malformed or absurdly large values are an error.
 func parseMinor(s string) (int64, error) {

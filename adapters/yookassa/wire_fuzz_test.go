@@ -62,6 +62,6 @@ func TestMinor(t *testing.T) {
 		require.Equal(t, c.ok, err == nil, c.in)
 		require.Equal(t, c.want, got, c.in)
 	}
-	require.Equal(t, "1250.00", formatMinor(125000))
-	require.Equal(t, "0.07", formatMinor(7))
+	require.Equal(t, "1250.00", adapters.FormatMinor(125000))
+	require.Equal(t, "0.07", adapters.FormatMinor(7))
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/operation"
@@ -34,8 +33,6 @@ const CodeLookupIncomplete = "lookup_incomplete"
 // Adapter is the YooKassa adapter. It is safe for concurrent use.
 type Adapter struct {
 	cfg    Config
-	shopID string
-	secret redact.Secret
 	client *adapters.Client
 }
 
@@ -48,27 +45,16 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	shopID := cfg.ShopID
-	if shopID == "" {
-		getenv := cfg.Getenv
-		if getenv != nil {
-			shopID = strings.TrimSpace(getenv(cfg.ShopIDEnv))
-		} else {
-			s, err := adapters.LoadCredential("", cfg.ShopIDEnv, "", nil)
-			if err == nil {
-				shopID = s.Reveal()
-			}
-		}
-		if shopID == "" {
-			return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
-		}
+	shopID, err := adapters.Credential{Value: redact.Secret(cfg.ShopID), Env: cfg.ShopIDEnv}.Load(cfg.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
 	}
-	secret, err := adapters.LoadCredential(cfg.SecretKey, cfg.SecretKeyEnv, cfg.SecretKeyFile, cfg.Getenv)
+	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
-	cfg.ShopID = shopID
-	return &Adapter{cfg: cfg, shopID: shopID, secret: secret, client: adapters.NewClient(cfg.Timeout, cfg.RateLimit)}, nil
+	cfg.ShopID = shopID.Reveal()
+	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.ShopID, secret))}, nil
 }
 
 // Name returns the configured instance name.
@@ -104,20 +90,10 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		err = fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type)
 	}
 	if err != nil {
-		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, err)
+		return adapters.Outcome{}, adapters.Invalid(err)
 	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return adapters.Outcome{}, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("encode %s request", op.Type))
-	}
-	req, err := adapters.NewRequest(ctx, http.MethodPost, a.cfg.BaseURL+path, raw)
-	if err != nil {
-		return adapters.Outcome{}, err
-	}
-	a.authorize(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotence-Key", adapters.TargetKey(op.Key.String(), MaxKeyLen))
-	resp, err := a.client.Send(req, 0)
+	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+path, body,
+		http.Header{"Idempotence-Key": {adapters.TargetKey(op.Key.String(), MaxKeyLen)}})
 	if err != nil {
 		a.cfg.Logger.Debug("yookassa request failed", "operation_key", op.Key.String(), "error", err)
 		return adapters.Outcome{}, err
@@ -127,11 +103,6 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		return out, err
 	}
 	return a.duplicatesAfterCreate(ctx, op, out), nil
-}
-
-func (a *Adapter) authorize(req *http.Request) {
-	req.SetBasicAuth(a.shopID, a.secret.Reveal())
-	req.Header.Set("Accept", "application/json")
 }
 
 func (a *Adapter) paymentRequest(op operation.Operation) (paymentRequest, error) {
@@ -151,7 +122,7 @@ func (a *Adapter) paymentRequest(op operation.Operation) (paymentRequest, error)
 		Amount:          money,
 		Capture:         !a.cfg.TwoStage,
 		PaymentMethodID: method,
-		Description:     truncateRunes("Order "+orderID, 128),
+		Description:     adapters.Truncate("Order "+orderID, 128),
 		Metadata:        metadataFor(op, orderID),
 	}, nil
 }
@@ -177,7 +148,7 @@ func moneyOf(op operation.Operation) (amountObj, error) {
 	if !validCurrency(cur) {
 		return amountObj{}, errors.New("currency must be a three-letter ISO 4217 code")
 	}
-	return amountObj{Value: formatMinor(minor), Currency: cur}, nil
+	return amountObj{Value: adapters.FormatMinor(minor), Currency: cur}, nil
 }
 
 // metadataFor carries the full operation key (the header may hold its
@@ -185,20 +156,12 @@ func moneyOf(op operation.Operation) (amountObj, error) {
 func metadataFor(op operation.Operation, orderID string) map[string]string {
 	m := map[string]string{MetaKey: op.Key.String()}
 	if orderID != "" {
-		m[MetaOrderID] = truncateRunes(orderID, 512)
+		m[MetaOrderID] = adapters.Truncate(orderID, 512)
 	}
 	if op.ApprovalID != "" {
-		m[MetaApprovalID] = truncateRunes(op.ApprovalID, 512)
+		m[MetaApprovalID] = adapters.Truncate(op.ApprovalID, 512)
 	}
 	return m
-}
-
-func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n])
 }
 
 // createOutcome reduces the answer of a POST to an Outcome or an *Error.
@@ -240,8 +203,8 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
 	if !ok {
 		return e
 	}
-	e.RequestID = safeToken(eb.ID, 64)
-	code := safeToken(eb.Code, 40)
+	e.RequestID = adapters.SafeToken(eb.ID, 64)
+	code := adapters.SafeToken(eb.Code, 40)
 	switch {
 	case resp.StatusCode == http.StatusBadRequest && eb.Parameter == "Idempotence-Key":
 		// "Idempotence key duplicated": the key was used with another body.
@@ -249,7 +212,7 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
 		e.Err = errors.New("HTTP 400 invalid_request on Idempotence-Key: the key was used with another request body")
 		return e
 	case resp.StatusCode == http.StatusBadRequest:
-		e.Err = fmt.Errorf("HTTP 400 %s (parameter %q)", code, safeToken(eb.Parameter, 64))
+		e.Err = fmt.Errorf("HTTP 400 %s (parameter %q)", code, adapters.SafeToken(eb.Parameter, 64))
 	default:
 		e.Err = fmt.Errorf("HTTP %d %s", resp.StatusCode, code)
 	}
@@ -263,13 +226,13 @@ func outcomeOf(o object) adapters.Outcome {
 	minor, _ := parseMinor(o.Amount.Value)
 	d := map[string]any{"amount_minor": minor, "currency": o.Amount.Currency}
 	if o.PaymentID != "" {
-		d["payment_id"] = safeToken(o.PaymentID, 64)
+		d["payment_id"] = adapters.SafeToken(o.PaymentID, 64)
 	} else {
 		d["paid"] = o.Paid
 	}
 	if o.CancellationDetails != nil {
-		d["cancellation_party"] = safeToken(o.CancellationDetails.Party, 40)
-		d["cancellation_reason"] = safeToken(o.CancellationDetails.Reason, 40)
+		d["cancellation_party"] = adapters.SafeToken(o.CancellationDetails.Party, 40)
+		d["cancellation_reason"] = adapters.SafeToken(o.CancellationDetails.Reason, 40)
 	}
 	return adapters.Outcome{ObjectID: o.ID, BusinessStatus: o.Status, Details: d}
 }
@@ -286,7 +249,7 @@ func declineCode(o object) string {
 func declineError(o object) *adapters.Error {
 	reason, party := "", ""
 	if o.CancellationDetails != nil {
-		reason, party = safeToken(o.CancellationDetails.Reason, 40), safeToken(o.CancellationDetails.Party, 40)
+		reason, party = adapters.SafeToken(o.CancellationDetails.Reason, 40), adapters.SafeToken(o.CancellationDetails.Party, 40)
 	}
 	return adapters.NewError(declineCode(o), adapters.NeverRetry, fmt.Errorf("%s canceled by %s: %s", o.ID, party, reason))
 }
@@ -330,12 +293,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // scan returns the objects carrying op's key, oldest first and each once,
 // and whether the whole window was read.
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
-	from := a.cfg.Clock().Add(-a.cfg.LookupWindow)
-	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-		if since := att.Since.Add(-a.cfg.LookupSkew); since.After(from) {
-			from = since
-		}
-	}
+	from := a.cfg.From(ctx, a.cfg.Clock())
 	q := url.Values{}
 	q.Set("created_at.gte", from.UTC().Format("2006-01-02T15:04:05.000Z"))
 	q.Set("limit", "100")
@@ -351,7 +309,7 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 			q.Set("payment_id", pid)
 		}
 	default:
-		return nil, false, adapters.NewError(adapters.CodeValidation, adapters.NeverRetry, fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
+		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}
 	key := op.Key.String()
 	var matches []object
@@ -380,7 +338,7 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 func idsOf(objs []object) []string {
 	ids := make([]string, 0, len(objs))
 	for _, o := range objs {
-		ids = append(ids, safeToken(o.ID, 64))
+		ids = append(ids, adapters.SafeToken(o.ID, 64))
 	}
 	return ids
 }
@@ -408,7 +366,7 @@ func formatMinorOf(o object) string {
 	if err != nil {
 		return ""
 	}
-	return formatMinor(n)
+	return adapters.FormatMinor(n)
 }
 
 // listPage reads one page. Reads have no effect, so any failure to read is
@@ -418,40 +376,17 @@ func (a *Adapter) listPage(ctx context.Context, path string, q url.Values) ([]ob
 	if err != nil {
 		return nil, "", err
 	}
-	a.authorize(req)
+	req.Header.Set("Accept", "application/json")
 	resp, err := a.client.Send(req, 8<<20)
 	if err != nil {
-		return nil, "", readError(adapters.AsError(err))
+		return nil, "", adapters.NoEffect(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", readError(a.statusError(resp))
+		return nil, "", adapters.NoEffect(a.statusError(resp))
 	}
 	items, next, err := parseList(resp.Body)
 	if err != nil {
 		return nil, "", adapters.Unexpected(adapters.Retry, "list %s: %v", path, err)
 	}
 	return items, next, nil
-}
-
-// readError turns "may have had an effect" into "retry": a GET has none.
-func readError(e *adapters.Error) *adapters.Error {
-	if e.Class == adapters.ReconcileBeforeRetry {
-		e.Class = adapters.Retry
-	}
-	return e
-}
-
-// safeToken keeps a short identifier-like value from a response: printable
-// ASCII without spaces or quotes, at most n bytes; anything else becomes "".
-func safeToken(s string, n int) string {
-	if len(s) > n {
-		return ""
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return ""
-		}
-	}
-	return s
 }

@@ -35,7 +35,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -47,7 +47,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 func mustNew(t *testing.T, b bundle, mod func(*yookassa.Config)) *yookassa.Adapter {
 	t.Helper()
 	shop, secret := b.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: redact.Secret(secret), Timeout: time.Second}
+	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
 	mod(&cfg)
 	a, err := yookassa.New(cfg)
 	require.NoError(t, err)
@@ -287,16 +287,16 @@ func TestLookupPagesAndWindow(t *testing.T) {
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"YOOKASSA_SHOP_ID": "42", "YOOKASSA_SECRET_KEY": "from-env"}
-	a, err := yookassa.New(yookassa.Config{Getenv: func(k string) string { return env[k] }})
+	a, err := yookassa.New(yookassa.Config{HTTPConfig: adapters.HTTPConfig{Getenv: func(k string) string { return env[k] }}})
 	require.NoError(t, err)
 	require.Equal(t, "yookassa", a.Name())
 	require.Equal(t, "payments", a.TargetSystem())
 
-	_, err = yookassa.New(yookassa.Config{Getenv: func(string) string { return "" }})
+	_, err = yookassa.New(yookassa.Config{HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, yookassa.ErrInvalidConfig)
 
 	for _, bad := range []yookassa.Config{
-		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {Timeout: -1}, {LookupMaxPages: -1}, {ShopID: "a:b"},
+		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {HTTPConfig: adapters.HTTPConfig{Timeout: -1}}, {LookupScan: adapters.LookupScan{LookupMaxPages: -1}}, {ShopID: "a:b"},
 	} {
 		require.ErrorIs(t, bad.WithDefaults().Validate(), yookassa.ErrInvalidConfig)
 	}
@@ -327,7 +327,7 @@ func front(t *testing.T, srv *sbyk.Server, mod func(*yookassa.Config), before fu
 	}))
 	t.Cleanup(ts.Close)
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: redact.Secret(secret), Timeout: 5 * time.Second}
+	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/yookassa"
-	"github.com/idemgate/idemgate/demo"
+	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters/yookassa"
-	"github.com/idemgate/idemgate/demo"
+	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"

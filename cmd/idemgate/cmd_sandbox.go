@@ -6,19 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/demo"
+	"github.com/idemgate/idemgate/cmd/idemgate/internal/sandboxes"
 	"github.com/idemgate/idemgate/sandbox"
-	// The emulators register themselves in sandbox.DefaultRegistry.
-	_ "github.com/idemgate/idemgate/sandbox/amocrm"
-	_ "github.com/idemgate/idemgate/sandbox/bitrix24"
-	_ "github.com/idemgate/idemgate/sandbox/onec"
-	_ "github.com/idemgate/idemgate/sandbox/stripe"
-	_ "github.com/idemgate/idemgate/sandbox/tbank"
-	_ "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
 func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -61,30 +53,22 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// runSandbox starts every registered emulator, prints how to use each, and
-// serves until ctx ends.
+// runSandbox starts every emulator of sandboxes.All, prints how to use
+// each, and serves until ctx ends.
 func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer) error {
-	names := sandbox.DefaultRegistry.Names()
-	addrs := make(map[string]string, len(names))
-	for _, n := range names {
-		addrs[n] = ""
-	}
-	for n, a := range listen {
-		if _, ok := addrs[n]; !ok {
-			return &exitError{code: exitUsage, err: fmt.Errorf("--listen %s: no such emulator (%s)", n, strings.Join(names, ", "))}
+	g := sandboxes.All(opts)
+	if err := g.Start(listen); err != nil {
+		if errors.Is(err, sandbox.ErrUnknownTarget) {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--listen: %w", err)}
 		}
-		addrs[n] = a
-	}
-	g, err := sandbox.DefaultRegistry.StartAll(addrs, opts)
-	if err != nil {
 		return err
 	}
-	infos := make([]demo.TargetInfo, 0, len(g.Targets))
-	for _, t := range g.Targets {
-		infos = append(infos, demo.Describe(t))
+	infos := make([]sandboxes.TargetInfo, 0, len(g))
+	for _, t := range g {
+		infos = append(infos, sandboxes.Describe(t))
 	}
 	fmt.Fprintf(stdout, "idemgate sandbox: %d target emulators (test credentials only, nothing real is reached)\n\n", len(infos))
-	werr := demo.WriteTargets(stdout, infos)
+	werr := sandboxes.WriteTargets(stdout, infos)
 	fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
 	if werr != nil {
 		return errors.Join(werr, g.Close())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/cmd/idemgate/internal/sandboxes"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -58,12 +59,12 @@ func startSandboxCmd(t *testing.T, args ...string) (map[string]string, string, f
 	return urls, banner.String(), stop
 }
 
-// TestSandboxCommand: every registered emulator starts, answers its admin
+// TestSandboxCommand: every emulator of the list starts, answers its admin
 // API on the printed URL, and stops when the context ends.
 func TestSandboxCommand(t *testing.T) {
 	t.Parallel()
 	urls, banner, stop := startSandboxCmd(t)
-	require.ElementsMatch(t, sandbox.DefaultRegistry.Names(), keys(urls), banner)
+	require.ElementsMatch(t, sandboxes.All(sandbox.Options{}).Names(), keys(urls), banner)
 	require.GreaterOrEqual(t, len(urls), 6, "1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe")
 	for name, u := range urls {
 		resp, err := httpClient.Get(u + "/_sandbox/ledger")

@@ -1,7 +1,7 @@
 package amocrm
 
 import (
-	"crypto/subtle"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -37,20 +37,10 @@ type Options struct {
 // WithDefaults returns o with zero fields set.
 func (o Options) WithDefaults() Options {
 	o.Options = o.Options.WithDefaults()
-	if o.Token == "" {
-		o.Token = DefaultToken
-	}
-	if o.KeyFieldID == 0 {
-		o.KeyFieldID = DefaultKeyFieldID
-	}
-	if o.RatePerSec == 0 {
-		o.RatePerSec = DefaultRatePerSec
-	}
+	o.Token = cmp.Or(o.Token, DefaultToken)
+	o.KeyFieldID = cmp.Or(o.KeyFieldID, DefaultKeyFieldID)
+	o.RatePerSec = cmp.Or(o.RatePerSec, DefaultRatePerSec)
 	return o
-}
-
-func init() {
-	sandbox.Register("amocrm", func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
 }
 
 type value struct {
@@ -113,9 +103,8 @@ type Server struct {
 // New builds the emulator.
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
-	if s.opts.RatePerSec > 0 {
-		s.bucket = sandbox.NewLeakyBucket(s.opts.RatePerSec, s.opts.RatePerSec, s.opts.Clock)
-	}
+	// A negative rate makes a bucket without capacity: no limit.
+	s.bucket = sandbox.NewLeakyBucket(s.opts.RatePerSec, s.opts.RatePerSec, s.opts.Clock)
 	s.resetState()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v4/leads", s.auth(s.addLeads))
@@ -149,15 +138,13 @@ func problem(w http.ResponseWriter, status int, title, detail string, extra map[
 	sandbox.WriteJSON(w, status, "application/problem+json", body)
 }
 
-func writeInjected(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	sandbox.SetRetryAfter(w, retryAfter)
+func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
 	problem(w, status, http.StatusText(status), http.StatusText(status), nil)
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) != 1 {
+		if tok := sandbox.BearerToken(r); tok == "" || !sandbox.SameSecret(tok, s.opts.Token) {
 			problem(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized", nil)
 			return
 		}
@@ -179,11 +166,21 @@ func validation(w http.ResponseWriter, idx int, code, path, detail string) {
 
 func (s *Server) now() time.Time { return s.Now() }
 
-func (s *Server) addLeads(w http.ResponseWriter, r *http.Request) {
+// readBatch reads a create request: a JSON array of 1 to 250 objects, or
+// answers that it is not one.
+func readBatch[T any](w http.ResponseWriter, r *http.Request) ([]T, bool) {
 	body, err := sandbox.ReadBody(r, 1<<20)
-	var in []lead
+	var in []T
 	if err != nil || json.Unmarshal(body, &in) != nil || len(in) == 0 || len(in) > 250 {
 		problem(w, http.StatusBadRequest, "Bad Request", "Request body must be a non-empty array", nil)
+		return nil, false
+	}
+	return in, true
+}
+
+func (s *Server) addLeads(w http.ResponseWriter, r *http.Request) {
+	in, ok := readBatch[lead](w, r)
+	if !ok {
 		return
 	}
 	for i, l := range in {
@@ -307,10 +304,8 @@ func taskKey(text string) string {
 }
 
 func (s *Server) addTasks(w http.ResponseWriter, r *http.Request) {
-	body, err := sandbox.ReadBody(r, 1<<20)
-	var in []task
-	if err != nil || json.Unmarshal(body, &in) != nil || len(in) == 0 || len(in) > 250 {
-		problem(w, http.StatusBadRequest, "Bad Request", "Request body must be a non-empty array", nil)
+	in, ok := readBatch[task](w, r)
+	if !ok {
 		return
 	}
 	for i, t := range in {
@@ -368,11 +363,10 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.SliceStable(found, func(i, j int) bool { return found[i].ID > found[j].ID })
-	start := (page - 1) * limit
-	if start >= len(found) {
+	found, _ = sandbox.Page(found, (page-1)*limit, limit)
+	if len(found) == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	found = found[start:min(start+limit, len(found))]
 	sandbox.WriteJSON(w, http.StatusOK, "application/hal+json", map[string]any{"_page": page, "_embedded": map[string]any{"tasks": found}})
 }

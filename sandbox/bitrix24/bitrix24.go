@@ -1,7 +1,7 @@
 package bitrix24
 
 import (
-	"crypto/subtle"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,23 +35,11 @@ type Options struct {
 // WithDefaults returns o with zero fields set.
 func (o Options) WithDefaults() Options {
 	o.Options = o.Options.WithDefaults()
-	if o.UserID == "" {
-		o.UserID = DefaultUserID
-	}
-	if o.WebhookCode == "" {
-		o.WebhookCode = DefaultWebhookCode
-	}
-	if o.Bucket == 0 {
-		o.Bucket = DefaultBucket
-	}
-	if o.LeakPerSec == 0 {
-		o.LeakPerSec = DefaultLeakPerSec
-	}
+	o.UserID = cmp.Or(o.UserID, DefaultUserID)
+	o.WebhookCode = cmp.Or(o.WebhookCode, DefaultWebhookCode)
+	o.Bucket = cmp.Or(o.Bucket, DefaultBucket)
+	o.LeakPerSec = cmp.Or(o.LeakPerSec, DefaultLeakPerSec)
 	return o
-}
-
-func init() {
-	sandbox.Register("bitrix24", func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
 }
 
 type object map[string]any
@@ -70,14 +58,13 @@ type Server struct {
 // New builds the emulator.
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
-	if s.opts.Bucket > 0 {
-		s.bucket = sandbox.NewLeakyBucket(s.opts.Bucket, s.opts.LeakPerSec, s.opts.Clock)
-	}
+	// A negative Bucket makes a bucket without capacity: no limit.
+	s.bucket = sandbox.NewLeakyBucket(s.opts.Bucket, s.opts.LeakPerSec, s.opts.Clock)
 	s.resetState()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/rest/{uid}/{code}/{method}", s.serve)
 	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name: "bitrix24", Handler: mux, Classify: classify, WriteError: s.writeInjected, OnReset: s.resetState,
+		Name: "bitrix24", Handler: mux, Classify: classify, WriteError: writeInjected, OnReset: s.resetState,
 	}, s.opts.Options)
 	return s
 }
@@ -128,8 +115,7 @@ func writeErr(w http.ResponseWriter, status int, code, desc string) {
 	sandbox.WriteJSON(w, status, "", map[string]string{"error": code, "error_description": desc})
 }
 
-func (s *Server) writeInjected(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	sandbox.SetRetryAfter(w, retryAfter)
+func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
 	switch status {
 	case http.StatusServiceUnavailable:
 		writeErr(w, status, "QUERY_LIMIT_EXCEEDED", "Too many requests")
@@ -149,13 +135,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusMethodNotAllowed, "ERROR_METHOD_NOT_ALLOWED", "Method not allowed")
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PathValue("uid")), []byte(s.opts.UserID)) != 1 ||
-		subtle.ConstantTimeCompare([]byte(r.PathValue("code")), []byte(s.opts.WebhookCode)) != 1 {
+	if !sandbox.SameSecret(r.PathValue("uid"), s.opts.UserID) || !sandbox.SameSecret(r.PathValue("code"), s.opts.WebhookCode) {
 		writeErr(w, http.StatusUnauthorized, "NO_AUTH_FOUND", "Wrong authorization data")
 		return
 	}
-	if ok, wait := s.bucket.Allow(); !ok {
-		_ = wait
+	if ok, _ := s.bucket.Allow(); !ok {
 		writeErr(w, http.StatusServiceUnavailable, "QUERY_LIMIT_EXCEEDED", "Too many requests")
 		return
 	}
@@ -336,9 +320,9 @@ func (s *Server) list(w http.ResponseWriter, entity string, filter map[string]an
 			matched = append(matched, o)
 		}
 	}
-	result := []object{}
-	for i := start; i < len(matched) && len(result) < pageSize; i++ {
-		o := matched[i]
+	page, next := sandbox.Page(matched, start, pageSize)
+	result := make([]object, 0, len(page))
+	for _, o := range page {
 		out := object{}
 		if len(sel) == 0 || (len(sel) == 1 && sel[0] == "*") {
 			for k, v := range o {
@@ -355,8 +339,8 @@ func (s *Server) list(w http.ResponseWriter, entity string, filter map[string]an
 		result = append(result, out)
 	}
 	body := map[string]any{"result": result, "total": len(matched), "time": s.timeBlock()}
-	if start+len(result) < len(matched) {
-		body["next"] = start + len(result)
+	if next >= 0 {
+		body["next"] = next
 	}
 	sandbox.WriteJSON(w, http.StatusOK, "", body)
 }

@@ -1,10 +1,9 @@
 package stripe
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -51,9 +50,7 @@ type Options struct {
 // WithDefaults fills zero fields.
 func (o Options) WithDefaults() Options {
 	o.Options = o.Options.WithDefaults()
-	if o.SecretKey == "" {
-		o.SecretKey = DefaultSecretKey
-	}
+	o.SecretKey = cmp.Or(o.SecretKey, DefaultSecretKey)
 	if o.KeyTTL <= 0 {
 		o.KeyTTL = DefaultKeyTTL
 	}
@@ -64,10 +61,6 @@ func (o Options) WithDefaults() Options {
 		o.SearchLag = 0
 	}
 	return o
-}
-
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
 }
 
 // decline is how the card network answers a test PaymentMethod.
@@ -172,8 +165,7 @@ func (s *Server) resetState() {
 	s.keys = make(map[string]*stored)
 }
 
-func writeInjected(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	sandbox.SetRetryAfter(w, retryAfter)
+func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
 	if status == http.StatusTooManyRequests {
 		writeErr(w, status, apiError{Type: "invalid_request_error", Code: "rate_limit", Message: "Too many requests hit the API too quickly."})
 		return
@@ -193,13 +185,11 @@ func writeObj(w http.ResponseWriter, status int, v any) {
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := ""
-		if user, _, ok := r.BasicAuth(); ok {
-			key = user
-		} else if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			key = v
+		key, _, basic := r.BasicAuth() // the key as Basic user, or a Bearer token
+		if !basic {
+			key = sandbox.BearerToken(r)
 		}
-		if key == "" || subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.SecretKey)) != 1 {
+		if key == "" || !sandbox.SameSecret(key, s.opts.SecretKey) {
 			writeErr(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error", Message: "Invalid API Key provided."})
 			return
 		}
@@ -263,9 +253,7 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 				status, out := st.status, st.body
 				s.mu.Unlock()
 				w.Header().Set("Request-Id", "req_"+randID(14))
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(status)
-				_, _ = w.Write(out)
+				sandbox.WriteBody(w, status, "", out)
 				return
 			}
 			s.keys[key] = &stored{endpoint: endpoint, hash: hash, at: s.Now()}
@@ -290,9 +278,7 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 			s.mu.Unlock()
 		}
 		w.Header().Set("Request-Id", "req_"+randID(14))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(res.status)
-		_, _ = w.Write(out)
+		sandbox.WriteBody(w, res.status, "", out)
 	}
 }
 
@@ -437,151 +423,6 @@ func (s *Server) createRefund(r *http.Request, form url.Values, key string) resu
 	s.Record(r.Context(), key, "refund", rf.ID)
 	view := *rf
 	return result{status: http.StatusOK, body: &view, keep: true}
-}
-
-func (s *Server) getIntent(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	pi, ok := s.intents[r.PathValue("id")]
-	var view intent
-	if ok {
-		view = *pi
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeErr(w, http.StatusNotFound, apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "intent", Message: "No such payment_intent."})
-		return
-	}
-	writeObj(w, http.StatusOK, &view)
-}
-
-// parseQuery accepts the one clause the emulator supports:
-// metadata['key']:'value' (single or double quotes, \ escapes).
-func parseQuery(q string) (string, string, bool) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(q), "metadata[")
-	if !ok {
-		return "", "", false
-	}
-	name, rest, ok := quoted(rest)
-	if !ok {
-		return "", "", false
-	}
-	rest, ok = strings.CutPrefix(rest, "]:")
-	if !ok {
-		return "", "", false
-	}
-	value, rest, ok := quoted(rest)
-	return name, value, ok && strings.TrimSpace(rest) == ""
-}
-
-func quoted(s string) (string, string, bool) {
-	if s == "" || (s[0] != '\'' && s[0] != '"') {
-		return "", "", false
-	}
-	q := s[0]
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && i+1 < len(s):
-			i++
-			b.WriteByte(s[i])
-		case c == q:
-			return b.String(), s[i+1:], true
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", "", false
-}
-
-func (s *Server) search(w http.ResponseWriter, r *http.Request) {
-	name, value, ok := parseQuery(r.URL.Query().Get("query"))
-	if !ok {
-		writeErr(w, http.StatusBadRequest, apiError{Type: "invalid_request_error", Param: "query", Message: "The search query is not supported by this sandbox (use metadata['key']:'value')."})
-		return
-	}
-	limit := 10
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeErr(w, http.StatusBadRequest, apiError{Type: "invalid_request_error", Param: "limit", Message: "Invalid limit."})
-			return
-		}
-		limit = n
-	}
-	offset := 0
-	if v := r.URL.Query().Get("page"); v != "" {
-		b, err := base64.RawURLEncoding.DecodeString(v)
-		n, err2 := strconv.Atoi(string(b))
-		if err != nil || err2 != nil || n < 0 {
-			writeErr(w, http.StatusBadRequest, apiError{Type: "invalid_request_error", Param: "page", Message: "Invalid page."})
-			return
-		}
-		offset = n
-	}
-	now := s.Now()
-	s.mu.Lock()
-	var hits []any
-	for i := len(s.order) - 1; i >= 0; i-- {
-		pi := s.intents[s.order[i]]
-		if pi.Metadata[name] == value && !pi.createdAt.Add(s.opts.SearchLag).After(now) {
-			view := *pi
-			hits = append(hits, &view)
-		}
-	}
-	s.mu.Unlock()
-	page, next := window(hits, offset, limit)
-	out := map[string]any{"object": "search_result", "url": "/v1/payment_intents/search", "has_more": next != "", "data": page, "next_page": nil}
-	if next != "" {
-		out["next_page"] = next
-	}
-	writeObj(w, http.StatusOK, out)
-}
-
-func window(items []any, offset, limit int) ([]any, string) {
-	if offset > len(items) {
-		offset = len(items)
-	}
-	end := min(offset+limit, len(items))
-	page := append([]any{}, items[offset:end]...)
-	if end < len(items) {
-		return page, base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
-	}
-	return page, ""
-}
-
-func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := 10
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeErr(w, http.StatusBadRequest, apiError{Type: "invalid_request_error", Param: "limit", Message: "Invalid limit."})
-			return
-		}
-		limit = n
-	}
-	pid, after := q.Get("payment_intent"), q.Get("starting_after")
-	s.mu.Lock()
-	var items []any
-	skipping := after != ""
-	for i := len(s.refunds) - 1; i >= 0; i-- {
-		rf := s.refunds[i]
-		if pid != "" && rf.PaymentIntent != pid {
-			continue
-		}
-		if skipping {
-			skipping = rf.ID != after
-			continue
-		}
-		view := *rf
-		items = append(items, &view)
-	}
-	s.mu.Unlock()
-	more := len(items) > limit
-	if more {
-		items = items[:limit]
-	}
-	writeObj(w, http.StatusOK, map[string]any{"object": "list", "url": "/v1/refunds", "has_more": more, "data": append([]any{}, items...)})
 }
 
 func randID(n int) string {

@@ -2,8 +2,8 @@ package tbank
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -59,12 +59,8 @@ type Options struct {
 // WithDefaults fills zero fields.
 func (o Options) WithDefaults() Options {
 	o.Options = o.Options.WithDefaults()
-	if o.TerminalKey == "" {
-		o.TerminalKey = DefaultTerminalKey
-	}
-	if o.Password == "" {
-		o.Password = DefaultPassword
-	}
+	o.TerminalKey = cmp.Or(o.TerminalKey, DefaultTerminalKey)
+	o.Password = cmp.Or(o.Password, DefaultPassword)
 	if o.MaxOrderIDLen <= 0 {
 		o.MaxOrderIDLen = DefaultMaxOrderIDLen
 	}
@@ -72,10 +68,6 @@ func (o Options) WithDefaults() Options {
 		o.Declines = map[string]string{RebillInsufficientFunds: "1051", RebillDeclined: "1001"}
 	}
 	return o
-}
-
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
 }
 
 // Server is the T-Bank emulator.
@@ -145,8 +137,7 @@ func (s *Server) resetState() {
 	s.cancels = make(map[string]bool)
 }
 
-func writeInjected(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	sandbox.SetRetryAfter(w, retryAfter)
+func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
 	sandbox.WriteJSON(w, status, "", failure(CodeInvalidParams, "Внутренняя ошибка сервера", ""))
 }
 
@@ -206,6 +197,18 @@ func (q request) str(k string) string {
 	return s
 }
 
+// id reads an identifier sent as a string or as a JSON number (PaymentId,
+// RebillId).
+func (q request) id(k string) string {
+	if s := q.str(k); s != "" {
+		return s
+	}
+	if n, ok := q.int(k); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return ""
+}
+
 // int reads an integer parameter sent as a JSON number or numeric string.
 func (q request) int(k string) (int64, bool) {
 	raw, ok := q.params[k]
@@ -244,12 +247,22 @@ func (s *Server) signed(next func(http.ResponseWriter, *http.Request, request)) 
 		q := request{params: params}
 		token := q.str("Token")
 		want := Sign(params, s.opts.Password)
-		if q.str("TerminalKey") != s.opts.TerminalKey || subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
+		if q.str("TerminalKey") != s.opts.TerminalKey || !sandbox.SameSecret(token, want) {
 			sandbox.WriteJSON(w, http.StatusOK, "", failure(CodeBadToken, "Неверный токен. Проверьте пару TerminalKey/SecretKey.", ""))
 			return
 		}
 		next(w, r, q)
 	}
+}
+
+// payment returns the payment with id, or answers that there is none. The
+// caller holds s.mu.
+func (s *Server) payment(w http.ResponseWriter, id string) *payment {
+	p, ok := s.payments[id]
+	if !ok {
+		invalid(w, "Платёж не найден.")
+	}
+	return p
 }
 
 func invalid(w http.ResponseWriter, details string) {
@@ -306,24 +319,15 @@ func validData(raw json.RawMessage) bool {
 }
 
 func (s *Server) charge(w http.ResponseWriter, r *http.Request, q request) {
-	pid, rebill := q.str("PaymentId"), q.str("RebillId")
-	if n, ok := q.int("PaymentId"); ok && pid == "" {
-		pid = strconv.FormatInt(n, 10)
-	}
-	if rebill == "" {
-		if n, ok := q.int("RebillId"); ok {
-			rebill = strconv.FormatInt(n, 10)
-		}
-	}
+	pid, rebill := q.id("PaymentId"), q.id("RebillId")
 	if pid == "" || rebill == "" {
 		invalid(w, "Поля PaymentId и RebillId обязательны.")
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[pid]
-	if !ok {
-		invalid(w, "Платёж не найден.")
+	p := s.payment(w, pid)
+	if p == nil {
 		return
 	}
 	if p.status != "NEW" {
@@ -375,31 +379,21 @@ func (s *Server) checkOrder(w http.ResponseWriter, _ *http.Request, q request) {
 }
 
 func (s *Server) getState(w http.ResponseWriter, _ *http.Request, q request) {
-	pid := q.str("PaymentId")
-	if n, ok := q.int("PaymentId"); ok && pid == "" {
-		pid = strconv.FormatInt(n, 10)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[pid]
-	if !ok {
-		invalid(w, "Платёж не найден.")
+	p := s.payment(w, q.id("PaymentId"))
+	if p == nil {
 		return
 	}
 	sandbox.WriteJSON(w, http.StatusOK, "", s.state(p))
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, q request) {
-	pid := q.str("PaymentId")
-	if n, ok := q.int("PaymentId"); ok && pid == "" {
-		pid = strconv.FormatInt(n, 10)
-	}
-	ext := q.str("ExternalRequestId")
+	pid, ext := q.id("PaymentId"), q.str("ExternalRequestId")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[pid]
-	if !ok {
-		invalid(w, "Платёж не найден.")
+	p := s.payment(w, pid)
+	if p == nil {
 		return
 	}
 	ignored := sandbox.KeyIgnored(r.Context())

@@ -31,5 +31,5 @@
 // "payment_canceled", "refund"). With the ignore-key connector fault active
 // the key is neither checked nor stored.
 //
-// Imports: the standard library and sandbox only.
+// Imports: the standard library, github.com/google/uuid and sandbox.
 package yookassa

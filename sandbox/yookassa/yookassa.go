@@ -1,18 +1,17 @@
 package yookassa
 
 import (
-	"crypto/rand"
+	"cmp"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -56,12 +55,8 @@ type Options struct {
 // WithDefaults fills zero fields.
 func (o Options) WithDefaults() Options {
 	o.Options = o.Options.WithDefaults()
-	if o.ShopID == "" {
-		o.ShopID = DefaultShopID
-	}
-	if o.SecretKey == "" {
-		o.SecretKey = DefaultSecretKey
-	}
+	o.ShopID = cmp.Or(o.ShopID, DefaultShopID)
+	o.SecretKey = cmp.Or(o.SecretKey, DefaultSecretKey)
 	if o.KeyTTL <= 0 {
 		o.KeyTTL = DefaultKeyTTL
 	}
@@ -77,10 +72,6 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
-func init() {
-	sandbox.Register(Name, func(o sandbox.Options) sandbox.Target { return New(Options{Options: o}) })
-}
-
 // Server is the YooKassa emulator.
 type Server struct {
 	*sandbox.Core
@@ -91,8 +82,8 @@ type Server struct {
 	mu       sync.Mutex
 	payments map[string]*payment
 	refunds  map[string]*refund
-	order    []string // payment ids in creation order
-	rorder   []string // refund ids in creation order
+	order    []*payment // in creation order
+	rorder   []*refund  // in creation order
 	keys     map[string]*stored
 }
 
@@ -156,13 +147,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "Resource not found", "")
 	})
-	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name:       Name,
-		Handler:    mux,
-		Classify:   classify,
-		WriteError: s.writeInjected,
-		OnReset:    s.resetState,
-	}, s.opts.Options)
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: Name, Handler: mux, WriteError: writeInjected, OnReset: s.resetState}, s.opts.Options)
 	return s
 }
 
@@ -181,13 +166,6 @@ func (s *Server) Settle() {
 	}
 }
 
-func classify(r *http.Request) sandbox.Scope {
-	if r.Method == http.MethodPost {
-		return sandbox.ScopeCreate
-	}
-	return sandbox.ScopeRead
-}
-
 func (s *Server) resetState() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,8 +175,7 @@ func (s *Server) resetState() {
 	s.keys = make(map[string]*stored)
 }
 
-func (s *Server) writeInjected(w http.ResponseWriter, _ *http.Request, status int, retryAfter time.Duration) {
-	sandbox.SetRetryAfter(w, retryAfter)
+func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
 	switch status {
 	case http.StatusTooManyRequests:
 		writeError(w, status, "too_many_requests", "Превышен лимит запросов в единицу времени", "")
@@ -209,7 +186,7 @@ func (s *Server) writeInjected(w http.ResponseWriter, _ *http.Request, status in
 
 // writeError writes YooKassa's error document.
 func writeError(w http.ResponseWriter, status int, code, description, parameter string) {
-	body := map[string]string{"type": "error", "id": newUUID(), "code": code, "description": description}
+	body := map[string]string{"type": "error", "id": uuid.NewString(), "code": code, "description": description}
 	if parameter != "" {
 		body["parameter"] = parameter
 	}
@@ -218,9 +195,7 @@ func writeError(w http.ResponseWriter, status int, code, description, parameter 
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		user, pass, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(user), []byte(s.opts.ShopID)) != 1 ||
-			subtle.ConstantTimeCompare([]byte(pass), []byte(s.opts.SecretKey)) != 1 {
+		if !sandbox.BasicAuthorized(r, s.opts.ShopID, s.opts.SecretKey) {
 			writeError(w, http.StatusUnauthorized, "invalid_credentials", "Error in shopId or secret key. Check their validity.", "")
 			return
 		}
@@ -231,7 +206,7 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 // idempotent runs create under the key store: a replay returns the stored
 // answer, a different body under the same key is refused, and only answers
 // of requests that reached processing are stored.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, create func(key string, body []byte) (int, any, bool)) {
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, create func(key string, body []byte) answer) {
 	key := r.Header.Get("Idempotence-Key")
 	if key == "" {
 		writeError(w, http.StatusBadRequest, "invalid_request", "Idempotence-Key header is required", "Idempotence-Key")
@@ -261,24 +236,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, create func(
 				writeError(w, http.StatusBadRequest, "invalid_request", "Idempotence key duplicated", "Idempotence-Key")
 				return
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(st.status)
-			_, _ = w.Write(st.body)
+			sandbox.WriteBody(w, st.status, "", st.body)
 			return
 		}
 	}
-	status, v, keep := create(key, body)
-	out, err := json.Marshal(v)
+	a := create(key, body)
+	out, err := json.Marshal(a.body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal_server_error", "encode", "")
 		return
 	}
-	if keep && !ignored {
-		s.keys[key] = &stored{hash: hash, status: status, body: out, at: now}
+	if a.keep && !ignored {
+		s.keys[key] = &stored{hash: hash, status: a.status, body: out, at: now}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(out)
+	sandbox.WriteBody(w, a.status, "", out)
 }
 
 type errDoc struct {
@@ -289,8 +260,39 @@ type errDoc struct {
 	Parameter   string `json:"parameter,omitempty"`
 }
 
-func invalid(param, desc string) (int, any, bool) {
-	return http.StatusBadRequest, errDoc{Type: "error", ID: newUUID(), Code: "invalid_request", Description: desc, Parameter: param}, false
+// answer is a create's answer; keep marks the answers of requests that
+// reached processing, stored under the key.
+type answer struct {
+	status int
+	body   any
+	keep   bool
+}
+
+func invalid(param, desc string) answer {
+	return answer{http.StatusBadRequest, errDoc{Type: "error", ID: uuid.NewString(), Code: "invalid_request", Description: desc, Parameter: param}, false}
+}
+
+// createFields are what both create requests carry.
+type createFields struct {
+	Amount      amount            `json:"amount"`
+	Description string            `json:"description"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+// decodeCreate reads a create request into req, which embeds f, and makes
+// the checks both creates begin with: field types, then the amount. A
+// refusal is the answer to give.
+func decodeCreate(body []byte, req any, f *createFields) (minor int64, refusal *answer) {
+	if err := json.Unmarshal(body, req); err != nil {
+		a := invalid("", "Request body has fields of wrong types")
+		return 0, &a
+	}
+	minor, bad := checkAmount(f.Amount)
+	if bad != "" {
+		a := invalid(bad, "Invalid value of "+bad)
+		return 0, &a
+	}
+	return minor, nil
 }
 
 var currencies = map[string]bool{"RUB": true, "USD": true, "EUR": true, "BYN": true, "KZT": true, "UZS": true}
@@ -319,20 +321,15 @@ func checkMetadata(m map[string]string) bool {
 }
 
 func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
-	s.idempotent(w, r, func(key string, body []byte) (int, any, bool) {
+	s.idempotent(w, r, func(key string, body []byte) answer {
 		var req struct {
-			Amount          amount            `json:"amount"`
-			Capture         *bool             `json:"capture"`
-			PaymentMethodID string            `json:"payment_method_id"`
-			Description     string            `json:"description"`
-			Metadata        map[string]string `json:"metadata"`
+			createFields
+			Capture         *bool  `json:"capture"`
+			PaymentMethodID string `json:"payment_method_id"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			return invalid("", "Request body has fields of wrong types")
-		}
-		minor, bad := checkAmount(req.Amount)
-		if bad != "" {
-			return invalid(bad, "Invalid value of "+bad)
+		minor, refusal := decodeCreate(body, &req, &req.createFields)
+		if refusal != nil {
+			return *refusal
 		}
 		if req.PaymentMethodID == "" || len(req.PaymentMethodID) > 64 {
 			return invalid("payment_method_id", "A saved payment method is required")
@@ -345,7 +342,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		}
 		now := s.Now().UTC()
 		p := &payment{
-			ID: newUUID(), Amount: req.Amount, Description: req.Description,
+			ID: uuid.NewString(), Amount: req.Amount, Description: req.Description,
 			CreatedAt: now.Format("2006-01-02T15:04:05.000Z"), Metadata: req.Metadata, Test: true,
 			created: now, minor: minor,
 		}
@@ -364,26 +361,21 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 			p.Status, p.Paid, p.Refundable = "succeeded", true, true
 		}
 		s.payments[p.ID] = p
-		s.order = append(s.order, p.ID)
+		s.order = append(s.order, p)
 		s.Record(r.Context(), key, kind, p.ID)
-		return http.StatusOK, p, true
+		return answer{http.StatusOK, p, true}
 	})
 }
 
 func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
-	s.idempotent(w, r, func(key string, body []byte) (int, any, bool) {
+	s.idempotent(w, r, func(key string, body []byte) answer {
 		var req struct {
-			PaymentID   string            `json:"payment_id"`
-			Amount      amount            `json:"amount"`
-			Description string            `json:"description"`
-			Metadata    map[string]string `json:"metadata"`
+			createFields
+			PaymentID string `json:"payment_id"`
 		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			return invalid("", "Request body has fields of wrong types")
-		}
-		minor, bad := checkAmount(req.Amount)
-		if bad != "" {
-			return invalid(bad, "Invalid value of "+bad)
+		minor, refusal := decodeCreate(body, &req, &req.createFields)
+		if refusal != nil {
+			return *refusal
 		}
 		if !checkMetadata(req.Metadata) {
 			return invalid("metadata", "Invalid metadata")
@@ -394,202 +386,20 @@ func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
 		}
 		if p.Status != "succeeded" || p.Amount.Currency != req.Amount.Currency || minor > p.minor-p.refunded {
 			// Processed and refused: stored like any processed answer.
-			return http.StatusBadRequest, errDoc{Type: "error", ID: newUUID(), Code: "invalid_request",
-				Description: "Refund is not possible for this payment or amount", Parameter: "amount.value"}, true
+			return answer{http.StatusBadRequest, errDoc{Type: "error", ID: uuid.NewString(), Code: "invalid_request",
+				Description: "Refund is not possible for this payment or amount", Parameter: "amount.value"}, true}
 		}
 		now := s.Now().UTC()
 		rf := &refund{
-			ID: newUUID(), PaymentID: p.ID, Status: "succeeded", Amount: req.Amount, Description: req.Description,
+			ID: uuid.NewString(), PaymentID: p.ID, Status: "succeeded", Amount: req.Amount, Description: req.Description,
 			CreatedAt: now.Format("2006-01-02T15:04:05.000Z"), Metadata: req.Metadata, created: now,
 		}
 		p.refunded += minor
 		s.refunds[rf.ID] = rf
-		s.rorder = append(s.rorder, rf.ID)
+		s.rorder = append(s.rorder, rf)
 		s.Record(r.Context(), key, "refund", rf.ID)
-		return http.StatusOK, rf, true
+		return answer{http.StatusOK, rf, true}
 	})
-}
-
-func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	p, ok := s.payments[r.PathValue("id")]
-	var out []byte
-	if ok {
-		out, _ = json.Marshal(p)
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "Payment not found", "payment_id")
-		return
-	}
-	writeRaw(w, out)
-}
-
-func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	rf, ok := s.refunds[r.PathValue("id")]
-	var out []byte
-	if ok {
-		out, _ = json.Marshal(rf)
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "Refund not found", "refund_id")
-		return
-	}
-	writeRaw(w, out)
-}
-
-func writeRaw(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
-}
-
-// window is a created_at filter.
-type window struct{ gte, gt, lte, lt time.Time }
-
-func parseWindow(q map[string][]string) (window, string) {
-	var win window
-	for name, dst := range map[string]*time.Time{
-		"created_at.gte": &win.gte, "created_at.gt": &win.gt, "created_at.lte": &win.lte, "created_at.lt": &win.lt,
-	} {
-		v := ""
-		if vs := q[name]; len(vs) > 0 {
-			v = vs[0]
-		}
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return window{}, name
-		}
-		*dst = t
-	}
-	return win, ""
-}
-
-func (win window) match(t time.Time) bool {
-	return (win.gte.IsZero() || !t.Before(win.gte)) && (win.gt.IsZero() || t.After(win.gt)) &&
-		(win.lte.IsZero() || !t.After(win.lte)) && (win.lt.IsZero() || t.Before(win.lt))
-}
-
-// page reads limit and cursor: limit 1..100 (default 10). The cursor is
-// opaque to clients; here it names the creation sequence number of the last
-// object of the previous page, and the next page holds the matching objects
-// created before it. A keyset cursor, as the real API's object-like cursor
-// suggests: objects created while a client pages are never shifted onto a
-// later page, so a scan sees each object at most once.
-func page(q map[string][]string) (limit int, before int, bad string) {
-	limit, before = 10, -1
-	if vs := q["limit"]; len(vs) > 0 && vs[0] != "" {
-		n, err := strconv.Atoi(vs[0])
-		if err != nil || n < 1 || n > 100 {
-			return 0, 0, "limit"
-		}
-		limit = n
-	}
-	if vs := q["cursor"]; len(vs) > 0 && vs[0] != "" {
-		b, err := base64.RawURLEncoding.DecodeString(vs[0])
-		if err != nil {
-			return 0, 0, "cursor"
-		}
-		n, err := strconv.Atoi(strings.TrimPrefix(string(b), "seq:"))
-		if err != nil || n < 0 || !strings.HasPrefix(string(b), "seq:") {
-			return 0, 0, "cursor"
-		}
-		before = n
-	}
-	return limit, before, ""
-}
-
-// listNewestFirst walks the n objects of one kind, newest first, from just
-// before the cursor position, and returns up to limit that match and the
-// cursor of the next page ("" at the end).
-func listNewestFirst(n, before, limit int, match func(i int) (any, bool)) ([]any, string) {
-	start := n - 1
-	if before >= 0 && before-1 < start {
-		start = before - 1
-	}
-	items := []any{}
-	last := -1
-	for i := start; i >= 0; i-- {
-		v, ok := match(i)
-		if !ok {
-			continue
-		}
-		if len(items) == limit {
-			// Another one matches: the next page starts after the last taken.
-			return items, base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.Itoa(last)))
-		}
-		items = append(items, v)
-		last = i
-	}
-	return items, ""
-}
-
-func writeList(w http.ResponseWriter, items []any, next string) {
-	out := map[string]any{"type": "list", "items": items}
-	if next != "" {
-		out["next_cursor"] = next
-	}
-	sandbox.WriteJSON(w, http.StatusOK, "", out)
-}
-
-func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	win, bad := parseWindow(q)
-	if bad == "" {
-		if st := q.Get("status"); st != "" && st != "pending" && st != "waiting_for_capture" && st != "succeeded" && st != "canceled" {
-			bad = "status"
-		}
-	}
-	limit, before, badPage := page(q)
-	if bad == "" {
-		bad = badPage
-	}
-	if bad != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "Invalid value of "+bad, bad)
-		return
-	}
-	status := q.Get("status")
-	s.mu.Lock()
-	items, next := listNewestFirst(len(s.order), before, limit, func(i int) (any, bool) {
-		p := s.payments[s.order[i]]
-		if !win.match(p.created) || (status != "" && p.Status != status) {
-			return nil, false
-		}
-		c := *p
-		return &c, true
-	})
-	s.mu.Unlock()
-	writeList(w, items, next)
-}
-
-func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	win, bad := parseWindow(q)
-	limit, before, badPage := page(q)
-	if bad == "" {
-		bad = badPage
-	}
-	if bad != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "Invalid value of "+bad, bad)
-		return
-	}
-	pid := q.Get("payment_id")
-	s.mu.Lock()
-	items, next := listNewestFirst(len(s.rorder), before, limit, func(i int) (any, bool) {
-		rf := s.refunds[s.rorder[i]]
-		if !win.match(rf.created) || (pid != "" && rf.PaymentID != pid) {
-			return nil, false
-		}
-		c := *rf
-		return &c, true
-	})
-	s.mu.Unlock()
-	writeList(w, items, next)
 }
 
 // canonicalHash is the hash of the body's JSON value with object keys
@@ -626,20 +436,15 @@ func parseMinor(s string) (int64, bool) {
 	return w*100 + f, true
 }
 
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return fmt.Sprintf("%s-%s-%s-%s-%s", h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
-}
-
 // Payments returns the ids of all payments in creation order (for tests).
 func (s *Server) Payments() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.order...)
+	ids := make([]string, len(s.order))
+	for i, p := range s.order {
+		ids[i] = p.ID
+	}
+	return ids
 }
 
 func digits(s string) bool {

@@ -1,13 +1,20 @@
-package demo
+// Package sandboxes is the list of target emulators `idemgate sandbox`
+// serves, and how a person reaches each: URL, contract, credentials and a
+// configuration block for idemgate.
+//
+// The list is explicit, as the adapters' is (cmd/idemgate/adapterset.go):
+// adding an emulator means adding it to All and to Describe, and nothing
+// registers itself at init.
+//
+// Imports: sandbox and the six emulator packages; private to the binary.
+package sandboxes
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/idemgate/idemgate/sandbox"
 	sbamocrm "github.com/idemgate/idemgate/sandbox/amocrm"
@@ -18,52 +25,17 @@ import (
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
-// Sandboxes are the emulators the demo's scenarios reach, each on a free
-// loopback port.
-type Sandboxes struct {
-	YooKassa *sbyookassa.Server
-	OneC     *sbonec.Server
-	Bitrix24 *sbbitrix24.Server
-}
-
-// StartSandboxes starts the demo's emulators on free loopback ports. On
-// error nothing is left running.
-func StartSandboxes(opts sandbox.Options) (*Sandboxes, error) {
-	s := &Sandboxes{
-		YooKassa: sbyookassa.New(sbyookassa.Options{Options: opts}),
-		OneC:     sbonec.New(sbonec.Options{Options: opts}),
-		Bitrix24: sbbitrix24.New(sbbitrix24.Options{Options: opts}),
+// All builds every target emulator with the shared options, not started,
+// in a fixed order.
+func All(opts sandbox.Options) sandbox.Group {
+	return sandbox.Group{
+		sbonec.New(sbonec.Options{Options: opts}),
+		sbbitrix24.New(sbbitrix24.Options{Options: opts}),
+		sbamocrm.New(sbamocrm.Options{Options: opts}),
+		sbyookassa.New(sbyookassa.Options{Options: opts}),
+		sbtbank.New(sbtbank.Options{Options: opts}),
+		sbstripe.New(sbstripe.Options{Options: opts}),
 	}
-	for _, t := range s.Targets() {
-		if _, err := t.Start(""); err != nil {
-			return nil, errors.Join(fmt.Errorf("start the %s emulator: %w", t.Name(), err), s.Close())
-		}
-	}
-	return s, nil
-}
-
-// Targets returns the emulators in a fixed order.
-func (s *Sandboxes) Targets() []sandbox.Target {
-	return []sandbox.Target{s.YooKassa, s.OneC, s.Bitrix24}
-}
-
-// Close stops every emulator, all at once (each may wait for its
-// connections to go idle); safe twice.
-func (s *Sandboxes) Close() error {
-	ts := s.Targets()
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for i, t := range ts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := t.Close(); err != nil {
-				errs[i] = fmt.Errorf("%s emulator: %w", t.Name(), err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // Credential is one test credential of an emulator.
@@ -139,7 +111,7 @@ func quote(s string) string { return strconv.Quote(s) }
 // WriteTargets prints each emulator's URL, contract, admin API, test
 // credentials and a configuration block for idemgate.
 func WriteTargets(w io.Writer, infos []TargetInfo) error {
-	ew := &errWriter{w: w}
+	ew := new(strings.Builder)
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	for i, in := range infos {
 		if i > 0 {
@@ -178,5 +150,6 @@ func WriteTargets(w io.Writer, infos []TargetInfo) error {
 			}
 		}
 	}
-	return ew.err
+	_, err := io.WriteString(w, ew.String())
+	return err
 }

@@ -1,0 +1,208 @@
+package adapters
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/redact"
+)
+
+// HTTPConfig is the part of a target adapter's configuration that every HTTP
+// adapter shares, with the same meaning, defaults and checks: the instance
+// name, the exchange timeout, the account's client-side rate limit, and the
+// injected logger, clock and environment. Each adapter's Config embeds it
+// squashed (`mapstructure:",squash"`), so its keys sit beside the adapter's
+// own (adapters.yookassa.timeout), the way pgx.ConnConfig embeds
+// pgconn.Config; the adapter adds only what differs.
+//
+// The target's root URL stays with each adapter: it is named and shaped as
+// the target names it (base_url; Bitrix24's portal_url is a portal root
+// under which the webhook path carries the credential), and checked by
+// ValidBaseURL. So are the credentials (see Credential): their keys carry
+// the target's word for them (secret_key, token, password, webhook_code).
+type HTTPConfig struct {
+	// Name is the adapter instance name (default: the target's name). Routes
+	// name adapters by it.
+	Name string `mapstructure:"name"`
+	// Timeout bounds one HTTP exchange (default: the adapter's, 30s for most
+	// targets, 60s for 1C).
+	Timeout time.Duration `mapstructure:"timeout"`
+	// RateLimit is the client-side token bucket for this account: every
+	// request waits for a slot (bounded by the call) instead of meeting the
+	// target's limit (default: the adapter's DefaultRateLimit, its target's
+	// published limit or none; a negative rate turns it off).
+	// YAML: rate_limit: {rate: 2, burst: 40}.
+	RateLimit RateLimit `mapstructure:"rate_limit"`
+
+	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
+	// os.Getenv).
+	Logger *slog.Logger        `mapstructure:"-"`
+	Clock  func() time.Time    `mapstructure:"-"`
+	Getenv func(string) string `mapstructure:"-"`
+}
+
+// WithDefaults returns c with a zero Name, Timeout or RateLimit part taken
+// from def (the adapter's defaults) and the injected fields defaulted.
+func (c HTTPConfig) WithDefaults(def HTTPConfig) HTTPConfig {
+	c.Name = cmp.Or(c.Name, def.Name)
+	c.Timeout = cmp.Or(c.Timeout, def.Timeout)
+	c.RateLimit = c.RateLimit.WithDefaults(def.RateLimit)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c
+}
+
+// Validate checks c after WithDefaults, and the target's root URL rawURL,
+// which the adapter's configuration holds under urlKey (see ValidBaseURL).
+// Its errors name the keys; each adapter wraps them in its own
+// ErrInvalidConfig.
+func (c HTTPConfig) Validate(urlKey, rawURL string) error {
+	if err := c.RateLimit.Validate(); err != nil {
+		return err
+	}
+	if _, ok := ValidBaseURL(rawURL); !ok {
+		return fmt.Errorf("%s must be an http(s) URL without credentials", urlKey)
+	}
+	if c.Timeout <= 0 {
+		return errors.New("timeout must be positive")
+	}
+	return nil
+}
+
+// NewClient returns the account's Client: the timeout, the rate limit and
+// authorize (nil: none), which adds the account's credentials to every
+// request the Client sends.
+func (c HTTPConfig) NewClient(authorize func(*http.Request)) *Client {
+	cl := NewClient(c.Timeout, c.RateLimit)
+	cl.authorize = authorize
+	return cl
+}
+
+// ValidBaseURL parses a target's base URL: http or https, with a host and
+// without credentials (those come from their own settings, never the URL,
+// where logs and errors would show them).
+func ValidBaseURL(raw string) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, false
+	}
+	return u, true
+}
+
+// TrimBaseURL returns raw, or def when raw is empty, without trailing
+// slashes: adapters append paths that start with one.
+func TrimBaseURL(raw, def string) string {
+	return strings.TrimRight(cmp.Or(raw, def), "/")
+}
+
+// LookupScan bounds a Lookup that cannot ask the target for a key and scans
+// its objects by creation time instead (YooKassa, Bitrix24, amoCRM tasks).
+// An adapter's Config embeds it squashed, with its own defaults.
+type LookupScan struct {
+	// LookupWindow is how far back a scan looks when the worker does not
+	// say when the journal first saw the key.
+	LookupWindow time.Duration `mapstructure:"lookup_window"`
+	// LookupSkew: when the worker says when the journal first saw the key
+	// (Attempt.Since), the scan starts that long before it instead (the
+	// journal's clock and the target's may differ; nothing for the key can
+	// have been sent earlier).
+	LookupSkew time.Duration `mapstructure:"lookup_skew"`
+	// LookupMaxPages caps the pages one Lookup reads; past them without a
+	// match the answer cannot be "not found".
+	LookupMaxPages int `mapstructure:"lookup_max_pages"`
+}
+
+// WithDefaults returns s with its zero fields taken from def.
+func (s LookupScan) WithDefaults(def LookupScan) LookupScan {
+	s.LookupWindow = cmp.Or(s.LookupWindow, def.LookupWindow)
+	s.LookupSkew = cmp.Or(s.LookupSkew, def.LookupSkew)
+	s.LookupMaxPages = cmp.Or(s.LookupMaxPages, def.LookupMaxPages)
+	return s
+}
+
+// Validate checks s after WithDefaults.
+func (s LookupScan) Validate() error {
+	if s.LookupWindow <= 0 || s.LookupMaxPages <= 0 || s.LookupSkew < 0 {
+		return errors.New("lookup_window and lookup_max_pages must be positive, lookup_skew not negative")
+	}
+	return nil
+}
+
+// From is where a scan for the key of the call ctx carries starts: LookupSkew
+// before the journal first saw the key when the worker says so
+// (AttemptFrom), unless that is longer ago than LookupWindow before now.
+func (s LookupScan) From(ctx context.Context, now time.Time) time.Time {
+	from := now.Add(-s.LookupWindow)
+	if att, ok := AttemptFrom(ctx); ok && !att.Since.IsZero() {
+		if since := att.Since.Add(-s.LookupSkew); since.After(from) {
+			from = since
+		}
+	}
+	return from
+}
+
+// SettleTime is the settle-time rule of a target that documents no bound on
+// a late create: the configured d, def when d is 0, and 0 when d is
+// negative (the operator's explicit "trust a not-found at once").
+func SettleTime(d, def time.Duration) time.Duration {
+	return max(cmp.Or(d, def), 0)
+}
+
+// ErrNoCredential is returned when no credential source is configured or
+// the configured one is empty.
+var ErrNoCredential = errors.New("no credential configured")
+
+// Credential says where one secret comes from: Value when set; else the
+// first line of File (surrounding space trimmed); else the environment
+// variable Env. Adapters keep the three as keys of their own, named by the
+// target's word for the secret (secret_key, secret_key_file,
+// secret_key_env), and default Env to a variable of their own.
+type Credential struct {
+	Value redact.Secret
+	File  string
+	Env   string
+}
+
+// Load resolves the credential; getenv nil means os.Getenv. Errors name the
+// source, never the value.
+func (c Credential) Load(getenv func(string) string) (redact.Secret, error) {
+	if c.Value != "" {
+		return c.Value, nil
+	}
+	if c.File != "" {
+		b, err := os.ReadFile(c.File)
+		if err != nil {
+			return "", fmt.Errorf("read credential file %s: %w", c.File, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			s = strings.TrimSpace(s[:i])
+		}
+		if s == "" {
+			return "", fmt.Errorf("credential file %s: %w", c.File, ErrNoCredential)
+		}
+		return redact.Secret(s), nil
+	}
+	if c.Env != "" {
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if v := strings.TrimSpace(getenv(c.Env)); v != "" {
+			return redact.Secret(v), nil
+		}
+		return "", fmt.Errorf("environment variable %s: %w", c.Env, ErrNoCredential)
+	}
+	return "", ErrNoCredential
+}
