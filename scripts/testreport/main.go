@@ -29,6 +29,7 @@ import (
 func main() {
 	allowFile := flag.String("allow", "", "allow-list of skips (see the package doc)")
 	ci := flag.Bool("ci", false, "exit 1 on a skip the allow-list does not name")
+	whole := flag.Bool("whole", false, "the whole suite ran: under -ci, an allow-list entry naming a test that never ran is an error")
 	module := flag.String("module", "github.com/idemgate/idemgate", "module path that allow-list packages are relative to")
 	flag.Parse()
 	var allow []allowed
@@ -45,7 +46,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	os.Exit(run(os.Stdin, os.Stdout, allow, *ci))
+	os.Exit(run(os.Stdin, os.Stdout, allow, *ci, *whole))
 }
 
 // event is one test2json event (go doc test2json).
@@ -103,13 +104,16 @@ type report struct {
 	skips    []skip
 	failed   []testID
 	allow    []allowed
+	ran      map[testID]bool // every test that passed, failed or skipped
 }
 
 // run copies a readable report of the event stream in to w and returns the
-// exit code: 1 under ci when a skip is not allowed, else 0 (go test's own
-// exit status tells failures).
-func run(in io.Reader, w io.Writer, allow []allowed, ci bool) int {
-	r := &report{w: w, buffered: map[testID][]string{}, allow: allow}
+// exit code: 1 under ci when a skip is not allowed, or when whole is set and
+// the allow-list names a test that never ran (a stale entry hides nothing
+// today but would silently allow a future skip), else 0 (go test's own exit
+// status tells failures).
+func run(in io.Reader, w io.Writer, allow []allowed, ci, whole bool) int {
+	r := &report{w: w, buffered: map[testID][]string{}, allow: allow, ran: map[testID]bool{}}
 	rd := bufio.NewReader(in)
 	for {
 		line, err := rd.ReadString('\n')
@@ -124,7 +128,24 @@ func run(in io.Reader, w io.Writer, allow []allowed, ci bool) int {
 			return 1
 		}
 	}
-	return r.summary(ci)
+	code := r.summary(ci)
+	if whole && r.stale() > 0 && ci {
+		code = 1
+	}
+	return code
+}
+
+// stale reports the allow-list entries whose test never ran and returns how
+// many there are.
+func (r *report) stale() int {
+	n := 0
+	for _, a := range r.allow {
+		if !r.ran[testID{a.pkg, a.test}] {
+			fmt.Fprintf(r.w, "allow-list names %s %s, which did not run: remove the entry\n", a.pkg, a.test)
+			n++
+		}
+	}
+	return n
 }
 
 func (r *report) line(line string) {
@@ -144,12 +165,15 @@ func (r *report) line(line string) {
 			r.buffered[id] = append(r.buffered[id], e.Output)
 		}
 	case e.Action == "fail":
+		r.ran[id] = true
 		r.flush(id)
 		r.failed = append(r.failed, id)
 	case e.Action == "skip":
+		r.ran[id] = true
 		r.skips = append(r.skips, r.newSkip(id))
 		delete(r.buffered, id)
 	case e.Action == "pass":
+		r.ran[id] = true
 		delete(r.buffered, id)
 	}
 }

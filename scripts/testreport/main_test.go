@@ -53,7 +53,7 @@ a TestSlow   # runs in the no-race step
 	require.Equal(t, []allowed{{"example.com/m/a", "TestSlow", "runs in the no-race step"}}, allow)
 
 	var out strings.Builder
-	code := run(strings.NewReader(stream), &out, allow, true)
+	code := run(strings.NewReader(stream), &out, allow, true, false)
 	got := out.String()
 	require.Equal(t, 1, code, "a skip off the allow-list fails under CI")
 
@@ -78,17 +78,41 @@ a TestSlow   # runs in the no-race step
 
 	// Outside CI the same skips are listed, and do not fail.
 	out.Reset()
-	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, false))
+	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, false, false))
 	require.Contains(t, out.String(), "[NOT ALLOWED]")
 
 	// All allowed: CI passes.
 	allow = append(allow, allowed{"example.com/m/a", "TestParent/sub", "no database in this test"})
 	out.Reset()
-	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, true))
+	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, true, false))
 
 	out.Reset()
-	require.Equal(t, 0, run(strings.NewReader(`{"Action":"pass","Package":"x"}`+"\n"), &out, nil, true))
+	require.Equal(t, 0, run(strings.NewReader(`{"Action":"pass","Package":"x"}`+"\n"), &out, nil, true, false))
 	require.Contains(t, out.String(), "no test skipped")
+}
+
+func TestStaleAllowEntries(t *testing.T) {
+	t.Parallel()
+	allow := []allowed{
+		{"example.com/m/a", "TestSlow", "runs in the no-race step"},
+		{"example.com/m/a", "TestParent/sub", "no database in this test"},
+		{"example.com/m/a", "TestOK", "sometimes skips"},
+		{"example.com/m/a", "TestRemovedLongAgo", "an open defect"},
+	}
+	var out strings.Builder
+	require.Equal(t, 1, run(strings.NewReader(stream), &out, allow, true, true),
+		"under CI a whole run fails on an entry whose test never ran")
+	require.Contains(t, out.String(), "allow-list names example.com/m/a TestRemovedLongAgo, which did not run: remove the entry\n")
+	require.NotContains(t, out.String(), "names example.com/m/a TestOK", "a test that ran and passed is not stale")
+
+	out.Reset()
+	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, true, false),
+		"a partial run (scripts/test with arguments) cannot tell a stale entry")
+	require.NotContains(t, out.String(), "did not run")
+
+	out.Reset()
+	require.Equal(t, 0, run(strings.NewReader(stream), &out, allow, false, true), "outside CI it is reported only")
+	require.Contains(t, out.String(), "TestRemovedLongAgo, which did not run")
 }
 
 func TestAllowListNeedsReasons(t *testing.T) {
