@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -147,7 +148,7 @@ func setup(t *testing.T) *bundle {
 	nc, js := ns.Connect(t)
 	b := &bundle{ns: ns, nc: nc, js: js, store: pgtest.Store(t), target: newTarget(), results: make(chan operation.Result, 10000)}
 	b.ncfg = consumer.Config{AckWait: 5 * time.Second, FetchWait: 100 * time.Millisecond}.WithDefaults()
-	sub, err := nc.Subscribe(consumer.ResultPrefix+">", func(m *nats.Msg) {
+	sub, err := nc.Subscribe(wire.ResultPrefix+">", func(m *nats.Msg) {
 		var r operation.Result
 		if err := json.Unmarshal(m.Data, &r); err == nil {
 			b.results <- r
@@ -200,7 +201,7 @@ func charge(event, order string, amount int) []byte {
 
 func (b *bundle) publish(t *testing.T, body []byte) {
 	t.Helper()
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("payment.charge"), body)
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("payment.charge"), body)
 	require.NoError(t, err)
 }
 
@@ -520,10 +521,10 @@ func TestCanarySecretsLeakNowhere(t *testing.T) {
 	canaries := []string{"4111111111111111", "4111 1111 1111 1111", "5500 0055 5555 5559", "tok_canary_secret", "canary-bearer-token"}
 	body := `{"event_id":"evt-canary","operation":"invoice.create","payload":{"order_id":"order-1","customer_id":"c-1",
 		"amount_minor":100,"currency":"RUB","description":"pay with card 4111 1111 1111 1111 cvv 123"}}`
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"), []byte(body))
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"), []byte(body))
 	require.NoError(t, err)
 	// A poison command carrying a card number in a field the decoder refuses.
-	_, err = b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"),
+	_, err = b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"),
 		[]byte(`{"event_id":"evt-canary-2","operation":"invoice.create","payload":{"card":"4111111111111111"}}`))
 	require.NoError(t, err)
 	var published []string
@@ -610,7 +611,7 @@ func TestUnroutedOperationIsLeftInJetStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.worker(t, "w1", worker.Config{})
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("crm.task.create"),
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("crm.task.create"),
 		[]byte(`{"event_id":"evt-unrouted","operation":"crm.task.create","payload":{"title":"call","responsible_id":"7"}}`))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
