@@ -29,15 +29,16 @@ import (
 // object per key and counts real effects, with faults on demand. (The sandbox
 // emulators play this part in the end-to-end suites.)
 type target struct {
-	mu       sync.Mutex
-	objects  map[string]string // key → object id
-	effects  map[string]int
-	calls    map[string]int
-	lookups  int
-	faults   []func(op operation.Operation) error // consumed in order, before the effect
-	lostNext int                                  // responses lost after commit
-	block    chan struct{}                        // when set, Execute waits on it after committing
-	delay    time.Duration
+	mu        sync.Mutex
+	objects   map[string]string // key → object id
+	effects   map[string]int
+	calls     map[string]int
+	lookups   int
+	faults    []func(op operation.Operation) error // consumed in order, before the effect
+	lostNext  int                                  // responses lost after commit
+	lookupErr []error                              // consumed in order by Lookup
+	block     chan struct{}                        // when set, Execute waits on it after committing
+	delay     time.Duration
 }
 
 func newTarget() *target {
@@ -96,6 +97,11 @@ func (t *target) Lookup(ctx context.Context, op operation.Operation) (adapters.L
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lookups++
+	if len(t.lookupErr) > 0 {
+		err := t.lookupErr[0]
+		t.lookupErr = t.lookupErr[1:]
+		return adapters.LookupResult{}, err
+	}
 	if id, ok := t.objects[op.Key.String()]; ok {
 		return adapters.LookupResult{Status: adapters.Found, Outcome: adapters.Outcome{ObjectID: id, BusinessStatus: "succeeded"}}, nil
 	}
@@ -140,6 +146,8 @@ type bundle struct {
 	target  *target
 	ncfg    consumer.Config
 	results chan operation.Result
+	// metrics, when set, are the workers' (default: unregistered ones).
+	metrics *worker.Metrics
 }
 
 func setup(t *testing.T) *bundle {
@@ -186,7 +194,7 @@ func (b *bundle) workerWithLog(t *testing.T, owner string, cfg worker.Config, lo
 		Store: b.store, JS: b.js, NC: b.nc, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: "test"},
 		Adapters: map[string]adapters.Adapter{"payment.charge": b.target, "invoice.create": b.target},
-		Log:      log,
+		Log:      log, Metrics: b.metrics,
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))

@@ -116,7 +116,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		cons     jetstream.Consumer
 		stopNATS func()
 	)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	metrics := worker.NewMetrics(reg)
 	services := []service{
 		{name: "journal", start: func() (err error) {
