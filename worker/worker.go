@@ -167,7 +167,9 @@ type Deps struct {
 	Redact func(json.RawMessage) json.RawMessage
 }
 
-// Worker consumes commands: claim → decide → call → complete → publish → ack.
+// Worker decides what becomes of each command its consumer.Router fetches:
+// claim → decide → call → complete, then hands the result back to the
+// Delivery, which publishes it and acks.
 type Worker struct {
 	cfg   Config
 	ncfg  consumer.Config
