@@ -108,13 +108,21 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
 	lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
 	w.beats.untrack(lease)
+	if err == nil {
+		w.m.called(r.adapter.Name(), "", nil)
+	}
 	if lost {
+		if err != nil {
+			class, _ := r.rules.classify(err)
+			w.m.called(r.adapter.Name(), class, err)
+		}
 		return out, backoff.Permanent(&errLeaseLost{out: out, err: err})
 	}
 	if err == nil {
 		return out, nil
 	}
 	class, ae := r.rules.classify(err)
+	w.m.called(r.adapter.Name(), class, err)
 	if class != adapters.Retry {
 		return out, backoff.Permanent(&errEnded{class: class, ae: ae})
 	}
