@@ -52,6 +52,17 @@ func targetNamed(t *testing.T, name string) target {
 // sharing natsURL (one server or a comma-separated list) and the journal
 // at dsn; extra is appended at the top level (YAML).
 func fleetConfig(c *cluster, owner, natsURL string, natsReplicas, replicas int, dsn string, extra string) string {
+	return fleetConfigWith(c, owner, natsURL, natsReplicas, replicas, dsn, extra, defaultHorizons)
+}
+
+// horizons are a daemon's timings (see the constants of harness_test.go).
+type horizons struct {
+	ackWait, leaseTTL, callTimeout, heartbeat, inLease time.Duration
+}
+
+var defaultHorizons = horizons{ackWait, leaseTTL, callTimeout, heartbeatInterval, retryInLease}
+
+func fleetConfigWith(c *cluster, owner, natsURL string, natsReplicas, replicas int, dsn string, extra string, h horizons) string {
 	c.t.Helper()
 	dataDir := filepath.Join(c.dir, owner)
 	require.NoError(c.t, os.MkdirAll(dataDir, 0o700))
@@ -83,8 +94,8 @@ reconciler:
 routes:
   %s: %s
 adapters:
-%s%s`, dataDir, replicas, natsURL, natsReplicas, ackWait, dsn, owner, leaseTTL, callTimeout, heartbeatInterval,
-		retryInLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, extra)
+%s%s`, dataDir, replicas, natsURL, natsReplicas, h.ackWait, dsn, owner, h.leaseTTL, h.callTimeout, h.heartbeat,
+		h.inLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, extra)
 	p := filepath.Join(c.dir, owner+".yaml")
 	require.NoError(c.t, os.WriteFile(p, []byte(yaml), 0o600))
 	return p

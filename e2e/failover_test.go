@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/sandbox"
 )
 
 // pgPair is a primary and a streaming standby (pg_basebackup -R) on
@@ -260,4 +261,109 @@ func TestPostgresFailover(t *testing.T) {
 		"with a new fencing token, %d claims handed back to JetStream at the switch, %d deliveries in all; first final result %s after the promotion; whole test %v",
 		len(cmds), len(intents), promoted.Sub(stopped).Round(time.Millisecond), during, pendingSeen, redelivered,
 		nakked, int(fetched), reconnect, time.Since(began).Round(time.Millisecond))
+}
+
+// TestPostgresAsyncFailoverLosesCompletion (budget ≤ 2 min): with
+// asynchronous replication a completion the primary acknowledged can be
+// lost with it. The claim (status started, attempt 1) reaches the standby;
+// the standby's WAL receiver is then cut, the call succeeds, the daemon
+// records the completion on the primary and publishes "succeeded". The
+// primary is stopped (-m immediate) and the standby promoted: there the row
+// is still started. The reconciler takes it over and LOOKS IT UP in the
+// target by key — found, no second create — and a later copy of the
+// command is answered from the journal with the same object.
+func TestPostgresAsyncFailoverLosesCompletion(t *testing.T) {
+	skipShort(t)
+	began := time.Now()
+	p := startPGPair(t)
+	c := failoverWorld(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// A long call (the target holds the create) leaves time to cut the
+	// replication between the claim and the completion.
+	const hold = 5 * time.Second
+	h := horizons{ackWait: 30 * time.Second, leaseTTL: 12 * time.Second, callTimeout: 10 * time.Second,
+		heartbeat: time.Second, inLease: 3 * time.Second}
+	d := c.spawnWith("async-replica", fleetConfigWith(c, "async-replica", c.ns.URL(), 1, 1, c.dsn, "", h))
+	c.waitRunning(d)
+	c.openStore(ctx)
+
+	const intent = "async-lost-1"
+	key := c.key(intent)
+	require.NoError(t, c.sb.core.InjectFault(sandbox.Fault{Kind: sandbox.FaultDelay, Delay: hold, Count: 1}))
+	first := c.sendAsync(c.command("ev-"+intent, intent, false))
+
+	statusOn := func(s *pgproc.Server) string {
+		v, err := pgQuery(ctx, s, "select status from agent_operation_log where operation_key = $1", key)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return v
+	}
+	waitFor(t, 30*time.Second, "the claim on the standby", func() (bool, string) {
+		st := statusOn(p.standby)
+		return st == "started", st
+	})
+	// Cut the standby off its primary: what the primary commits from now
+	// on stays there.
+	conn, err := pgx.Connect(ctx, p.standby.URL("idemgate"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = ''")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SELECT pg_reload_conf()")
+	require.NoError(t, err)
+	conn.Close(ctx)
+	waitFor(t, 20*time.Second, "the standby's WAL receiver to stop", func() (bool, string) {
+		n, err := pgQuery(ctx, p.standby, "select count(*) from pg_stat_wal_receiver")
+		return err == nil && n == "0", fmt.Sprint(n, err)
+	})
+
+	// The completion is acknowledged: the agent has its result, the
+	// primary has the row succeeded.
+	r := c.await(first)
+	require.Equal(t, operation.ResultSucceeded, r.res.Status, "%+v", r.res)
+	objectID := r.res.TargetObjectID
+	require.NotEmpty(t, objectID)
+	require.Equal(t, "succeeded", statusOn(p.primary))
+	require.Equal(t, 1, c.sb.core.Ledger().Count(key))
+	creates, _ := c.sb.requests.creates()
+	require.Equal(t, 1, creates)
+
+	// The standby never saw it; promoted, it is what the daemon finds.
+	require.Equal(t, "started", statusOn(p.standby), "the completion did not reach the standby")
+	require.NoError(t, p.primary.StopImmediate())
+	require.NoError(t, p.standby.Promote())
+	promoted := time.Now()
+	t.Logf("primary stopped, standby promoted with the row still started")
+
+	var rec journal.Record
+	var atts []journal.Attempt
+	waitFor(t, 60*time.Second, "the reconciler to settle the lost completion on the new primary", func() (bool, string) {
+		var ok bool
+		rec, atts, ok = c.rowIf(key)
+		if !ok {
+			return false, "no row"
+		}
+		return rec.Status == journal.StatusSucceeded, describe(rec, atts)
+	})
+	settled := time.Since(promoted)
+	require.Equal(t, objectID, rec.TargetObjectID, "the lookup found the object the lost completion named")
+	require.Equal(t, 1, c.sb.core.Ledger().Count(key), "no second effect: %s", describe(rec, atts))
+	creates, _ = c.sb.requests.creates()
+	require.Equal(t, 1, creates, "no second create reached the target")
+	require.Len(t, attemptsOf(atts, journal.KindExecute), 1, "one execution, the one before the failover: %s", describe(rec, atts))
+	rec1 := attemptsOf(atts, journal.KindReconcile)
+	require.NotEmpty(t, rec1, "the reconciler took the row over: %s", describe(rec, atts))
+	require.Equal(t, journal.OutcomeSucceeded, rec1[len(rec1)-1].Outcome, describe(rec, atts))
+	require.Greater(t, rec.LeaseToken, int64(1), "taken over with a new fencing token")
+
+	// The agent sends the command again (a new event id): answered from
+	// the journal, same object, still one effect.
+	again := c.send(c.command("ev-"+intent+"-again", intent, false))
+	require.Equal(t, operation.ResultSucceeded, again.Status)
+	require.Equal(t, objectID, again.TargetObjectID)
+	require.Equal(t, 1, c.sb.core.Ledger().Count(key))
+	t.Logf("measured: lost completion settled by lookup %v after the promotion; trail %s; whole test %v",
+		settled.Round(time.Millisecond), describe(rec, atts), time.Since(began).Round(time.Millisecond))
 }
