@@ -21,7 +21,7 @@ import (
 // figures of docs/scaling.md come from
 //
 //	go test -count=1 -v -run TestJournalGrowthAndRetention ./e2e/capacity/ -capacity.rows=200000
-var rows = flag.Int("capacity.rows", 20000, "operations written per phase")
+var rows = flag.Int("capacity.rows", 10000, "operations written per phase")
 
 // batch is the worker's claim and completion batch (nats.fetch_batch).
 const batch = 100
