@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -128,21 +127,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			return err
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {
-			chk, err := consumer.CheckCluster(ctx, nc, c.NATS.Config)
-			if err != nil {
-				return configError(err)
-			}
-			if chk.Cluster != "" {
-				log.Info("nats: cluster", "cluster", chk.Cluster, "servers", chk.Servers, "stream_replicas", c.NATS.Replicas)
-			}
-			if chk.Warning != "" {
-				log.Warn(chk.Warning)
-			}
-			cons, err = consumer.Ensure(ctx, js, c.NATS.Config)
-			var mismatch *consumer.ReplicasMismatchError
-			if errors.As(err, &mismatch) {
-				return configError(err)
-			}
+			cons, err = ensureStreams(ctx, nc, js, c, log)
 			return err
 		}},
 		{name: "admin", start: func() error {

@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/internal/pgproc"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
-	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -104,6 +106,16 @@ func size(ctx context.Context, t *testing.T, st *postgres.Store) int64 {
 	return b
 }
 
+// breakdown is the tables' heap and index sizes, for the log.
+func breakdown(ctx context.Context, t *testing.T, st *postgres.Store) string {
+	t.Helper()
+	var heap, idx int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT
+	  pg_table_size('agent_operation_log') + pg_table_size('agent_operation_attempts'),
+	  pg_indexes_size('agent_operation_log') + pg_indexes_size('agent_operation_attempts')`).Scan(&heap, &idx))
+	return fmt.Sprintf("tables %d B, indexes %d B", heap, idx)
+}
+
 func count(ctx context.Context, t *testing.T, st *postgres.Store) int64 {
 	t.Helper()
 	var n int64
@@ -111,18 +123,46 @@ func count(ctx context.Context, t *testing.T, st *postgres.Store) int64 {
 	return n
 }
 
+// vacuum runs VACUUM twice, as autovacuum's successive passes would: the
+// second recycles the index pages the first emptied.
 func vacuum(ctx context.Context, t *testing.T, st *postgres.Store) {
 	t.Helper()
-	for _, tbl := range []string{"agent_operation_attempts", "agent_operation_log"} {
-		_, err := st.Pool().Exec(ctx, "VACUUM (ANALYZE) "+tbl)
-		require.NoError(t, err)
+	for range 2 {
+		for _, tbl := range []string{"agent_operation_attempts", "agent_operation_log"} {
+			_, err := st.Pool().Exec(ctx, "VACUUM (ANALYZE) "+tbl)
+			require.NoError(t, err)
+		}
 	}
+}
+
+// privateStore is a migrated journal on a PostgreSQL server of the test's
+// own (initdb, fsync on): no other session's open transaction holds back
+// VACUUM, and no other database competes for its buffers.
+func privateStore(ctx context.Context, t *testing.T) *postgres.Store {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "idemgate-capacity-pg-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	srv, err := pgproc.InitPrimary(filepath.Join(dir, "pg"), "capacity")
+	t.Cleanup(func() {
+		if srv != nil {
+			srv.Shutdown()
+		}
+		_ = os.RemoveAll(dir)
+	})
+	require.NoError(t, err)
+	st, err := postgres.Open(ctx, srv.URL("capacity"), postgres.Config{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	_, err = postgres.Migrate(ctx, st.Pool(), nil)
+	require.NoError(t, err)
+	return st
 }
 
 // TestJournalGrowthAndRetention (budget ≤ 1 min at the default size):
 // writes -capacity.rows operations the way the worker does (claim and
 // complete in batches of 100, 4 connections), measures bytes per operation,
-// lets the janitor delete them all once expired and measures its rate,
+// on a PostgreSQL of its own, lets the janitor delete them all once expired and measures its rate,
 // then writes as many again while the janitor runs and checks that the
 // journal's size stays flat once VACUUM has made the deleted space
 // reusable: retention bounds the journal at (rows kept) × (bytes per row).
@@ -133,9 +173,7 @@ func TestJournalGrowthAndRetention(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	st := pgtest.Store(t)
-	_, err := postgres.Migrate(ctx, st.Pool(), nil)
-	require.NoError(t, err)
+	st := privateStore(ctx, t)
 	n := *rows
 	empty := size(ctx, t, st)
 
@@ -143,6 +181,7 @@ func TestJournalGrowthAndRetention(t *testing.T) {
 	require.EqualValues(t, n, count(ctx, t, st))
 	vacuum(ctx, t, st)
 	full := size(ctx, t, st)
+	fullParts := breakdown(ctx, t, st)
 	perRow := float64(full-empty) / float64(n)
 
 	// Everything written so far is past a 1 ms retention.
@@ -199,15 +238,16 @@ func TestJournalGrowthAndRetention(t *testing.T) {
 	insertRate3 := write(ctx, t, st, "c", n, 4)
 	vacuum(ctx, t, st)
 	steady := size(ctx, t, st)
+	steadyParts := breakdown(ctx, t, st)
 	require.Less(t, float64(steady), 1.5*float64(full),
 		"after deletes and VACUUM a new generation reuses the space: %d bytes vs %d for the first", steady, full)
 
 	t.Logf("measured (%d operations per phase, batches of %d, 4 connections): %.0f bytes per operation "+
 		"(journal + attempts, indexes and TOAST; %.0f MiB per million); written at %.0f, %.0f (janitor running, %d passes) "+
 		"and %.0f operations/s; janitor deleted %.0f operations/s alone; size %d B empty, %d B full, %d B after the janitor "+
-		"(before VACUUM), %d B with a third generation after deletes and VACUUM; test %v",
+		"(before VACUUM), %d B with a third generation after deletes and VACUUM (first: %s; third: %s); test %v",
 		n, batch, perRow, perRow*1e6/(1<<20), insertRate, insertRate2, janPasses, insertRate3, deleteRate,
-		empty, full, afterDelete, steady, time.Since(began).Round(time.Millisecond))
+		empty, full, afterDelete, steady, fullParts, steadyParts, time.Since(began).Round(time.Millisecond))
 }
 
 // TestJournalSaturation (budget ≤ 1 min at the default size): the
@@ -223,9 +263,7 @@ func TestJournalSaturation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	st := pgtest.Store(t)
-	_, err := postgres.Migrate(ctx, st.Pool(), nil)
-	require.NoError(t, err)
+	st := privateStore(ctx, t)
 	total := int64(0)
 	for _, b := range []int{batch, 1} {
 		line := ""
