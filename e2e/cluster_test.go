@@ -28,13 +28,10 @@ import (
 )
 
 // natsServerBin is nats-server built once per test binary from the module
-// in go.mod (the version the embedded server runs).
+// in go.mod (the version the embedded server runs), beside the idemgate
+// binary (TestMain removes the folder).
 var natsServerBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "idemgate-e2e-nats-")
-	if err != nil {
-		return "", err
-	}
-	return natsproc.Build(dir)
+	return natsproc.Build(filepath.Dir(binary))
 })
 
 // targetNamed returns the row of targets with that subtest name.
