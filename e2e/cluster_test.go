@@ -378,12 +378,16 @@ func TestNATSClusterNodeLoss(t *testing.T) {
 		maxSeq = max(maxSeq, seq)
 	}
 	require.Equal(t, maxSeq, info.State.LastSeq)
-	cinfo, err := js.Consumer(ctx, cons.CommandsStream, cons.Durable)
-	require.NoError(t, err)
-	ci := cinfo.CachedInfo()
-	require.Zero(t, ci.NumPending, "commands not yet delivered")
-	require.Zero(t, ci.NumAckPending, "commands delivered, not acknowledged")
-	require.Equal(t, info.State.LastSeq, ci.AckFloor.Stream, "the consumer acknowledged every command")
+	// A copy sent last may still be in flight after its intent's result.
+	waitFor(t, time.Minute, "the durable consumer to acknowledge every command", func() (bool, string) {
+		cinfo, err := js.Consumer(ctx, cons.CommandsStream, cons.Durable)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci := cinfo.CachedInfo()
+		return ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream == info.State.LastSeq,
+			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", ci.NumPending, ci.NumAckPending, ci.AckFloor.Stream, info.State.LastSeq)
+	})
 	for _, in := range intents {
 		rec, err := c.store.Get(ctx, c.key(in))
 		require.NoError(t, err)
