@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ClusterCheck is what CheckCluster learnt of the NATS servers behind a
@@ -85,7 +86,14 @@ func CheckCluster(ctx context.Context, nc *nats.Conn, c Config) (ClusterCheck, e
 		}
 	}
 	if c.Replicas > chk.Servers {
-		return chk, &ReplicasAboveClusterError{Want: c.Replicas, Cluster: chk.Cluster, Servers: chk.Servers}
+		// A cluster that does not advertise its servers (no_advertise,
+		// behind a load balancer) shows fewer than it has: a commands
+		// stream already placed on the wanted replicas proves them.
+		if n := placedReplicas(ctx, nc, c.CommandsStream); n >= c.Replicas {
+			chk.Servers = n
+		} else {
+			return chk, &ReplicasAboveClusterError{Want: c.Replicas, Cluster: chk.Cluster, Servers: chk.Servers}
+		}
 	}
 	if c.Replicas == 1 {
 		chk.Warning = fmt.Sprintf("nats: cluster %q has %d servers but nats.replicas is 1: each stream lives on one node, and losing that node loses the commands it acknowledged; set nats.replicas: 3", chk.Cluster, chk.Servers)
@@ -109,4 +117,24 @@ func knownServers(nc *nats.Conn) int {
 		seen[host] = true
 	}
 	return max(len(seen), 1)
+}
+
+// placedReplicas is how many servers hold the named stream (leader and
+// followers), 0 when it does not exist or cannot be read.
+func placedReplicas(ctx context.Context, nc *nats.Conn, stream string) int {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, stream)
+	if err != nil {
+		return 0
+	}
+	info := st.CachedInfo()
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return 0
+	}
+	return 1 + len(info.Cluster.Replicas)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -82,4 +83,35 @@ func TestCheckClusterThreeNodes(t *testing.T) {
 	st, err := js.Stream(ctx, c.CommandsStream)
 	require.NoError(t, err)
 	require.Equal(t, 3, st.CachedInfo().Config.Replicas, "the stream keeps its replicas")
+}
+
+// TestCheckClusterNoAdvertise: a cluster that does not advertise its
+// servers shows a client only the one it was given. Three replicas are then
+// refused while nothing proves them, and accepted once the commands stream
+// exists on three servers (created through a URL listing them all).
+func TestCheckClusterNoAdvertise(t *testing.T) {
+	cl := natstest.StartCluster(t, 3, func(o *server.Options) { o.Cluster.NoAdvertise = true })
+	one, err := nats.Connect(cl.Servers[0].ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := Config{Replicas: 3}.WithDefaults()
+
+	_, err = CheckCluster(ctx, one, c)
+	var above *ReplicasAboveClusterError
+	require.ErrorAs(t, err, &above)
+	require.Equal(t, 1, above.Servers)
+
+	all, err := nats.Connect(cl.URLs())
+	require.NoError(t, err)
+	t.Cleanup(all.Close)
+	js, err := jetstream.New(all)
+	require.NoError(t, err)
+	_, err = Ensure(ctx, js, c)
+	require.NoError(t, err)
+
+	chk, err := CheckCluster(ctx, one, c)
+	require.NoError(t, err)
+	require.Equal(t, 3, chk.Servers, "the stream's placement proves three servers")
 }

@@ -18,9 +18,10 @@ type Cluster struct {
 }
 
 // StartCluster starts n JetStream servers named n1…nN in cluster "idemgate"
-// and waits until they have elected a meta leader; they are shut down when
+// (each option applied to every server's options) and waits until they
+// have elected a meta leader; they are shut down when
 // the test ends.
-func StartCluster(tb testing.TB, n int) *Cluster {
+func StartCluster(tb testing.TB, n int, opts ...func(*server.Options)) *Cluster {
 	tb.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -39,13 +40,16 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 			}
 		}
-		opts := &server.Options{
+		sopts := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1,
 			JetStream: true, StoreDir: tb.TempDir(), NoLog: true, NoSigs: true,
 			Cluster: server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: ports[i]},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
 		}
-		ns, err := server.NewServer(opts)
+		for _, o := range opts {
+			o(sopts)
+		}
+		ns, err := server.NewServer(sopts)
 		if err != nil {
 			tb.Fatalf("nats server n%d: %v", i+1, err)
 		}
