@@ -196,7 +196,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Co
 }
 
 // ensureStream creates a missing stream and updates one whose settings
-// differ, but leaves an equal one alone: replicas start together, and a
+// differ (except its replica count: see ReplicasMismatchError), but leaves
+// an equal one alone: replicas start together, and a
 // needless update racing another replica's consumer creation is work (and,
 // in nats-server 2.15, a data race) for nothing.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
@@ -216,6 +217,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	have := st.CachedInfo().Config
 	if sameStream(have, want) {
 		return nil
+	}
+	if have.Replicas != want.Replicas {
+		return &ReplicasMismatchError{Stream: want.Name, Have: have.Replicas, Want: want.Replicas}
 	}
 	_, err = js.UpdateStream(ctx, want)
 	return err

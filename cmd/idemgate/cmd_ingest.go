@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
 )
 
@@ -24,13 +23,13 @@ func ingestCmd(stderr io.Writer) *cobra.Command {
 				return configError(errNoSources)
 			}
 			log := newLogger(c, stderr)
-			_, js, stop, err := natsConn(c, log, false)
+			nc, js, stop, err := natsConn(c, log, false)
 			if err != nil {
 				return err
 			}
 			defer stop()
 			// The commands stream must exist before a webhook is acknowledged.
-			if _, err := consumer.Ensure(cmd.Context(), js, c.NATS.Config); err != nil {
+			if _, err := ensureStreams(cmd.Context(), nc, js, c, log); err != nil {
 				return err
 			}
 			srv, err := ingest.New(c.Ingest.Config, js, log)

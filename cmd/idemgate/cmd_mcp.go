@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
@@ -127,7 +126,7 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 			}
 			defer stopNATS()
 			// Commands wait in the stream until a daemon takes them.
-			if _, err := consumer.Ensure(cmd.Context(), js, c.NATS.Config); err != nil {
+			if _, err := ensureStreams(cmd.Context(), nc, js, c, log); err != nil {
 				return err
 			}
 			store, _, err := openJournal(cmd.Context(), c, log, false)

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
@@ -153,7 +152,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			return err
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {
-			cons, err = consumer.Ensure(ctx, js, c.NATS.Config)
+			cons, err = ensureStreams(ctx, nc, js, c, log)
 			return err
 		}},
 		{name: "admin", start: func() error {

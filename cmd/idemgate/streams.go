@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/consumer"
+)
+
+// ensureStreams checks nats.replicas against the servers behind nc, then
+// creates or checks the streams and the durable consumer. A replica count
+// the cluster cannot hold, or a stream that exists with another one, is a
+// configuration error (exit 78); R1 streams on a cluster are logged as a
+// warning.
+func ensureStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, log *slog.Logger) (jetstream.Consumer, error) {
+	chk, err := consumer.CheckCluster(ctx, nc, c.NATS.Config)
+	if err != nil {
+		var above *consumer.ReplicasAboveClusterError
+		if errors.As(err, &above) {
+			return nil, configError(err)
+		}
+		return nil, err
+	}
+	if chk.Cluster != "" {
+		log.Info("nats: cluster", "cluster", chk.Cluster, "servers", chk.Servers, "stream_replicas", c.NATS.Replicas)
+	}
+	if chk.Warning != "" {
+		log.Warn(chk.Warning)
+	}
+	cons, err := consumer.Ensure(ctx, js, c.NATS.Config)
+	var mismatch *consumer.ReplicasMismatchError
+	if errors.As(err, &mismatch) {
+		return nil, configError(err)
+	}
+	return cons, err
+}
