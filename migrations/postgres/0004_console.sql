@@ -1,0 +1,28 @@
+-- +goose Up
+-- Indexes for the operator's console (package console): its searches read
+-- one page by keyset, newest first, on a journal of millions of rows.
+--
+--   * (created_at, operation_key) pages every listing and bounds a time
+--     range; status and type filters ride on it (or on the status index).
+--   * event_id and target_object_id find an operation from what an agent
+--     or the target shows (partial: most rows have no object while open).
+--   * operation_key COLLATE "C" finds an intent's keys by range
+--     (env:type:intent:v…) whatever the database's collation.
+--   * attempts by finished_at count the last hour's outcomes.
+CREATE INDEX agent_operation_log_created_key_idx
+    ON agent_operation_log (created_at, operation_key);
+CREATE INDEX agent_operation_log_event_idx
+    ON agent_operation_log (event_id) WHERE event_id <> '';
+CREATE INDEX agent_operation_log_object_idx
+    ON agent_operation_log (target_object_id) WHERE target_object_id IS NOT NULL;
+CREATE INDEX agent_operation_log_key_c_idx
+    ON agent_operation_log (operation_key COLLATE "C");
+CREATE INDEX agent_operation_attempts_finished_idx
+    ON agent_operation_attempts (finished_at) WHERE finished_at IS NOT NULL;
+
+-- +goose Down
+DROP INDEX agent_operation_attempts_finished_idx;
+DROP INDEX agent_operation_log_key_c_idx;
+DROP INDEX agent_operation_log_object_idx;
+DROP INDEX agent_operation_log_event_idx;
+DROP INDEX agent_operation_log_created_key_idx;
