@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/console"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/redact"
+	"github.com/idemgate/idemgate/sandbox"
+	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+)
+
+// browserBudget bounds TestConsoleInChromium, browser start included: it
+// measured 10–20 s here under -race on a shared machine.
+const browserBudget = 60 * time.Second
+
+// chromiumPath finds Debian's chromium (scripts/test installs it). A missing
+// browser fails the test where it is required (CI, scripts/test), else skips.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("IDEMGATE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" || os.Getenv("IDEMGATE_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium is required here but not installed (apt-get install chromium; scripts/test installs it when root)")
+	}
+	t.Skip("SKIPPING: no chromium (apt-get install chromium); CI fails instead of skipping")
+	return ""
+}
+
+// artifactsDir is where the test leaves its screenshots:
+// $IDEMGATE_TEST_ARTIFACTS/console (scripts/test sets it), else a folder
+// under the system's temporary folder. It is not removed.
+func artifactsDir(t *testing.T) string {
+	base := os.Getenv("IDEMGATE_TEST_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join(os.TempDir(), "idemgate-test-artifacts")
+	}
+	dir := filepath.Join(base, "console")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// TestConsoleInChromium drives the operator console in a real headless
+// Chromium against a daemon running on the YooKassa sandbox: log in (a
+// wrong token refused first), read the overview, search a charge by its
+// key and open its timeline, then resolve a charge whose answer was lost
+// (the sandbox committed it, every lookup fails) with evidence and a
+// confirmation — after which the journal row, the attempts trail and the
+// result the agent receives all show the operator's decision. A form
+// whose CSRF token was removed is refused. Every page is saved as a
+// screenshot.
+func TestConsoleInChromium(t *testing.T) {
+	chrome := chromiumPath(t)
+	began := time.Now()
+	shots := artifactsDir(t)
+
+	sb := sbyookassa.New(sbyookassa.Options{})
+	sbURL, err := sb.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	shop, secret := sb.Credentials()
+
+	const token = "console-test-token-5d1e"
+	c := testDaemonConfig(t)
+	c.Routes = map[string]string{"payment.charge": "yookassa"}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sbURL, ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Console.Enabled = true
+	c.Console.Users = []console.User{{Name: "alice", Role: console.RoleOperator, TokenSHA256: console.HashToken(token)}}
+	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
+	base := "http://" + d.adminAddr
+
+	nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	cl, err := producer.New(nc, "")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), browserBudget)
+	defer cancel()
+	charge := func(event, order string) operation.Command {
+		return operation.Command{EventID: event, Operation: "payment.charge", ApprovalID: "appr-" + event,
+			Payload: json.RawMessage(`{"account_id":"merchant-account-17","order_id":"` + order + `","amount_minor":125000,"currency":"RUB"}`)}
+	}
+	// A charge that succeeds.
+	okKey := "test:payment.charge:evt-ui-ok:v1"
+	first, err := cl.PublishAndWait(ctx, charge("evt-ui-ok", "order-1"), okKey, nil)
+	require.NoError(t, err)
+	require.Equal(t, operation.ResultSucceeded, first.Status)
+
+	// A charge whose answer is lost after the sandbox committed it, and
+	// every later request (lookups) fails: its outcome stays unknown. The
+	// agent waits for it.
+	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Scope: sandbox.ScopeCreate, Count: 1}))
+	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultHTTP503, Scope: sandbox.ScopeAny}))
+	lostKey := "test:payment.charge:evt-ui-lost:v1"
+	agent := make(chan operation.Result, 1)
+	agentErr := make(chan error, 1)
+	go func() {
+		r, err := cl.PublishAndWait(ctx, charge("evt-ui-lost", "order-2"), lostKey, nil)
+		agentErr <- err
+		agent <- r
+	}()
+	require.Eventually(t, func() bool {
+		rec, err := d.store.Get(ctx, lostKey)
+		return err == nil && rec.Status == journal.StatusUnknown
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, 2, sb.TotalEffects())
+	var lostObject string
+	for _, e := range sb.Ledger().Effects() {
+		if e.ObjectID != first.TargetObjectID {
+			lostObject = e.ObjectID
+		}
+	}
+	require.NotEmpty(t, lostObject)
+
+	// The browser: headless Debian chromium, a fresh profile, nothing
+	// fetched from the internet.
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(bctx, steps...), what)
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err, "screenshot "+name)
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		run("wait for "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err, "read "+sel)
+		return s
+	}
+
+	// Log in: the console sends a stranger to the login page; a wrong
+	// token is refused.
+	run("open", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")))
+	shot("01-login")
+	run("wrong token", chromedp.SendKeys(chromedp.ID("token"), "not-the-token"), chromedp.Click(chromedp.ID("login")))
+	require.Contains(t, text("#error"), "wrong token")
+	run("right token", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("counts")))
+	require.Equal(t, "alice", text("#user"))
+	counts := text("#counts")
+	require.Contains(t, counts, "payment.charge")
+	require.Regexp(t, `^1\s+unknown outcomes`, text("#tile-unresolved"))
+	shot("02-overview")
+
+	// Search the successful charge by its key; open its timeline.
+	run("search", chromedp.Navigate(base+"/ui/operations"), chromedp.WaitVisible(chromedp.ID("q-key")),
+		chromedp.SendKeys(chromedp.ID("q-key"), okKey), chromedp.Click(chromedp.ID("search")),
+		chromedp.WaitVisible(chromedp.CSS(`#results a[href*="evt-ui-ok"]`)))
+	results := text("#results")
+	require.Contains(t, results, okKey)
+	require.NotContains(t, results, lostKey)
+	shot("03-operations")
+	run("open timeline", chromedp.Click(chromedp.CSS(`#results a[href*="evt-ui-ok"]`)), chromedp.WaitVisible(chromedp.ID("timeline")))
+	require.Equal(t, "succeeded", text("#op-status"))
+	require.Equal(t, first.TargetObjectID, text("#op-object"))
+	timeline := text("#timeline")
+	require.Contains(t, timeline, "execute")
+	require.Contains(t, timeline, "succeeded")
+	require.Contains(t, text("#op-result"), `"business_status": "succeeded"`, "the result as the agent receives it on a replay")
+	shot("04-operation")
+
+	// The unresolved queue shows the lost charge; a form whose CSRF token
+	// is removed in the page is refused and writes nothing.
+	run("unresolved", chromedp.Navigate(base+"/ui/unresolved"), chromedp.WaitVisible(chromedp.ID("unresolved")))
+	require.Contains(t, text("#unresolved"), lostKey)
+	shot("05-unresolved")
+	resolveURL := base + "/ui/resolve?key=" + url.QueryEscape(lostKey)
+	run("forged form", chromedp.Navigate(resolveURL), chromedp.WaitVisible(chromedp.ID("evidence")),
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelectorAll('input[name=csrf]').forEach(e => e.remove()), true`))
+			return err
+		}),
+		chromedp.Click(chromedp.ID("as-failed")),
+		chromedp.SendKeys(chromedp.ID("evidence"), "forged"), chromedp.Click(chromedp.ID("review")))
+	require.Contains(t, text("#error"), "CSRF")
+	rec, err := d.store.Get(ctx, lostKey)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusUnknown, rec.Status)
+
+	// Resolve with evidence, review, confirm.
+	evidence := fmt.Sprintf("payment %s found in the YooKassa dashboard, status succeeded", lostObject)
+	run("resolve form", chromedp.Navigate(resolveURL), chromedp.WaitVisible(chromedp.ID("evidence")),
+		chromedp.Click(chromedp.ID("as-succeeded")),
+		chromedp.SendKeys(chromedp.ID("object"), lostObject),
+		chromedp.SendKeys(chromedp.ID("evidence"), evidence))
+	shot("06-resolve")
+	run("review", chromedp.Click(chromedp.ID("review")), chromedp.WaitVisible(chromedp.ID("confirm")))
+	decision := text("#decision")
+	require.Contains(t, decision, lostObject)
+	require.Contains(t, decision, "alice")
+	shot("07-confirm")
+	rec, err = d.store.Get(ctx, lostKey)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusUnknown, rec.Status, "reviewing writes nothing")
+	run("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("flash")))
+	require.Contains(t, text("#flash"), "published as the command's result")
+	require.Equal(t, "succeeded", text("#op-status"))
+	require.Contains(t, text("#timeline"), evidence)
+	shot("08-resolved")
+
+	// The journal row, the trail and the agent's result show the decision.
+	rec, err = d.store.Get(ctx, lostKey)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusSucceeded, rec.Status)
+	require.Equal(t, lostObject, rec.TargetObjectID)
+	atts, err := d.store.Attempts(ctx, lostKey)
+	require.NoError(t, err)
+	last := atts[len(atts)-1]
+	require.Equal(t, journal.KindOperator, last.Kind)
+	require.Equal(t, "alice", last.Worker)
+	require.Contains(t, last.Note, evidence)
+	select {
+	case err := <-agentErr:
+		require.NoError(t, err)
+		res := <-agent
+		require.Equal(t, operation.ResultSucceeded, res.Status, "%+v", res)
+		require.Equal(t, lostObject, res.TargetObjectID)
+	case <-ctx.Done():
+		t.Fatal("the waiting agent got no result")
+	}
+	require.Equal(t, 2, sb.TotalEffects(), "nothing charged twice")
+	elapsed := time.Since(began)
+	t.Logf("console browser test: %v (budget %v); screenshots in %s", elapsed.Round(time.Millisecond), browserBudget, shots)
+	require.True(t, strings.HasPrefix(shots, "/") || filepath.IsAbs(shots))
+}
