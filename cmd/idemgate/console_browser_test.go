@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters/yookassa"
@@ -28,7 +29,7 @@ import (
 )
 
 // browserBudget bounds TestConsoleInChromium, browser start included: it
-// measured 10–20 s here under -race on a shared machine.
+// measured 11–17 s here, 12 s under -race, on a shared 2-core machine.
 const browserBudget = 60 * time.Second
 
 // chromiumPath finds Debian's chromium (scripts/test installs it). A missing
@@ -69,7 +70,8 @@ func artifactsDir(t *testing.T) string {
 // key and open its timeline, then resolve a charge whose answer was lost
 // (the sandbox committed it, every lookup fails) with evidence and a
 // confirmation — after which the journal row, the attempts trail and the
-// result the agent receives all show the operator's decision. A form
+// result the agent receives all show the operator's decision. A conflict
+// (which the journal does not keep) is on the conflicts page. A form
 // whose CSRF token was removed is refused. Every page is saved as a
 // screenshot.
 func TestConsoleInChromium(t *testing.T) {
@@ -108,6 +110,20 @@ func TestConsoleInChromium(t *testing.T) {
 	first, err := cl.PublishAndWait(ctx, charge("evt-ui-ok", "order-1"), okKey, nil)
 	require.NoError(t, err)
 	require.Equal(t, operation.ResultSucceeded, first.Status)
+
+	// The same intent again with another amount: a conflict, which
+	// executes nothing and leaves no journal row.
+	reuse := charge("evt-ui-ok-again", "order-1")
+	reuse.IntentID = "evt-ui-ok"
+	reuse.Payload = json.RawMessage(`{"account_id":"merchant-account-17","order_id":"order-1","amount_minor":990000,"currency":"RUB"}`)
+	_, err = cl.Publish(ctx, reuse)
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		scan, err := scanConflicts(ctx, js, c.NATS.ResultsStream, conflictScan)
+		return err == nil && len(scan.Conflicts) == 1 && scan.Conflicts[0].Result.OperationKey == okKey
+	}, 30*time.Second, 50*time.Millisecond)
 
 	// A charge whose answer is lost after the sandbox committed it, and
 	// every later request (lookups) fails: its outcome stays unknown. The
@@ -204,11 +220,20 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Contains(t, text("#op-result"), `"business_status": "succeeded"`, "the result as the agent receives it on a replay")
 	shot("04-operation")
 
+	// The conflicts page reads it from JetStream, naming the field.
+	run("conflicts", chromedp.Navigate(base+"/ui/conflicts"), chromedp.WaitVisible(chromedp.ID("conflicts")))
+	conflicts := text("#conflicts")
+	require.Contains(t, conflicts, okKey)
+	require.Contains(t, conflicts, "evt-ui-ok-again")
+	require.Contains(t, conflicts, "amount_minor")
+	require.NotContains(t, conflicts, "990000", "never a value")
+	shot("05-conflicts")
+
 	// The unresolved queue shows the lost charge; a form whose CSRF token
 	// is removed in the page is refused and writes nothing.
 	run("unresolved", chromedp.Navigate(base+"/ui/unresolved"), chromedp.WaitVisible(chromedp.ID("unresolved")))
 	require.Contains(t, text("#unresolved"), lostKey)
-	shot("05-unresolved")
+	shot("06-unresolved")
 	resolveURL := base + "/ui/resolve?key=" + url.QueryEscape(lostKey)
 	run("forged form", chromedp.Navigate(resolveURL), chromedp.WaitVisible(chromedp.ID("evidence")),
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
@@ -228,12 +253,12 @@ func TestConsoleInChromium(t *testing.T) {
 		chromedp.Click(chromedp.ID("as-succeeded")),
 		chromedp.SendKeys(chromedp.ID("object"), lostObject),
 		chromedp.SendKeys(chromedp.ID("evidence"), evidence))
-	shot("06-resolve")
+	shot("07-resolve")
 	run("review", chromedp.Click(chromedp.ID("review")), chromedp.WaitVisible(chromedp.ID("confirm")))
 	decision := text("#decision")
 	require.Contains(t, decision, lostObject)
 	require.Contains(t, decision, "alice")
-	shot("07-confirm")
+	shot("08-confirm")
 	rec, err = d.store.Get(ctx, lostKey)
 	require.NoError(t, err)
 	require.Equal(t, journal.StatusUnknown, rec.Status, "reviewing writes nothing")
@@ -241,7 +266,7 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Contains(t, text("#flash"), "published as the command's result")
 	require.Equal(t, "succeeded", text("#op-status"))
 	require.Contains(t, text("#timeline"), evidence)
-	shot("08-resolved")
+	shot("09-resolved")
 
 	// The journal row, the trail and the agent's result show the decision.
 	rec, err = d.store.Get(ctx, lostKey)

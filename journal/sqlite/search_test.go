@@ -2,6 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,5 +46,62 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 			// every row to sort them.
 			require.NotContains(t, plan, "USE TEMP B-TREE FOR ORDER BY", "%s:\n%s", name, plan)
 		}
+	}
+}
+
+// BenchmarkSearch measures one page of each console search on a journal of
+// a million rows (the target: under 50 ms a page):
+//
+//	go test -run '^$' -bench BenchmarkSearch -benchtime 200x ./journal/sqlite/
+func BenchmarkSearch(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "journal.db")
+	s := openAt(b, path)
+	const n = 1_000_000
+	db, err := sql.Open("sqlite", path)
+	require.NoError(b, err)
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	_, err = db.Exec(`
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?1),
+r AS (SELECT i,
+        CASE i % 3 WHEN 0 THEN 'payment.charge' WHEN 1 THEN 'crm.task.create' ELSE 'crm.deal.update' END AS t,
+        CASE WHEN i % 1000 = 0 THEN 'unknown' WHEN i % 10 = 1 THEN 'failed_final' ELSE 'succeeded' END AS st,
+        ?2 - (?1 - i) * 100 AS ts
+      FROM g)
+INSERT INTO agent_operation_log (operation_key, operation_type, request_hash, status, target_system,
+    target_object_id, response_json, error_code, created_at, updated_at, completed_at, event_id)
+SELECT 'test:' || t || ':intent-' || i || ':v1', t, 'h' || i, st, 'sb',
+    CASE WHEN st = 'succeeded' THEN 'obj-' || i END,
+    CASE WHEN st = 'succeeded' THEN '{"id":"x"}' END,
+    CASE WHEN st = 'failed_final' THEN 'rejected' END,
+    ts, ts, CASE WHEN st IN ('succeeded', 'failed_final') THEN ts END, 'evt-' || i
+FROM r`, n, now)
+	require.NoError(b, err)
+	_, err = db.Exec(`ANALYZE`)
+	require.NoError(b, err)
+	types := []string{"payment.charge", "crm.task.create", "crm.deal.update"}
+	mid := n/2 + 3 // succeeded, with an object
+	deep := &journal.Cursor{CreatedAt: time.UnixMilli(now - int64(n/2)*100), Key: "test:zzz"}
+	ctx := context.Background()
+	for name, q := range map[string]journal.SearchQuery{
+		"first page": {Limit: 50},
+		"deep page":  {Limit: 50, After: deep},
+		"key":        {Limit: 50, Key: fmt.Sprintf("test:%s:intent-%d:v1", types[mid%3], mid)},
+		"event":      {Limit: 50, EventID: fmt.Sprintf("evt-%d", mid)},
+		"object":     {Limit: 50, TargetObjectID: fmt.Sprintf("obj-%d", mid)},
+		"intent":     {Limit: 50, IntentID: fmt.Sprintf("intent-%d", mid), Env: "test", Types: types},
+		"time range": {Limit: 50, From: time.UnixMilli(now - 3600_000), To: time.UnixMilli(now - 1800_000)},
+		"unknown":    {Limit: 50, Status: journal.StatusUnknown},
+		"type":       {Limit: 50, OperationType: "crm.deal.update", After: deep},
+	} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				recs, err := s.Search(ctx, q)
+				if err != nil || len(recs) == 0 {
+					b.Fatalf("%s: %d rows, %v", name, len(recs), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/page")
+		})
 	}
 }
