@@ -9,15 +9,20 @@
 --   * operation_key COLLATE "C" finds an intent's keys by range
 --     (env:type:intent:v…) whatever the database's collation.
 --   * attempts by finished_at count the last hour's outcomes.
-CREATE INDEX agent_operation_log_created_key_idx
+--
+-- Building an index holds the table's writes for as long as it takes. On a
+-- large journal, create them beforehand without blocking writes (the same
+-- statements with CREATE INDEX CONCURRENTLY IF NOT EXISTS, outside a
+-- transaction); this migration then finds them and skips them.
+CREATE INDEX IF NOT EXISTS agent_operation_log_created_key_idx
     ON agent_operation_log (created_at, operation_key);
-CREATE INDEX agent_operation_log_event_idx
+CREATE INDEX IF NOT EXISTS agent_operation_log_event_idx
     ON agent_operation_log (event_id) WHERE event_id <> '';
-CREATE INDEX agent_operation_log_object_idx
+CREATE INDEX IF NOT EXISTS agent_operation_log_object_idx
     ON agent_operation_log (target_object_id) WHERE target_object_id IS NOT NULL;
-CREATE INDEX agent_operation_log_key_c_idx
+CREATE INDEX IF NOT EXISTS agent_operation_log_key_c_idx
     ON agent_operation_log (operation_key COLLATE "C");
-CREATE INDEX agent_operation_attempts_finished_idx
+CREATE INDEX IF NOT EXISTS agent_operation_attempts_finished_idx
     ON agent_operation_attempts (finished_at) WHERE finished_at IS NOT NULL;
 
 -- +goose Down
