@@ -72,6 +72,9 @@ type Deps struct {
 	// Counters are this replica's counters since it started (replays and
 	// conflicts: the journal does not keep them); nil shows none.
 	Counters func() map[string]float64
+	// ObjectURL is where an operator sees an operation's object in the
+	// target's own interface ("" for none); nil links nothing.
+	ObjectURL func(journal.Record) string
 	// Env and Types turn an intent id into its keys.
 	Env   string
 	Types []string

@@ -63,6 +63,7 @@ func newFixture(t *testing.T, engine string, tune func(*console.Config)) *fixtur
 		tune(&cfg)
 	}
 	c, err := console.New(cfg, console.Deps{Store: st, Env: "test", Types: []string{"crm.task.create"}, IdleAfter: time.Hour,
+		ObjectURL: func(rec journal.Record) string { return "https://crm.example/tasks/" + rec.TargetObjectID },
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			return worker.Resolve(ctx, worker.Deps{Store: st}, r)
 		}})
@@ -246,6 +247,7 @@ func TestResolveNeedsTheOperatorCSRFEvidenceAndConfirmation(t *testing.T) {
 		code, body, _ = op.do("GET", h.Get("Location"), nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, body, "Resolved as succeeded")
+		require.Contains(t, body, `<a href="https://crm.example/tasks/task-991" id="op-link"`, "the object's page in the target")
 		rec, err = f.store.Get(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, journal.StatusSucceeded, rec.Status)
@@ -303,6 +305,7 @@ func TestSearchPagesByKeyset(t *testing.T) {
 		code, page, _ = b.do("GET", "/ui/operation?key="+url.QueryEscape(keys[3]), nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, page, "call timed out after send")
+		require.NotContains(t, page, "op-link", "no object, no link")
 		code, _, _ = b.do("GET", "/ui/operation?key=test:nope", nil)
 		require.Equal(t, http.StatusNotFound, code)
 

@@ -315,7 +315,8 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, _ session) 
 type operationData struct {
 	Rec      journal.Record
 	Attempts []journal.Attempt
-	Digests  string
+	// Link is the object's page in the target, when its adapter knows one.
+	Link string
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
@@ -344,7 +345,14 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "operation.html", view{Title: rec.Key, Nav: "operations", Flash: flash,
-		Data: operationData{Rec: rec, Attempts: atts}})
+		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec)}})
+}
+
+func (c *Console) objectURL(rec journal.Record) string {
+	if c.d.ObjectURL == nil || rec.TargetObjectID == "" {
+		return ""
+	}
+	return c.d.ObjectURL(rec)
 }
 
 // ---- lists ----

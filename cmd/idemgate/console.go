@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -25,9 +26,9 @@ const conflictScan = 2000
 // newConsole builds the operator console on the daemon's journal, JetStream
 // and metrics. Its resolve is worker.Resolve, as `idemgate resolve`'s, here
 // with the daemon's JetStream so that the decision is published at once.
-func newConsole(c Config, store journal.Store, js jetstream.JetStream, reg *prometheus.Registry, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
+func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Store, js jetstream.JetStream, reg *prometheus.Registry, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
 	return console.New(c.Console, console.Deps{
-		Store: store, Env: c.Env, Types: operation.DefaultRegistry().Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
+		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: operation.DefaultRegistry().Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
@@ -68,6 +69,17 @@ func newConsole(c Config, store journal.Store, js jetstream.JetStream, reg *prom
 			return out
 		},
 	})
+}
+
+// objectLinks finds an operation's object page through the adapter its
+// type is routed to, when that adapter knows one (adapters.ObjectLinker).
+func objectLinks(routes map[string]adapters.Adapter) func(journal.Record) string {
+	return func(rec journal.Record) string {
+		if l, ok := routes[rec.OperationType].(adapters.ObjectLinker); ok {
+			return l.ObjectURL(rec.OperationType, rec.TargetObjectID)
+		}
+		return ""
+	}
 }
 
 // scanConflicts reads the newest n results of the results stream and keeps

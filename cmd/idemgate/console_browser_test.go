@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
@@ -292,4 +293,21 @@ func TestConsoleInChromium(t *testing.T) {
 	elapsed := time.Since(began)
 	t.Logf("console browser test: %v (budget %v); screenshots in %s", elapsed.Round(time.Millisecond), browserBudget, shots)
 	require.True(t, strings.HasPrefix(shots, "/") || filepath.IsAbs(shots))
+}
+
+// TestConsoleObjectLinks: the console links an object through the adapter
+// its operation type is routed to, when that adapter knows its page.
+func TestConsoleObjectLinks(t *testing.T) {
+	t.Parallel()
+	c := defaults()
+	c.Routes = map[string]string{"crm.deal.create": "bitrix24", "payment.charge": "yookassa"}
+	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: "https://example.bitrix24.ru", UserID: "1", WebhookCode: redact.Secret("code")}
+	c.Adapters.YooKassa = &yookassa.Config{ShopID: "1", SecretKey: redact.Secret("k")}
+	routes, err := buildAdapters(c, quietLog())
+	require.NoError(t, err)
+	link := objectLinks(routes)
+	require.Equal(t, "https://example.bitrix24.ru/crm/deal/details/17/",
+		link(journal.Record{OperationType: "crm.deal.create", TargetObjectID: "17"}))
+	require.Empty(t, link(journal.Record{OperationType: "payment.charge", TargetObjectID: "2d1e"}), "YooKassa: no page known")
+	require.Empty(t, link(journal.Record{OperationType: "crm.task.create", TargetObjectID: "5"}), "not routed here")
 }
