@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,56 +23,69 @@ const browseColumns = `operation_key, operation_type, request_hash, status, targ
     reconcile_rounds, created_at, updated_at, completed_at,
     reconcile_rounds_total, raised_at, effect_possible`
 
-// searchSQL builds the statement for q: its WHERE clause from the filters
-// set, the keyset condition, newest first.
-func searchSQL(q journal.SearchQuery) (string, []any) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if q.Key != "" {
-		where = append(where, "operation_key = "+arg(q.Key))
-	}
-	if q.EventID != "" {
-		where = append(where, "event_id = "+arg(q.EventID)+" AND event_id <> ''")
-	}
-	if q.TargetObjectID != "" {
-		where = append(where, "target_object_id = "+arg(q.TargetObjectID))
-	}
-	if q.IntentID != "" {
-		var ors []string
-		for _, r := range q.IntentRanges() {
-			lo := arg(r.Lo)
-			ors = append(ors, fmt.Sprintf(`(operation_key COLLATE "C" >= %s AND operation_key COLLATE "C" < %s AND substr(operation_key, %d) ~ '^[0-9]{1,9}$')`,
-				lo, arg(r.Hi), utf8.RuneCountInString(r.Lo)+1))
+// The searches are static statements, one per kind of search; the filters
+// every kind shares are NULL when unset. $1 status, $2 operation type, $3
+// from, $4 to (created_at), $5 and $6 the keyset cursor (created_at, key),
+// $7 the page size. The listing pages along (created_at, operation_key)
+// backwards: the cursor and the time range bound that index scan.
+const searchFilters = `
+  AND ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR operation_type = $2)
+  AND created_at >= coalesce($3::timestamptz, '-infinity')
+  AND created_at < coalesce($4::timestamptz, 'infinity')
+  AND created_at <= coalesce($5::timestamptz, 'infinity')
+  AND ($5::timestamptz IS NULL OR created_at < $5 OR operation_key < $6::text)
+ORDER BY created_at DESC, operation_key DESC LIMIT $7`
+
+const (
+	searchAll    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
+	searchKey    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = $8` + searchFilters
+	searchEvent  = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE event_id = $8 AND event_id <> ''` + searchFilters
+	searchObject = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE target_object_id = $8` + searchFilters
+	// searchIntent reads each type's key range [lo, hi) bytewise, then
+	// checks that a version (v and 1–9 digits) is all that follows. Each
+	// range is its own index scan (LATERAL, OFFSET 0 so the planner keeps
+	// it): flattened into a join, the planner would rather walk the time
+	// index and test every row against the ranges.
+	searchIntent = `SELECT ` + browseColumns + ` FROM unnest($8::text[], $9::text[]) AS r(lo, hi)
+CROSS JOIN LATERAL (SELECT * FROM agent_operation_log
+    WHERE operation_key COLLATE "C" >= r.lo AND operation_key COLLATE "C" < r.hi OFFSET 0) AS l
+WHERE substr(operation_key, char_length(r.lo) + 1) ~ '^[0-9]{1,9}$'` + searchFilters
+)
+
+// searchStatement picks q's statement and its arguments.
+func searchStatement(q journal.SearchQuery) (string, []any) {
+	opt := func(v string) any {
+		if v == "" {
+			return nil
 		}
-		where = append(where, "("+strings.Join(ors, " OR ")+")")
+		return v
 	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(string(q.Status)))
+	optTime := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return t
 	}
-	if q.OperationType != "" {
-		where = append(where, "operation_type = "+arg(q.OperationType))
-	}
-	if !q.From.IsZero() {
-		where = append(where, "created_at >= "+arg(q.From))
-	}
-	if !q.To.IsZero() {
-		where = append(where, "created_at < "+arg(q.To))
-	}
+	args := []any{opt(string(q.Status)), opt(q.OperationType), optTime(q.From), optTime(q.To), nil, nil, q.Limit}
 	if q.After != nil {
-		where = append(where, "(created_at, operation_key) < ("+arg(q.After.CreatedAt)+", "+arg(q.After.Key)+")")
+		args[4], args[5] = q.After.CreatedAt, q.After.Key
 	}
-	sql := `SELECT ` + browseColumns + ` FROM agent_operation_log`
-	if len(where) > 0 {
-		sql += "\nWHERE " + strings.Join(where, "\n  AND ")
+	switch {
+	case q.Key != "":
+		return searchKey, append(args, q.Key)
+	case q.EventID != "":
+		return searchEvent, append(args, q.EventID)
+	case q.TargetObjectID != "":
+		return searchObject, append(args, q.TargetObjectID)
+	case q.IntentID != "":
+		var lo, hi []string
+		for _, r := range q.IntentRanges() {
+			lo, hi = append(lo, r.Lo), append(hi, r.Hi)
+		}
+		return searchIntent, append(args, lo, hi)
 	}
-	sql += "\nORDER BY created_at DESC, operation_key DESC LIMIT " + arg(q.Limit)
-	return sql, args
+	return searchAll, args
 }
 
 // Search implements journal.Browser.
@@ -82,8 +93,8 @@ func (s *Store) Search(ctx context.Context, q journal.SearchQuery) ([]journal.Re
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	sql, args := searchSQL(q)
-	rows, err := s.db.Query(ctx, sql, args...)
+	stmt, args := searchStatement(q)
+	rows, err := s.db.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -108,8 +119,8 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 	if err := q.Validate(); err != nil {
 		return "", err
 	}
-	sql, args := searchSQL(q)
-	rows, err := s.db.Query(ctx, "EXPLAIN "+sql, args...)
+	stmt, args := searchStatement(q)
+	rows, err := s.db.Query(ctx, "EXPLAIN "+stmt, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain search: %w", err)
 	}

@@ -76,10 +76,18 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 	const n = 100_000
 	fillSearchable(t, s, n)
 	ctx := context.Background()
+	want := map[string]string{
+		"first page": "agent_operation_log_created_key_idx", "deep page": "agent_operation_log_created_key_idx",
+		"time range": "agent_operation_log_created_key_idx", "type": "agent_operation_log_created_key_idx",
+		"key": "agent_operation_log_pkey", "event": "agent_operation_log_event_idx",
+		"object": "agent_operation_log_object_idx", "intent": "agent_operation_log_key_c_idx",
+		"unknown": "agent_operation_log_",
+	}
 	for name, q := range searchCases(n) {
 		plan, err := s.ExplainSearch(ctx, q)
 		require.NoError(t, err, name)
 		require.Contains(t, plan, "Index", "%s:\n%s", name, plan)
+		require.Contains(t, plan, want[name], "%s:\n%s", name, plan)
 		require.NotContains(t, plan, "Seq Scan on agent_operation_log", "%s:\n%s", name, plan)
 		recs, err := s.Search(ctx, q)
 		require.NoError(t, err, name)

@@ -3,11 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/journal"
 )
@@ -34,57 +33,71 @@ func browseTime(v sql.NullInt64) time.Time {
 	return time.UnixMilli(v.Int64).UTC()
 }
 
-// searchSQL builds the statement for q: its WHERE clause from the filters
-// set, the keyset condition, newest first.
-func searchSQL(q journal.SearchQuery) (string, []any) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "?" + strconv.Itoa(len(args))
-	}
-	if q.Key != "" {
-		where = append(where, "operation_key = "+arg(q.Key))
-	}
-	if q.EventID != "" {
-		where = append(where, "event_id = "+arg(q.EventID)+" AND event_id <> ''")
-	}
-	if q.TargetObjectID != "" {
-		where = append(where, "target_object_id = "+arg(q.TargetObjectID)+" AND target_object_id IS NOT NULL")
-	}
-	if q.IntentID != "" {
-		var ors []string
-		for _, r := range q.IntentRanges() {
-			lo := arg(r.Lo)
-			n := utf8.RuneCountInString(r.Lo) + 1
-			ors = append(ors, fmt.Sprintf(`(operation_key >= %s AND operation_key < %s AND length(substr(operation_key, %d)) BETWEEN 1 AND 9 AND substr(operation_key, %d) NOT GLOB '*[^0-9]*')`,
-				lo, arg(r.Hi), n, n))
+// The searches are static statements, one per kind of search; the filters
+// every kind shares are NULL when unset. ?1 status, ?2 operation type, ?3
+// from, ?4 to (created_at, ms), ?5 and ?6 the keyset cursor (created_at,
+// key), ?7 the page size. The listing pages along (created_at,
+// operation_key) backwards: the cursor and the time range bound that index
+// scan.
+const searchFilters = `
+  AND (?1 IS NULL OR status = ?1)
+  AND (?2 IS NULL OR operation_type = ?2)
+  AND created_at >= coalesce(?3, -9223372036854775808)
+  AND created_at < coalesce(?4, 9223372036854775807)
+  AND created_at <= coalesce(?5, 9223372036854775807)
+  AND (?5 IS NULL OR created_at < ?5 OR operation_key < ?6)
+ORDER BY created_at DESC, operation_key DESC LIMIT ?7`
+
+const (
+	searchAll    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
+	searchKey    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = ?8` + searchFilters
+	searchEvent  = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE event_id = ?8 AND event_id <> ''` + searchFilters
+	searchObject = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE target_object_id = ?8 AND target_object_id IS NOT NULL` + searchFilters
+	// searchIntent reads each type's key range [lo, hi) (?8: a JSON array
+	// of [lo, hi] pairs) on the primary key, then checks that a version (v
+	// and 1–9 digits) is all that follows. CROSS JOIN keeps the ranges the
+	// outer loop: without statistics SQLite would rather walk the time
+	// index and probe every row.
+	searchIntent = `SELECT ` + browseColumns + ` FROM json_each(?8) AS r
+CROSS JOIN agent_operation_log ON operation_key >= r.value ->> 0 AND operation_key < r.value ->> 1
+WHERE length(substr(operation_key, length(r.value ->> 0) + 1)) BETWEEN 1 AND 9
+  AND substr(operation_key, length(r.value ->> 0) + 1) NOT GLOB '*[^0-9]*'` + searchFilters
+)
+
+// searchStatement picks q's statement and its arguments.
+func searchStatement(q journal.SearchQuery) (string, []any) {
+	opt := func(v string) any {
+		if v == "" {
+			return nil
 		}
-		where = append(where, "("+strings.Join(ors, " OR ")+")")
+		return v
 	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(string(q.Status)))
+	optMS := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return browseMS(t)
 	}
-	if q.OperationType != "" {
-		where = append(where, "operation_type = "+arg(q.OperationType))
-	}
-	if !q.From.IsZero() {
-		where = append(where, "created_at >= "+arg(browseMS(q.From)))
-	}
-	if !q.To.IsZero() {
-		where = append(where, "created_at < "+arg(browseMS(q.To)))
-	}
+	args := []any{opt(string(q.Status)), opt(q.OperationType), optMS(q.From), optMS(q.To), nil, nil, q.Limit}
 	if q.After != nil {
-		where = append(where, "(created_at, operation_key) < ("+arg(browseMS(q.After.CreatedAt))+", "+arg(q.After.Key)+")")
+		args[4], args[5] = browseMS(q.After.CreatedAt), q.After.Key
 	}
-	stmt := `SELECT ` + browseColumns + ` FROM agent_operation_log`
-	if len(where) > 0 {
-		stmt += "\nWHERE " + strings.Join(where, "\n  AND ")
+	switch {
+	case q.Key != "":
+		return searchKey, append(args, q.Key)
+	case q.EventID != "":
+		return searchEvent, append(args, q.EventID)
+	case q.TargetObjectID != "":
+		return searchObject, append(args, q.TargetObjectID)
+	case q.IntentID != "":
+		ranges := [][2]string{}
+		for _, r := range q.IntentRanges() {
+			ranges = append(ranges, [2]string{r.Lo, r.Hi})
+		}
+		b, _ := json.Marshal(ranges)
+		return searchIntent, append(args, string(b))
 	}
-	stmt += "\nORDER BY created_at DESC, operation_key DESC LIMIT " + arg(q.Limit)
-	return stmt, args
+	return searchAll, args
 }
 
 // Search implements journal.Browser.
@@ -92,7 +105,7 @@ func (s *Store) Search(ctx context.Context, q journal.SearchQuery) ([]journal.Re
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	stmt, args := searchSQL(q)
+	stmt, args := searchStatement(q)
 	rows, err := s.r.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
@@ -119,7 +132,7 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 	if err := q.Validate(); err != nil {
 		return "", err
 	}
-	stmt, args := searchSQL(q)
+	stmt, args := searchStatement(q)
 	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain search: %w", err)

@@ -41,6 +41,10 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Regexp(t, `(SEARCH|SCAN) agent_operation_log USING (COVERING )?(INDEX|PRIMARY KEY)`, plan, name)
 		require.NotRegexp(t, `(?m)^SCAN agent_operation_log$`, plan, name)
+		if q.IntentID != "" {
+			require.Regexp(t, `SEARCH agent_operation_log USING INDEX sqlite_autoindex_agent_operation_log_1 \(operation_key>\? AND operation_key<\?\)`, plan,
+				"%s: each type's key range on the primary key:\n%s", name, plan)
+		}
 		if q.Key == "" && q.EventID == "" && q.TargetObjectID == "" && q.IntentID == "" && q.Status == "" && q.OperationType == "" {
 			// A listing pages along the index: it reads one page, never
 			// every row to sort them.
