@@ -163,7 +163,11 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 				_ = d.admin.Shutdown(sctx)
 				<-served
 			}
-			log.Info("admin endpoints", "addr", d.adminAddr, "paths", "/healthz /livez /readyz /metrics")
+			paths := "/healthz /livez /readyz /metrics"
+			if d.console != nil {
+				paths += " /ui/"
+			}
+			log.Info("admin endpoints", "addr", d.adminAddr, "paths", paths)
 			return nil
 		}, stop: func() {
 			if d.adminStop != nil {

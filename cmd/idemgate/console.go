@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"time"
 
@@ -27,6 +28,11 @@ const conflictScan = 2000
 // and metrics. Its resolve is worker.Resolve, as `idemgate resolve`'s, here
 // with the daemon's JetStream so that the decision is published at once.
 func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Store, js jetstream.JetStream, reg *prometheus.Registry, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
+	if host, _, err := net.SplitHostPort(c.Admin.Addr); err == nil {
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			log.Warn("the operator console is served beyond loopback: put a reverse proxy with TLS in front of the admin listener", "addr", c.Admin.Addr)
+		}
+	}
 	return console.New(c.Console, console.Deps{
 		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: operation.DefaultRegistry().Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
