@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +21,21 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/console"
+	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/worker"
 )
 
 // browserBudget bounds TestConsoleInChromium, browser start included: it
@@ -310,4 +319,55 @@ func TestConsoleObjectLinks(t *testing.T) {
 		link(journal.Record{OperationType: "crm.deal.create", TargetObjectID: "17"}))
 	require.Empty(t, link(journal.Record{OperationType: "payment.charge", TargetObjectID: "2d1e"}), "YooKassa: no page known")
 	require.Empty(t, link(journal.Record{OperationType: "crm.task.create", TargetObjectID: "5"}), "not routed here")
+}
+
+// TestConsoleSaysWhenTheDecisionWasNotPublished: with NATS gone, a decision
+// made on the page is still recorded (worker.Resolve writes first), and the
+// page says the result was not published, instead of claiming it was.
+func TestConsoleSaysWhenTheDecisionWasNotPublished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	key := "test:payment.charge:evt-gone:v1"
+	cl, err := journal.ClaimOne(ctx, st, journal.ClaimRequest{Key: key, OperationType: "payment.charge", RequestHash: "h",
+		TargetSystem: "payments", EventID: "evt-gone", Owner: "w", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, st, journal.Completion{Key: key, Token: cl.Token, Status: journal.StatusUnknown, ErrorCode: "timeout"}))
+
+	ns := natstest.Start(t)
+	nc, js := ns.Connect(t)
+	nc.Close() // the broker is out of reach
+
+	c := defaults()
+	c.Env = "test"
+	c.Console.Enabled = true
+	c.Console.Users = []console.User{{Name: "olga", Role: console.RoleOperator, TokenSHA256: console.HashToken("tok-olga")}}
+	con, err := newConsole(c, nil, st, js, prometheus.NewRegistry(), worker.NewMetrics(nil), quietLog())
+	require.NoError(t, err)
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	page := func(resp *http.Response, err error) string {
+		t.Helper()
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		return string(b)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	login := page(hc.Get(srv.URL + "/ui/login"))
+	page(hc.PostForm(srv.URL+"/ui/login", url.Values{"csrf": {csrf.FindStringSubmatch(login)[1]}, "token": {"tok-olga"}}))
+	form := page(hc.Get(srv.URL + "/ui/resolve?key=" + url.QueryEscape(key)))
+	done := page(hc.PostForm(srv.URL+"/ui/resolve", url.Values{"csrf": {csrf.FindStringSubmatch(form)[1]}, "key": {key},
+		"as": {"failed_final"}, "code": {"operator_resolved"}, "evidence": {"no payment in the dashboard"}, "confirm": {"yes"}}))
+	require.Contains(t, done, "the result was not published (the command&#39;s next delivery replays it)")
+	rec, err := st.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusFailedFinal, rec.Status, "recorded all the same")
 }
