@@ -113,8 +113,11 @@ func scanConflicts(ctx context.Context, js jetstream.JetStream, stream string, n
 	if err != nil {
 		return console.ConflictScan{}, err
 	}
-	for scan.Scanned < n {
-		batch, err := cons.Fetch(min(500, n-scan.Scanned), jetstream.FetchMaxWait(time.Second))
+	// Exactly the messages up to the last one: a fetch of more would wait
+	// for messages that are not there.
+	total := int(min(uint64(n), info.State.LastSeq-start+1))
+	for scan.Scanned < total {
+		batch, err := cons.Fetch(min(500, total-scan.Scanned), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return console.ConflictScan{}, err
 		}

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,8 +37,11 @@ import (
 	"github.com/idemgate/idemgate/worker"
 )
 
-// browserBudget bounds TestConsoleInChromium, browser start included: it
-// measured 11–17 s here, 12 s under -race, on a shared 2-core machine.
+// browserBudget is TestConsoleInChromium's budget, browser start included:
+// it measured 11–17 s here, 12 s under -race, on a shared 2-core machine
+// (61 s once under a load average of 35). The test logs its time against
+// it; it asserts no time (a loaded machine is not a failure), and gives up
+// only after three budgets, as a guard against a hang.
 const browserBudget = 60 * time.Second
 
 // chromiumPath finds Debian's chromium (scripts/test installs it). A missing
@@ -109,7 +111,7 @@ func TestConsoleInChromium(t *testing.T) {
 	t.Cleanup(nc.Close)
 	cl, err := producer.New(nc, "")
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), browserBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*browserBudget)
 	defer cancel()
 	charge := func(event, order string) operation.Command {
 		return operation.Command{EventID: event, Operation: "payment.charge", ApprovalID: "appr-" + event,
@@ -161,6 +163,8 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	require.NotEmpty(t, lostObject)
 
+	t.Logf("daemon, sandbox, a charge, a conflict and a lost charge ready at %v", time.Since(began).Round(time.Millisecond))
+
 	// The browser: headless Debian chromium, a fresh profile, nothing
 	// fetched from the internet.
 	opts := []chromedp.ExecAllocatorOption{
@@ -183,7 +187,9 @@ func TestConsoleInChromium(t *testing.T) {
 	defer bcancel()
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
+		step := time.Now()
 		require.NoError(t, chromedp.Do(bctx, steps...), what)
+		t.Logf("%-16s %6v (at %v)", what, time.Since(step).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	}
 	shot := func(name string) {
 		t.Helper()
@@ -211,6 +217,7 @@ func TestConsoleInChromium(t *testing.T) {
 	counts := text("#counts")
 	require.Contains(t, counts, "payment.charge")
 	require.Regexp(t, `^1\s+unknown outcomes`, text("#tile-unresolved"))
+	require.Regexp(t, `^\d+\s+commands waiting\s+\d+ in flight, \d+ redelivered$`, text("#tile-backlog"), "the consumer's backlog, read from JetStream")
 	shot("02-overview")
 
 	// Search the successful charge by its key; open its timeline.
@@ -300,8 +307,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	require.Equal(t, 2, sb.TotalEffects(), "nothing charged twice")
 	elapsed := time.Since(began)
-	t.Logf("console browser test: %v (budget %v); screenshots in %s", elapsed.Round(time.Millisecond), browserBudget, shots)
-	require.True(t, strings.HasPrefix(shots, "/") || filepath.IsAbs(shots))
+	t.Logf("console browser test: %v (budget %v, not asserted); screenshots in %s", elapsed.Round(time.Millisecond), browserBudget, shots)
 }
 
 // TestConsoleObjectLinks: the console links an object through the adapter

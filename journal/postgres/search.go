@@ -38,8 +38,13 @@ const searchFilters = `
 ORDER BY created_at DESC, operation_key DESC LIMIT $7`
 
 const (
-	searchAll    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
-	searchKey    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = $8` + searchFilters
+	searchAll = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
+	searchKey = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = $8` + searchFilters
+	// searchOpen filters on an open status (started, failed_retryable,
+	// unknown) through the partial index of the open operations; a final
+	// status, common, is filtered along the time index (searchAll).
+	searchOpen = `SELECT ` + browseColumns + ` FROM agent_operation_log
+WHERE status = $8 AND status IN ('started', 'failed_retryable', 'unknown')` + searchFilters
 	searchEvent  = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE event_id = $8 AND event_id <> ''` + searchFilters
 	searchObject = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE target_object_id = $8` + searchFilters
 	// searchIntent reads each type's key range [lo, hi) bytewise, then
@@ -84,6 +89,9 @@ func searchStatement(q journal.SearchQuery) (string, []any) {
 			lo, hi = append(lo, r.Lo), append(hi, r.Hi)
 		}
 		return searchIntent, append(args, lo, hi)
+	}
+	if q.Status != "" && !q.Status.Terminal() {
+		return searchOpen, append(args, string(q.Status))
 	}
 	return searchAll, args
 }

@@ -54,15 +54,16 @@ func searchCases(n int) map[string]journal.SearchQuery {
 	deep := &journal.Cursor{CreatedAt: time.Now().Add(-time.Duration(n/2) * 100 * time.Millisecond), Key: "test:zzz"}
 	mid := n/2 + 3 // succeeded, with an object
 	return map[string]journal.SearchQuery{
-		"first page": {Limit: 50},
-		"deep page":  {Limit: 50, After: deep},
-		"key":        {Limit: 50, Key: fmt.Sprintf("test:%s:intent-%d:v1", types[mid%3], mid)},
-		"event":      {Limit: 50, EventID: fmt.Sprintf("evt-%d", mid)},
-		"object":     {Limit: 50, TargetObjectID: fmt.Sprintf("obj-%d", mid)},
-		"intent":     {Limit: 50, IntentID: fmt.Sprintf("intent-%d", mid), Env: "test", Types: types},
-		"time range": {Limit: 50, From: time.Now().Add(-time.Hour), To: time.Now().Add(-30 * time.Minute)},
-		"unknown":    {Limit: 50, Status: journal.StatusUnknown},
-		"type":       {Limit: 50, OperationType: "crm.deal.update", After: deep},
+		"first page":   {Limit: 50},
+		"deep page":    {Limit: 50, After: deep},
+		"key":          {Limit: 50, Key: fmt.Sprintf("test:%s:intent-%d:v1", types[mid%3], mid)},
+		"event":        {Limit: 50, EventID: fmt.Sprintf("evt-%d", mid)},
+		"object":       {Limit: 50, TargetObjectID: fmt.Sprintf("obj-%d", mid)},
+		"intent":       {Limit: 50, IntentID: fmt.Sprintf("intent-%d", mid), Env: "test", Types: types},
+		"time range":   {Limit: 50, From: time.Now().Add(-time.Hour), To: time.Now().Add(-30 * time.Minute)},
+		"unknown":      {Limit: 50, Status: journal.StatusUnknown},
+		"failed_final": {Limit: 50, Status: journal.StatusFailedFinal, After: deep},
+		"type":         {Limit: 50, OperationType: "crm.deal.update", After: deep},
 	}
 }
 
@@ -81,13 +82,13 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 		"time range": "agent_operation_log_created_key_idx", "type": "agent_operation_log_created_key_idx",
 		"key": "agent_operation_log_pkey", "event": "agent_operation_log_event_idx",
 		"object": "agent_operation_log_object_idx", "intent": "agent_operation_log_key_c_idx",
-		"unknown": "agent_operation_log_",
+		"unknown": "agent_operation_log_(open_created|status)_idx", "failed_final": "agent_operation_log_created_key_idx",
 	}
 	for name, q := range searchCases(n) {
 		plan, err := s.ExplainSearch(ctx, q)
 		require.NoError(t, err, name)
 		require.Contains(t, plan, "Index", "%s:\n%s", name, plan)
-		require.Contains(t, plan, want[name], "%s:\n%s", name, plan)
+		require.Regexp(t, want[name], plan, "%s:\n%s", name, plan)
 		require.NotContains(t, plan, "Seq Scan on agent_operation_log", "%s:\n%s", name, plan)
 		recs, err := s.Search(ctx, q)
 		require.NoError(t, err, name)

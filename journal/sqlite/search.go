@@ -49,8 +49,13 @@ const searchFilters = `
 ORDER BY created_at DESC, operation_key DESC LIMIT ?7`
 
 const (
-	searchAll    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
-	searchKey    = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = ?8` + searchFilters
+	searchAll = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE true` + searchFilters
+	searchKey = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE operation_key = ?8` + searchFilters
+	// searchOpen filters on an open status (started, failed_retryable,
+	// unknown) through the partial index of the open operations; a final
+	// status, common, is filtered along the time index (searchAll).
+	searchOpen = `SELECT ` + browseColumns + ` FROM agent_operation_log
+WHERE status = ?8 AND status IN ('started', 'failed_retryable', 'unknown')` + searchFilters
 	searchEvent  = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE event_id = ?8 AND event_id <> ''` + searchFilters
 	searchObject = `SELECT ` + browseColumns + ` FROM agent_operation_log WHERE target_object_id = ?8 AND target_object_id IS NOT NULL` + searchFilters
 	// searchIntent reads each type's key range [lo, hi) (?8: a JSON array
@@ -96,6 +101,9 @@ func searchStatement(q journal.SearchQuery) (string, []any) {
 		}
 		b, _ := json.Marshal(ranges)
 		return searchIntent, append(args, string(b))
+	}
+	if q.Status != "" && !q.Status.Terminal() {
+		return searchOpen, append(args, string(q.Status))
 	}
 	return searchAll, args
 }

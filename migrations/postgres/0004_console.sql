@@ -3,7 +3,12 @@
 -- one page by keyset, newest first, on a journal of millions of rows.
 --
 --   * (created_at, operation_key) pages every listing and bounds a time
---     range; status and type filters ride on it (or on the status index).
+--     range; a type filter rides on it.
+--   * (status, created_at, operation_key) of the open operations (started,
+--     failed_retryable, unknown) pages a filter on those statuses, the rare
+--     ones operators look for, which a walk of the time index would read
+--     thousands of rows to find. Partial: an operation leaves it when it
+--     ends, so it stays as small as the work in flight.
 --   * event_id and target_object_id find an operation from what an agent
 --     or the target shows (partial: most rows have no object while open).
 --   * operation_key COLLATE "C" finds an intent's keys by range
@@ -16,6 +21,9 @@
 -- transaction); this migration then finds them and skips them.
 CREATE INDEX IF NOT EXISTS agent_operation_log_created_key_idx
     ON agent_operation_log (created_at, operation_key);
+CREATE INDEX IF NOT EXISTS agent_operation_log_open_created_idx
+    ON agent_operation_log (status, created_at, operation_key)
+    WHERE status IN ('started', 'failed_retryable', 'unknown');
 CREATE INDEX IF NOT EXISTS agent_operation_log_event_idx
     ON agent_operation_log (event_id) WHERE event_id <> '';
 CREATE INDEX IF NOT EXISTS agent_operation_log_object_idx
@@ -30,4 +38,5 @@ DROP INDEX agent_operation_attempts_finished_idx;
 DROP INDEX agent_operation_log_key_c_idx;
 DROP INDEX agent_operation_log_object_idx;
 DROP INDEX agent_operation_log_event_idx;
+DROP INDEX agent_operation_log_open_created_idx;
 DROP INDEX agent_operation_log_created_key_idx;
