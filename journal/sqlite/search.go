@@ -38,13 +38,14 @@ func browseTime(v sql.NullInt64) time.Time {
 // from, ?4 to (created_at, ms), ?5 and ?6 the keyset cursor (created_at,
 // key), ?7 the page size. The listing pages along (created_at,
 // operation_key) backwards: the cursor and the time range bound that index
-// scan.
+// scan. The end of the range and the cursor make one upper bound: given
+// two, SQLite bounds the scan by one of them, and a deep page with no end
+// would walk every newer row (415 ms a page half-way down a million rows).
 const searchFilters = `
   AND (?1 IS NULL OR status = ?1)
   AND (?2 IS NULL OR operation_type = ?2)
   AND created_at >= coalesce(?3, -9223372036854775808)
-  AND created_at < coalesce(?4, 9223372036854775807)
-  AND created_at <= coalesce(?5, 9223372036854775807)
+  AND created_at <= min(coalesce(?4 - 1, 9223372036854775807), coalesce(?5, 9223372036854775807))
   AND (?5 IS NULL OR created_at < ?5 OR operation_key < ?6)
 ORDER BY created_at DESC, operation_key DESC LIMIT ?7`
 
