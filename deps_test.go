@@ -35,6 +35,7 @@ func TestDependencyDirection(t *testing.T) {
 		"wire":       {""}, // standard library only (checked below)
 		// The gateway and its faces reach the daemon through producer and
 		// read the journal; they never run a worker or call a target.
+		"console": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "producer", "gateway"},
 		"gateway": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "internal"},
 	}
 	// sandbox is the emulators' framework: the standard library only (an

@@ -54,6 +54,7 @@ type daemon struct {
 	registry   *prometheus.Registry
 	ingest     *ingest.Server
 	faces      *faces
+	console    http.Handler
 	ready      atomic.Bool
 }
 
@@ -164,6 +165,14 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 				return fmt.Errorf("listener: %w", err)
 			}
 			d.adminAddr = ln.Addr().String()
+			if c.Console.Enabled {
+				con, err := newConsole(c, routes, d.store, js, reg, metrics, log)
+				if err != nil {
+					_ = ln.Close()
+					return configError(err)
+				}
+				d.console = con
+			}
 			d.admin = &http.Server{Handler: adminHandler(d, nc, newJournalReadiness(d.store, pending)), ReadHeaderTimeout: 5 * time.Second}
 			served := make(chan struct{})
 			go func() {
@@ -178,7 +187,11 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 				_ = d.admin.Shutdown(sctx)
 				<-served
 			}
-			log.Info("admin endpoints", "addr", d.adminAddr, "paths", "/healthz /livez /readyz /metrics")
+			paths := "/healthz /livez /readyz /metrics"
+			if d.console != nil {
+				paths += " /ui/"
+			}
+			log.Info("admin endpoints", "addr", d.adminAddr, "paths", paths)
 			return nil
 		}, stop: func() {
 			if d.adminStop != nil {
@@ -321,5 +334,8 @@ func adminHandler(d *daemon, nc *nats.Conn, journalReady *journalReadiness) http
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	if d.console != nil {
+		mux.Handle("/ui/", d.console) // the operator console (console.enabled)
+	}
 	return mux
 }

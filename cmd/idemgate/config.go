@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/ingest"
@@ -36,7 +37,9 @@ type Config struct {
 		// Addr serves /healthz, /livez, /readyz and /metrics; "" disables it.
 		Addr string `mapstructure:"addr"`
 	} `mapstructure:"admin"`
-	NATS struct {
+	// Console is the operator console on the admin listener under /ui/.
+	Console console.Config `mapstructure:"console"`
+	NATS    struct {
 		// URL of the NATS server or cluster; "" runs an embedded JetStream
 		// server storing under data_dir (single node only).
 		URL string `mapstructure:"url"`
@@ -87,6 +90,7 @@ func defaults() Config {
 	c.Log.Level = "info"
 	c.Log.Format = "json"
 	c.Admin.Addr = "127.0.0.1:8081"
+	c.Console = console.Config{}.WithDefaults()
 	c.NATS.EmbeddedAddr = "127.0.0.1:4223"
 	c.NATS.Config = consumer.Config{}.WithDefaults()
 	c.Journal.Retention = 30 * 24 * time.Hour
@@ -284,6 +288,12 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("unsafe: several replicas need a shared NATS (nats.url): the embedded server is one process's"))
 	}
 	errs = append(errs, c.validateFaces()...)
+	if err := c.Console.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Console.Enabled && c.Admin.Addr == "" {
+		errs = append(errs, errors.New("console.enabled needs the admin listener (admin.addr)"))
+	}
 	for op, name := range c.Routes {
 		if _, ok := operation.DefaultRegistry().Lookup(op); !ok {
 			errs = append(errs, fmt.Errorf("routes.%s: unknown operation type", op))

@@ -19,7 +19,11 @@ import (
 // page is written and fsynced, so this is the disk cost of a batch, measured
 // without the disk's noise. The bounds catch a schema or statement change
 // that scatters writes (keying the rows by operation_key wrote 668 pages per
-// batch of 100 here; rowid tables write about 260).
+// batch of 100 here; rowid tables write about 260). The console's indexes
+// (migration 0004: event id, object id, creation order, open statuses)
+// raised a single claim and completion from 11 to 17–19 pages and a batch
+// of 100 from 260 to about 370: the event and object ids are random, so
+// their index entries land on scattered pages.
 func TestPagesWrittenPerBatch(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("fills a journal of 20,000 operations: too slow for -short or -race; it counts pages, not races")
@@ -66,7 +70,7 @@ func TestPagesWrittenPerBatch(t *testing.T) {
 	for _, tc := range []struct {
 		batch    int
 		maxPages float64
-	}{{1, 16}, {100, 400}} {
+	}{{1, 20}, {100, 400}} {
 		_, err := s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 		require.NoError(t, err)
 		const rounds = 20

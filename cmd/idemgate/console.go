@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/console"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/worker"
+)
+
+// conflictScan is how many of the newest results the console's conflicts
+// page reads: conflicts are in JetStream only, never in the journal.
+const conflictScan = 2000
+
+// newConsole builds the operator console on the daemon's journal, JetStream
+// and metrics. Its resolve is worker.Resolve, as `idemgate resolve`'s, here
+// with the daemon's JetStream so that the decision is published at once.
+func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Store, js jetstream.JetStream, reg *prometheus.Registry, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
+	if host, _, err := net.SplitHostPort(c.Admin.Addr); err == nil {
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			log.Warn("the operator console is served beyond loopback: put a reverse proxy with TLS in front of the admin listener", "addr", c.Admin.Addr)
+		}
+	}
+	return console.New(c.Console, console.Deps{
+		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: operation.DefaultRegistry().Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
+		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
+			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics}, r)
+			if errors.Is(err, worker.ErrResultNotPublished) {
+				return rec, fmt.Errorf("%w: %w", console.ErrNotPublished, err)
+			}
+			return rec, err
+		},
+		Backlog: func(ctx context.Context) (console.Backlog, error) {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			cons, err := js.Consumer(ctx, c.NATS.CommandsStream, c.NATS.Durable)
+			if err != nil {
+				return console.Backlog{}, err
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return console.Backlog{}, err
+			}
+			return console.Backlog{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered}, nil
+		},
+		Conflicts: func(ctx context.Context) (console.ConflictScan, error) {
+			return scanConflicts(ctx, js, c.NATS.ResultsStream, conflictScan)
+		},
+		Counters: func() map[string]float64 {
+			out := map[string]float64{}
+			mfs, err := reg.Gather()
+			if err != nil {
+				return out
+			}
+			for _, mf := range mfs {
+				switch mf.GetName() {
+				case "idemgate_operations_replayed_total", "idemgate_operations_conflict_total":
+					for _, m := range mf.GetMetric() {
+						out[mf.GetName()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+			return out
+		},
+	})
+}
+
+// objectLinks finds an operation's object page through the adapter its
+// type is routed to, when that adapter knows one (adapters.ObjectLinker).
+func objectLinks(routes map[string]adapters.Adapter) func(journal.Record) string {
+	return func(rec journal.Record) string {
+		if l, ok := routes[rec.OperationType].(adapters.ObjectLinker); ok {
+			return l.ObjectURL(rec.OperationType, rec.TargetObjectID)
+		}
+		return ""
+	}
+}
+
+// scanConflicts reads the newest n results of the results stream and keeps
+// the conflicts, newest first.
+func scanConflicts(ctx context.Context, js jetstream.JetStream, stream string, n int) (console.ConflictScan, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return console.ConflictScan{}, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return console.ConflictScan{}, err
+	}
+	var scan console.ConflictScan
+	if info.State.Msgs == 0 {
+		return scan, nil
+	}
+	start := info.State.FirstSeq
+	if info.State.LastSeq >= uint64(n) && info.State.LastSeq-uint64(n)+1 > start {
+		start = info.State.LastSeq - uint64(n) + 1
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+	if err != nil {
+		return console.ConflictScan{}, err
+	}
+	// Exactly the messages up to the last one: a fetch of more would wait
+	// for messages that are not there.
+	total := int(min(uint64(n), info.State.LastSeq-start+1))
+	for scan.Scanned < total {
+		batch, err := cons.Fetch(min(500, total-scan.Scanned), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return console.ConflictScan{}, err
+		}
+		got := 0
+		last := uint64(0)
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			last = meta.Sequence.Stream
+			var res operation.Result
+			if json.Unmarshal(m.Data(), &res) == nil && res.Status == operation.ResultConflict {
+				scan.Conflicts = append(scan.Conflicts, console.Conflict{Result: res, PublishedAt: meta.Timestamp})
+			}
+		}
+		scan.Scanned += got
+		if got == 0 || last >= info.State.LastSeq {
+			break
+		}
+	}
+	slices.Reverse(scan.Conflicts)
+	return scan, nil
+}

@@ -1,0 +1,15 @@
+// Package console is idemgate's operator console: server-rendered pages
+// (html/template, embedded, no JavaScript needed) on the admin listener
+// under /ui/. It shows what the journal keeps — operations, their attempts,
+// the unknown outcomes raised for review, idle retries — and what
+// JetStream holds, and lets an operator resolve an operation with evidence,
+// through the same worker.Resolve as `idemgate resolve`.
+//
+// Operators log in with a token (the configuration keeps its SHA-256) or
+// are named by a reverse proxy's header; sessions live in HMAC-signed
+// cookies; every form carries a CSRF token derived from the session;
+// resolving needs the operator role, reading the viewer role.
+//
+// It imports journal and operation only: the daemon (cmd/idemgate) hands it
+// the resolve function, the JetStream reads and the metrics as Deps.
+package console
