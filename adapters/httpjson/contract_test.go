@@ -80,12 +80,12 @@ func TestContractExternalIDLookup(t *testing.T) {
 // TestContractSearchWithLag: no deduplication and a search index that
 // lags by the declared settle time: a per-key search before create (which
 // also finds the marker when a connector dropped the external id).
-// Concurrent Executes inside the lag are declared, not prevented: the
-// journal's lease serialises them.
+// Concurrent Executes inside the lag make one object: the adapter
+// remembers for the settle time what it created under the per-key lock.
 func TestContractSearchWithLag(t *testing.T) {
 	t.Parallel()
 	h := harness("orders")
 	h.IgnoreKeyEffects = 1
-	h.ConcurrentDedup = false
+	h.ConcurrentDedup = true
 	adaptertest.Run(t, h)
 }

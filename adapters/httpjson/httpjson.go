@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -23,6 +25,52 @@ type Adapter struct {
 	client *adapters.Client
 	types  map[string]bool
 	locks  adapters.KeyLocks
+
+	// recent remembers, for the settle time, the objects this process
+	// created under lookup_before_create: a search that lags cannot show
+	// them yet, the memory can (one process only; across replicas the
+	// journal's lease keeps a second Execute from starting).
+	recentMu sync.Mutex
+	recent   map[string]recentObject
+}
+
+type recentObject struct {
+	obj object
+	at  time.Time
+}
+
+// remember records obj as created for key now.
+func (a *Adapter) remember(key string, obj object) {
+	d := a.cfg.Capabilities.SettleTime
+	if d <= 0 {
+		return
+	}
+	now := a.cfg.Clock()
+	a.recentMu.Lock()
+	defer a.recentMu.Unlock()
+	if a.recent == nil {
+		a.recent = map[string]recentObject{}
+	}
+	if len(a.recent) >= 4096 {
+		for k, r := range a.recent {
+			if now.Sub(r.at) >= d {
+				delete(a.recent, k)
+			}
+		}
+	}
+	a.recent[key] = recentObject{obj: obj, at: now}
+}
+
+// recalled returns the object this process created for key within the
+// settle time.
+func (a *Adapter) recalled(key string) (object, bool) {
+	a.recentMu.Lock()
+	defer a.recentMu.Unlock()
+	r, ok := a.recent[key]
+	if !ok || a.cfg.Clock().Sub(r.at) >= a.cfg.Capabilities.SettleTime {
+		return object{}, false
+	}
+	return r.obj, true
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -87,7 +135,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	}
 	c := a.call(op)
 	if !a.cfg.Capabilities.LookupBeforeCreate {
-		out, err := a.create(ctx, c)
+		out, _, err := a.create(ctx, c)
 		var dup *duplicateKey
 		if errors.As(err, &dup) {
 			return a.replay(ctx, c)
@@ -99,6 +147,9 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		return adapters.Outcome{}, adapters.NewError(adapters.CodeRequestNotSent, adapters.Retry, fmt.Errorf("httpjson %s: wait for single-flight: %w", a.cfg.Name, err))
 	}
 	defer unlock()
+	if o, ok := a.recalled(c.key); ok {
+		return a.keep(c, []object{o}, true)
+	}
 	if adapters.Retried(ctx) {
 		found, err := a.find(ctx, c)
 		if err != nil {
@@ -108,7 +159,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 			return a.keep(c, found, true)
 		}
 	}
-	out, err := a.create(ctx, c)
+	out, created, err := a.create(ctx, c)
 	if err != nil {
 		var dup *duplicateKey
 		if errors.As(err, &dup) {
@@ -116,6 +167,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 		}
 		return out, err
 	}
+	a.remember(c.key, created)
 	// Re-search: more than one object for the key means a race outside
 	// this process or a connector that dropped the key.
 	if again, err := a.find(ctx, c); err == nil && len(again) > 1 {
@@ -167,10 +219,10 @@ func (d *duplicateKey) Error() string {
 	return fmt.Sprintf("HTTP %d: the key is already taken", d.status)
 }
 
-func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, error) {
+func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, object, error) {
 	bodyVal, _ := a.cp.body.render(c).(map[string]any)
 	if a.cfg.Key.In == KeyInBody && !setPath(bodyVal, a.cfg.Key.Name, c.key) {
-		return adapters.Outcome{}, adapters.Invalid(fmt.Errorf("httpjson %s: key.name %s crosses a body member that is not an object", a.cfg.Name, a.cfg.Key.Name))
+		return adapters.Outcome{}, object{}, adapters.Invalid(fmt.Errorf("httpjson %s: key.name %s crosses a body member that is not an object", a.cfg.Name, a.cfg.Key.Name))
 	}
 	u := a.cfg.BaseURL + a.cp.url.render(c)
 	if a.cfg.Key.In == KeyInQuery {
@@ -180,7 +232,7 @@ func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, error)
 	for name, t := range a.cp.headers {
 		v := t.render(c, nil)
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return adapters.Outcome{}, adapters.Invalid(fmt.Errorf("httpjson %s: header %s would hold a line break", a.cfg.Name, name))
+			return adapters.Outcome{}, object{}, adapters.Invalid(fmt.Errorf("httpjson %s: header %s would hold a line break", a.cfg.Name, name))
 		}
 		header.Set(name, v)
 	}
@@ -189,12 +241,12 @@ func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, error)
 	}
 	resp, err := a.client.JSON(ctx, a.cfg.Execute.Method, u, bodyVal, header)
 	if err != nil {
-		return adapters.Outcome{}, err
+		return adapters.Outcome{}, object{}, err
 	}
 	if slices.Contains(a.cfg.Execute.SuccessStatus, resp.StatusCode) {
 		o, err := a.parseObject(resp.Body, adapters.ReconcileBeforeRetry)
 		if err != nil {
-			return adapters.Outcome{}, err
+			return adapters.Outcome{}, object{}, err
 		}
 		out := a.outcome(o, false)
 		if p := a.cfg.Execute.KeyEcho; p != "" && gjson.GetBytes(resp.Body, p).String() != c.key {
@@ -202,9 +254,9 @@ func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, error)
 			a.cfg.Logger.Error("the target stored the object without our key: a replay is not recognised by it",
 				"operation_key", c.op.Key.String(), "target_system", a.cfg.TargetSystem, "target_object_id", o.id)
 		}
-		return out, nil
+		return out, o, nil
 	}
-	return adapters.Outcome{}, a.classify(resp)
+	return adapters.Outcome{}, object{}, a.classify(resp)
 }
 
 func addQuery(u, name, value string) string {
