@@ -1,0 +1,57 @@
+package httpjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/operation"
+)
+
+// FuzzTemplate: no text or body template panics the parser or the
+// renderer; a text without placeholders renders as itself; a rendered
+// body always encodes as JSON; a placeholder value never breaks out of
+// its URL path segment.
+func FuzzTemplate(f *testing.F) {
+	f.Add("/api/${payload.order_id}?k=${key}", `{"a": "${payload.quantity}", "b": ["x ${marker}"], "c": {"d": "${payload.address.city}"}}`, "SO/1?x=y")
+	f.Add("${", `{"a": "${unknown"}`, "")
+	f.Add("plain", `{"a": 1.5, "b": null, "c": true}`, "ü")
+	reg, err := operation.RegistryWith(map[string]operation.TypeDecl{"f.z": {TargetSystem: "t", Fields: []operation.FieldDecl{
+		{Name: "order_id", Kind: "string"}, {Name: "quantity", Kind: "integer"},
+		{Name: "address", Kind: "object", Fields: []operation.FieldDecl{{Name: "city", Kind: "string"}}},
+	}}})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, tmpl, bodyJSON, value string) {
+		d := operation.Decoder{Env: "test", Registry: reg}
+		payload, _ := json.Marshal(map[string]any{"order_id": value, "quantity": 3, "address": map[string]any{"city": value}})
+		op, err := d.Decode([]byte(`{"event_id":"e","operation":"f.z","intent_id":"i","payload":` + string(payload) + `}`))
+		if err != nil {
+			op = operation.Operation{Key: operation.Key{Env: "test", Operation: "f.z", IntentID: "i", Version: "v1"}}
+		}
+		c := &call{op: op, key: op.Key.String()}
+		if tx, err := parseText(tmpl); err == nil {
+			out := tx.render(c, nil)
+			if !strings.Contains(tmpl, "${") {
+				require.Equal(t, tmpl, out)
+			}
+		}
+		if u, err := parseURL("/p/${payload.order_id}"); err == nil {
+			require.NotContains(t, strings.TrimPrefix(u.render(c), "/p/"), "/", "a value stays in its segment")
+		}
+		dec := json.NewDecoder(bytes.NewReader([]byte(bodyJSON)))
+		dec.UseNumber()
+		var raw any
+		if dec.Decode(&raw) != nil {
+			return
+		}
+		b, err := parseBody(raw)
+		if err != nil {
+			return
+		}
+		_, err = json.Marshal(b.render(c))
+		require.NoError(t, err)
+	})
+}
