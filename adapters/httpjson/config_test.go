@@ -177,5 +177,4 @@ func requireClass(t *testing.T, err error, class adapters.Class, code string) *a
 	return e
 }
 
-
 func adaptertestIntent(p string) string { return adaptertest.Intent(p) }
