@@ -7,7 +7,10 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/httpjson"
+	"github.com/idemgate/idemgate/adapters/httpjson/emulate"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+	"github.com/idemgate/idemgate/sandbox/generic"
 )
 
 // registry is the built-in operation types plus those declared under
@@ -54,4 +57,39 @@ func declaredAdapters(c Config, reg *operation.Registry, log *slog.Logger) []ada
 		}})
 	}
 	return out
+}
+
+// declaredEmulators builds, not started, a generic emulator for each
+// target declared under adapters.http, from the same declaration. A
+// bearer target's emulator takes the token sandboxes.DeclaredToken names.
+func declaredEmulators(c Config, opts sandbox.Options) ([]sandbox.Target, error) {
+	names := make([]string, 0, len(c.Adapters.HTTP))
+	for n := range c.Adapters.HTTP {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []sandbox.Target
+	for _, n := range names {
+		cfg := c.Adapters.HTTP[n]
+		if cfg == nil {
+			continue
+		}
+		d := *cfg
+		if d.Name == "" {
+			d.Name = n
+		}
+		spec, err := emulate.Spec(d)
+		if err != nil {
+			return nil, fmt.Errorf("adapters.http.%s: %w", n, err)
+		}
+		if d.Auth.Scheme == "bearer" {
+			spec.Token = "sandbox_" + d.Name + "_token"
+		}
+		srv, err := generic.New(generic.Options{Options: opts, Spec: spec})
+		if err != nil {
+			return nil, fmt.Errorf("adapters.http.%s: %w", n, err)
+		}
+		out = append(out, srv)
+	}
+	return out, nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -93,4 +95,30 @@ func TestUnsafeDeclarationsExit78(t *testing.T) {
 			require.NotContains(t, stderr.String()+stdout.String(), "wms-inline-secret")
 		})
 	}
+}
+
+// TestSandboxServesDeclaredTarget: `idemgate sandbox --config` starts a
+// generic emulator for a declared target beside the built-in ones; it
+// honours the declared key (a repeat makes no second effect).
+func TestSandboxServesDeclaredTarget(t *testing.T) {
+	t.Parallel()
+	p := writeConfig(t, declaredType+declaredTarget)
+	urls, banner, stop := startSandboxCmd(t, "--config", p)
+	u, ok := urls["wms"]
+	require.True(t, ok, banner)
+	require.Contains(t, banner, "set adapters.http.wms.base_url to "+u)
+	tok := regexp.MustCompile(`token=(sandbox_wms_token)`).FindStringSubmatch(banner)
+	require.NotNil(t, tok, banner)
+	for range 2 {
+		req, err := http.NewRequest(http.MethodPost, u+"/shipments", strings.NewReader(`{"order":"SO-1","qty":2,"meta":{"op":"k-1"}}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok[1])
+		req.Header.Set("Idempotency-Key", "k-1")
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Contains(t, []int{http.StatusOK, http.StatusCreated}, resp.StatusCode)
+	}
+	require.Contains(t, httpGet(t, u+"/_sandbox/ledger?key=k-1"), `"count":1`)
+	require.Equal(t, exitOK, stop())
 }
