@@ -32,8 +32,8 @@ func onecDeclared(base string) httpjson.Config {
 			Body:     `{"order_id": "${payload.order_id}", "customer_id": "${payload.customer_id}", "amount_minor": "${payload.amount_minor}", "currency": "${payload.currency}", "due_date": "${payload.due_date}", "description": "${marker}"}`,
 			ObjectID: "ref", StatusDefault: "created", KeyEcho: "key",
 		},
-		Errors: []httpjson.ErrorRule{{Status: []int{409}, BodyPath: "error", Equals: "idempotency_key_reused", Class: "never_retry", Code: adapters.CodeKeyPayloadMismatch}},
-		Lookup: []httpjson.LookupRequest{{Mode: httpjson.LookupGet, URL: "/hs/integration/invoices/${key}", KeyPath: "key", MarkerPath: "description", NotFoundPath: "error", NotFoundEquals: "not_found"}},
+		Errors:       []httpjson.ErrorRule{{Status: []int{409}, BodyPath: "error", Equals: "idempotency_key_reused", Class: "never_retry", Code: adapters.CodeKeyPayloadMismatch}},
+		Lookup:       []httpjson.LookupRequest{{Mode: httpjson.LookupGet, URL: "/hs/integration/invoices/${key}", KeyPath: "key", MarkerPath: "description", NotFoundPath: "error", NotFoundEquals: "not_found"}},
 		Capabilities: httpjson.CapabilitiesConfig{NativeKey: true},
 		Types:        []operation.Type{typ},
 	}
