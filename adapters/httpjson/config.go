@@ -1,9 +1,7 @@
 package httpjson
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -217,7 +215,7 @@ func (c Config) WithDefaults() Config {
 type compiled struct {
 	url     urlTemplate
 	headers map[string]text
-	body    body
+	body    bodyTemplate
 	verify  []text
 	lookups []urlTemplate
 }
@@ -317,27 +315,20 @@ func (c Config) compile() (*compiled, error) {
 		}
 		cp.headers[http.CanonicalHeaderKey(name)] = t
 	}
-	if strings.TrimSpace(c.Execute.Body) != "" {
-		dec := json.NewDecoder(bytes.NewReader([]byte(c.Execute.Body)))
-		dec.UseNumber()
-		var raw any
-		if err := dec.Decode(&raw); err != nil {
-			return nil, c.fail("execute.body is not JSON: %v", err)
+	body := c.Execute.Body
+	if strings.TrimSpace(body) == "" {
+		body = "{}"
+	}
+	if cp.body, err = parseBodyText(body); err != nil {
+		return nil, c.fail("execute.body is not a JSON object template: %v", err)
+	}
+	if err := c.checkRefs("execute.body", cp.body.refs(), true); err != nil {
+		return nil, err
+	}
+	if c.Key.In == KeyInBody {
+		if err := cp.body.setKey(c.Key.Name); err != nil {
+			return nil, c.fail("%v", err)
 		}
-		if dec.More() {
-			return nil, c.fail("execute.body holds more than one JSON value")
-		}
-		if _, ok := raw.(map[string]any); !ok {
-			return nil, c.fail("execute.body must be a JSON object")
-		}
-		if cp.body, err = parseBody(raw); err != nil {
-			return nil, c.fail("execute.body: %v", err)
-		}
-		if err := c.checkRefs("execute.body", cp.body.refs(), true); err != nil {
-			return nil, err
-		}
-	} else {
-		cp.body = body{root: map[string]any{}}
 	}
 	for i, v := range c.Execute.Verify {
 		if v.Path == "" || !validPath(v.Path) {

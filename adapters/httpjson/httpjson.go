@@ -2,6 +2,7 @@ package httpjson
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -220,10 +221,7 @@ func (d *duplicateKey) Error() string {
 }
 
 func (a *Adapter) create(ctx context.Context, c *call) (adapters.Outcome, object, error) {
-	bodyVal, _ := a.cp.body.render(c).(map[string]any)
-	if a.cfg.Key.In == KeyInBody && !setPath(bodyVal, a.cfg.Key.Name, c.key) {
-		return adapters.Outcome{}, object{}, adapters.Invalid(fmt.Errorf("httpjson %s: key.name %s crosses a body member that is not an object", a.cfg.Name, a.cfg.Key.Name))
-	}
+	bodyVal := json.RawMessage(a.cp.body.render(make([]byte, 0, 512), c))
 	u := a.cfg.BaseURL + a.cp.url.render(c)
 	if a.cfg.Key.In == KeyInQuery {
 		u = addQuery(u, a.cfg.Key.Name, c.key)
