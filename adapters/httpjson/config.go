@@ -146,6 +146,9 @@ type LookupRequest struct {
 	Mode   string `mapstructure:"mode"`
 	Method string `mapstructure:"method"`
 	URL    string `mapstructure:"url"`
+	// Body is a JSON template sent with a POST search ({"filter":
+	// {"external_id": "${key}"}}); GET lookups send none.
+	Body string `mapstructure:"body"`
 	// NotFoundStatus (get) are the statuses that mean "none" (default
 	// 404); NotFoundPath/NotFoundEquals, when set, must also match the
 	// body, so that a proxy's 404 is not taken for a verdict.
@@ -218,6 +221,8 @@ type compiled struct {
 	body    bodyTemplate
 	verify  []text
 	lookups []urlTemplate
+	// lookupBodies are the POST lookups' bodies (nil: none).
+	lookupBodies []*bodyTemplate
 }
 
 func (c Config) fail(format string, args ...any) error {
@@ -387,15 +392,33 @@ func (c Config) compile() (*compiled, error) {
 			return nil, c.fail("lookup[%d].url must be a template starting with /", i)
 		}
 		refs := u.refs()
-		if !slices.ContainsFunc(refs, func(r *ref) bool { return r.name == "key" || r.name == "marker" || r.name == "operation_key" }) {
-			return nil, c.fail("lookup[%d].url must name ${key} or ${marker}", i)
-		}
 		for _, r := range refs {
 			if r.name != "key" && r.name != "marker" && r.name != "operation_key" && r.name != "intent_id" {
 				return nil, c.unsafe("lookup[%d].url names ${%s}: a lookup runs from the key alone (key, marker, operation_key, intent_id)", i, r.name)
 			}
 		}
 		cp.lookups = append(cp.lookups, u)
+		var lb *bodyTemplate
+		if l.Body != "" {
+			if l.Method != http.MethodPost {
+				return nil, c.fail("lookup[%d].body goes with method POST", i)
+			}
+			b, err := parseBodyText(l.Body)
+			if err != nil {
+				return nil, c.fail("lookup[%d].body is not a JSON object template: %v", i, err)
+			}
+			for _, r := range b.refs() {
+				if r.name != "key" && r.name != "marker" && r.name != "operation_key" && r.name != "intent_id" {
+					return nil, c.unsafe("lookup[%d].body names ${%s}: a lookup runs from the key alone (key, marker, operation_key, intent_id)", i, r.name)
+				}
+			}
+			lb = &b
+			refs = append(refs, b.refs()...)
+		}
+		if !slices.ContainsFunc(refs, func(r *ref) bool { return r.name == "key" || r.name == "marker" || r.name == "operation_key" }) {
+			return nil, c.fail("lookup[%d] must name ${key} or ${marker} in its url or body", i)
+		}
+		cp.lookupBodies = append(cp.lookupBodies, lb)
 	}
 	caps := c.Capabilities
 	switch {

@@ -1,10 +1,12 @@
 package httpjson_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +48,10 @@ func TestDeclarationRefused(t *testing.T) {
 		{"body not JSON", func(c *httpjson.Config) { c.Execute.Body = `{"w": ` }, httpjson.ErrInvalidConfig, "not JSON"},
 		{"lookup from payload", func(c *httpjson.Config) { c.Lookup[0].URL = "/api/shipments/${key}/${payload.order_id}" }, httpjson.ErrUnsafeConfig, "from the key alone"},
 		{"lookup without key", func(c *httpjson.Config) { c.Lookup[0].URL = "/api/shipments" }, httpjson.ErrInvalidConfig, "${key}"},
+		{"lookup body on GET", func(c *httpjson.Config) { c.Lookup[0].Body = `{"code": "${key}"}` }, httpjson.ErrInvalidConfig, "goes with method POST"},
+		{"lookup body from payload", func(c *httpjson.Config) {
+			c.Lookup[0].Method, c.Lookup[0].Body = "POST", `{"code": "${key}", "o": "${payload.order_id}"}`
+		}, httpjson.ErrUnsafeConfig, "from the key alone"},
 		{"lookup unproven", func(c *httpjson.Config) { c.Lookup[0].KeyPath, c.Lookup[0].MarkerPath = "", "" }, httpjson.ErrInvalidConfig, "key_path or marker_path"},
 		{"inline URL credentials", func(c *httpjson.Config) { c.BaseURL = "https://u:p@wms.example.com" }, httpjson.ErrInvalidConfig, "without credentials"},
 		{"auth without source", func(c *httpjson.Config) { c.Auth.SecretEnv = "" }, httpjson.ErrInvalidConfig, "secret_env or secret_file"},
@@ -178,3 +184,59 @@ func requireClass(t *testing.T, err error, class adapters.Class, code string) *a
 }
 
 func adaptertestIntent(p string) string { return adaptertest.Intent(p) }
+
+// TestPostSearchLookup: a search whose filter travels in a POST body.
+func TestPostSearchLookup(t *testing.T) {
+	t.Parallel()
+	var got map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, http.MethodPost, r.Method)
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&got))
+		_, _ = w.Write([]byte(`{"result":[{"ID":"7","code":"` + got["filter"].(map[string]any)["code"].(string) + `"}]}`))
+	}))
+	defer srv.Close()
+	cfg := validWarehouse()
+	cfg.BaseURL = srv.URL
+	cfg.Getenv = func(string) string { return "tok" }
+	cfg.Execute.ObjectID = "ID"
+	cfg.Lookup = []httpjson.LookupRequest{{Mode: httpjson.LookupSearch, Method: "POST", URL: "/api/list", Body: `{"filter": {"code": "${key}"}, "limit": 10}`, Items: "result", KeyPath: "code"}}
+	a, err := httpjson.New(cfg)
+	require.NoError(t, err)
+	op := shipmentOp(adaptertestIntent("post"), 0)
+	lr, err := a.Lookup(t.Context(), op)
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, "7", lr.Outcome.ObjectID)
+	require.Equal(t, map[string]any{"filter": map[string]any{"code": op.Key.String()}, "limit": float64(10)}, got)
+}
+
+// TestRateLimit: the declared rate_limit holds requests to the account's
+// pace; a wait that cannot fit the call is retry with nothing sent.
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"s1"}`))
+	}))
+	defer srv.Close()
+	cfg := validWarehouse()
+	cfg.BaseURL = srv.URL
+	cfg.Getenv = func(string) string { return "tok" }
+	cfg.RateLimit = adapters.RateLimit{Rate: 0.5, Burst: 1}
+	a, err := httpjson.New(cfg)
+	require.NoError(t, err)
+	_, err = a.Execute(t.Context(), shipmentOp(adaptertestIntent("rate"), 0))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err = a.Execute(ctx, shipmentOp(adaptertestIntent("rate"), 0))
+	requireClass(t, err, adapters.Retry, adapters.CodeClientRateLimit)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, sent, "the second request was not sent")
+}

@@ -387,7 +387,11 @@ func (a *Adapter) holds(l *LookupRequest, v gjson.Result, c *call) bool {
 
 func (a *Adapter) lookupOne(ctx context.Context, i int, c *call) ([]object, error) {
 	l := &a.cfg.Lookup[i]
-	resp, err := a.client.JSON(ctx, l.Method, a.cfg.BaseURL+a.cp.lookups[i].render(c), nil, nil)
+	var body any
+	if b := a.cp.lookupBodies[i]; b != nil {
+		body = json.RawMessage(b.render(nil, c))
+	}
+	resp, err := a.client.JSON(ctx, l.Method, a.cfg.BaseURL+a.cp.lookups[i].render(c), body, nil)
 	if err != nil {
 		return nil, adapters.NoEffect(err)
 	}
