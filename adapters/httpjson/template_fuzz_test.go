@@ -2,6 +2,7 @@ package httpjson
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -53,5 +54,30 @@ func FuzzTemplate(f *testing.F) {
 		require.NoError(t, json.Unmarshal(out, &m))
 		meta, _ := m["meta"].(map[string]any)
 		require.Equal(t, c.key, meta["op_key"], "the key is where the declaration puts it")
+	})
+}
+
+// FuzzDeclaration: no declaration panics Validate; every refusal wraps
+// ErrInvalidConfig or ErrUnsafeConfig, and names the adapter.
+func FuzzDeclaration(f *testing.F) {
+	f.Add("body", "externalCode", "/api/x", `{"a": "${payload.order_id}"}`, "/api/x/${key}", "get", "id", "error")
+	f.Add("header", "Idempotency-Key", "/v1/p", `{}`, "/v1/p?m=${key}", "search", "data.0.id", "")
+	f.Add("", "", "x", `[`, "", "", "", "")
+	f.Fuzz(func(t *testing.T, keyIn, keyName, url, body, lookupURL, mode, objectID, bodyPath string) {
+		c := Config{
+			TargetSystem: "warehouse", BaseURL: "https://wms.example.com",
+			Key:          KeyConfig{In: keyIn, Name: keyName},
+			Execute:      ExecuteConfig{URL: url, Body: body, ObjectID: objectID},
+			Errors:       []ErrorRule{{Status: []int{409}, BodyPath: bodyPath, Equals: "dup", Class: ClassLookup}},
+			Lookup:       []LookupRequest{{Mode: mode, URL: lookupURL, KeyPath: objectID}},
+			Capabilities: CapabilitiesConfig{NativeKey: true},
+		}
+		c.Name = "fz"
+		err := c.WithDefaults().Validate()
+		if err == nil {
+			return
+		}
+		require.True(t, errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrUnsafeConfig), "%v", err)
+		require.Contains(t, err.Error(), "adapters.http.fz")
 	})
 }
