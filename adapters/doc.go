@@ -34,7 +34,8 @@
 //     have had an effect;
 //   - KeyLocks (single-flight per key), TargetKey.
 //
-// One package per target implements the contract; adaptertest is the
+// One package per target implements the contract, and httpjson any
+// JSON-over-HTTP target declared in the configuration; adaptertest is the
 // contract suite they all pass against their sandbox emulators.
 //
 // Imports: operation, redact, internal/crashpoint, the standard library and

@@ -5,7 +5,9 @@
 // The tests build `idemgate` once (with -race), run several daemon replicas
 // as subprocesses sharing one embedded JetStream server and one PostgreSQL
 // schema, send commands with the producer client, and count effects in the
-// sandbox emulators' ledgers (1C, YooKassa, Bitrix24) — not only equal
+// sandbox emulators' ledgers (1C, YooKassa, T-Bank, Bitrix24, and a target
+// and operation type declared in the configuration, on the generic
+// emulator) — not only equal
 // responses. Faults (a response lost after the target committed, a slow
 // target, failing lookups) come from the sandboxes.
 //

@@ -64,6 +64,9 @@ type targetSandbox struct {
 	env []string
 	// secrets must appear in no daemon output.
 	secrets []string
+	// configYAML is further top-level configuration the target needs
+	// (operations: for a declared type), or "".
+	configYAML string
 }
 
 // target is one row of the table: an operation routed to a sandbox.
@@ -151,8 +154,8 @@ reconciler:
 routes:
   %s: %s
 adapters:
-%s`, dataDir, c.ns.URL(), ackWait, c.dsn, owner, leaseTTL, callTimeout, heartbeatInterval,
-		retryInLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML)
+%s%s`, dataDir, c.ns.URL(), ackWait, c.dsn, owner, leaseTTL, callTimeout, heartbeatInterval,
+		retryInLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, c.sb.configYAML)
 	p := filepath.Join(c.dir, owner+".yaml")
 	require.NoError(c.t, os.WriteFile(p, []byte(yaml), 0o600))
 	return p

@@ -3,6 +3,7 @@ package operation
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -77,6 +78,30 @@ func appendCanonical(b []byte, v any) ([]byte, error) {
 		return appendJCSString(b, x), nil
 	case bool:
 		return strconv.AppendBool(b, x), nil
+	case map[string]any:
+		// An object field: its members are [a-z][a-z0-9_]* names, whose
+		// byte order is RFC 8785's UTF-16 order.
+		names := make([]string, 0, len(x))
+		for name := range x {
+			if !validFieldName(name) {
+				return b, errors.New("object member name is not a field name")
+			}
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		b = append(b, '{')
+		for i, name := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJCSString(b, name)
+			b = append(b, ':')
+			var err error
+			if b, err = appendCanonical(b, x[name]); err != nil {
+				return b, err
+			}
+		}
+		return append(b, '}'), nil
 	case time.Time:
 		// RFC 3339 text has nothing to escape.
 		b = append(b, '"')

@@ -51,7 +51,8 @@ func TestCanonicalFormValues(t *testing.T) {
 	for name, fields := range map[string]map[string]any{
 		"operation field":   {"operation": "x"},
 		"float":             {"a": 1.5},
-		"nested":            {"a": map[string]any{}},
+		"nested non-field":  {"a": map[string]any{"B": "x"}},
+		"nested float":      {"a": map[string]any{"b": 1.5}},
 		"nil":               {"a": nil},
 		"2^53":              {"a": int64(1 << 53)},
 		"-2^53":             {"a": int64(-(1 << 53))},
@@ -64,6 +65,10 @@ func TestCanonicalFormValues(t *testing.T) {
 	}
 	_, err = canonicalForm("", nil)
 	require.Error(t, err)
+	// An object field's members are written in order, recursively.
+	obj, err := canonicalForm("x.y", map[string]any{"a": map[string]any{"z": int64(1), "b": map[string]any{"c": "d"}}})
+	require.NoError(t, err)
+	require.Equal(t, `{"a":{"b":{"c":"d"},"z":1},"operation":"x.y"}`, string(obj))
 	_, err = fingerprint("x.y", map[string]any{"a": 1.5})
 	require.Error(t, err)
 }

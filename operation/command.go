@@ -422,11 +422,19 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 	// RFC 8785 form of {"operation": type} and the fields, written from the
 	// boxed values in the type's precomputed member order.
 	fields := make(map[string]any, len(typ.Fields))
+	var extra map[string]any
 	boxed := slices.Grow(st.boxed[:0], len(typ.Fields))[:len(typ.Fields)]
 	st.boxed = boxed
 	for i := range typ.Fields {
 		if vals[i].present {
 			boxed[i] = vals[i].value(typ.Fields[i].Kind)
+			if typ.Fields[i].Insignificant {
+				if extra == nil {
+					extra = make(map[string]any)
+				}
+				extra[typ.Fields[i].Name] = boxed[i]
+				continue
+			}
 			fields[typ.Fields[i].Name] = boxed[i]
 		}
 	}
@@ -463,16 +471,20 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 		TargetSystem: typ.TargetSystem,
 		ApprovalID:   cmd.ApprovalID,
 		Fields:       fields,
+		Extra:        extra,
 		Fingerprint:  string(fp[:]),
 	}, nil
 }
 
 // Command re-encodes the operation as a command envelope carrying its key,
-// approval and normalised fields (times in their canonical RFC 3339 UTC form).
+// approval and normalised fields (insignificant ones included) (times in their canonical RFC 3339 UTC form).
 // Decoding the result with the same env and registry gives back an equal
 // Operation with the same fingerprint.
 func (o Operation) Command() (Command, error) {
-	payload := make(map[string]any, len(o.Fields))
+	payload := make(map[string]any, len(o.Fields)+len(o.Extra))
+	for name, v := range o.Extra {
+		payload[name] = v
+	}
 	for name, v := range o.Fields {
 		if t, ok := v.(time.Time); ok {
 			payload[name] = canonicalTime(t)

@@ -17,6 +17,12 @@
 // general JSON canonicaliser lives only in the tests, as a reference held to
 // gowebpki/jcs.
 //
+// Types declared in configuration (TypeDecl, RegistryWith) sit beside the
+// built-in ones with the same rules, adding the enum and object kinds,
+// insignificant fields (Operation.Extra, outside the fingerprint) and free
+// text, which must be insignificant; unsafe declarations are
+// ErrUnsafeType.
+//
 // Everything here is pure and deterministic: no I/O, no clock, no logging.
 //
 // Keys and ids are screened for secrets by redact.Detect, the one detector

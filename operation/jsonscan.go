@@ -331,7 +331,7 @@ func (p *jsonParser) enter() error {
 type flatValue struct {
 	kind     jsonKind
 	b        bool
-	text     span // string contents or number literal
+	text     span // string contents, number literal or an object's whole text
 	from, to int  // payload members, for an object recorded as a payload
 }
 
@@ -380,7 +380,12 @@ func (p *jsonParser) scan(mode scanMode) (flatValue, error) {
 	}
 	switch c := p.data[p.pos]; {
 	case c == '{':
-		return p.scanObject(mode)
+		// An object's text is kept so that an object field can be
+		// scanned again (normalizeObject).
+		start := p.pos
+		v, err := p.scanObject(mode)
+		v.text = span{off: start, end: p.pos}
+		return v, err
 	case c == '[':
 		return flatValue{kind: jsonArray}, p.scanArray()
 	case c == '"':

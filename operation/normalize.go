@@ -36,6 +36,7 @@ type fieldValue struct {
 	n       int64
 	b       bool
 	t       time.Time
+	o       map[string]any // KindObject
 }
 
 // value returns the field's Operation.Fields value.
@@ -47,7 +48,9 @@ func (v *fieldValue) value(k FieldKind) any {
 		return v.t
 	case KindBool:
 		return v.b
-	default: // KindString, KindCurrency, KindDate
+	case KindObject:
+		return v.o
+	default: // KindString, KindCurrency, KindDate, KindEnum
 		return v.s
 	}
 }
@@ -91,6 +94,17 @@ func normalizePayload(t *registeredType, p *jsonParser, members []flatMember, as
 		var num []byte
 		if m.val.kind == jsonNumber {
 			num = p.bytesOf(m.val.text)
+		}
+		if f.Kind == KindObject {
+			if m.val.kind != jsonObject {
+				return &DecodeError{Code: CodeInvalidField, Field: "payload." + f.Name, Msg: "must be an object, got " + m.val.kindName()}
+			}
+			o, path, msg := normalizeObject(f, p.data[m.val.text.off:m.val.text.end])
+			if msg != "" {
+				return &DecodeError{Code: CodeInvalidField, Field: "payload." + f.Name + path, Msg: msg}
+			}
+			vals[fi].o, vals[fi].present = o, true
+			continue
 		}
 		if msg := normalizeValue(f, m.val, s, num, &vals[fi]); msg != "" {
 			return &DecodeError{Code: CodeInvalidField, Field: "payload." + f.Name, Msg: msg}
@@ -168,6 +182,21 @@ func normalizeValue(f *Field, v flatValue, s string, num []byte, out *fieldValue
 			return "must be true or false, got " + v.kindName()
 		}
 		out.b = v.b
+	case KindEnum:
+		if v.kind != jsonString {
+			return "must be a string, got " + v.kindName()
+		}
+		ok := false
+		for _, e := range f.Enum {
+			if e == s {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return "must be one of the declared values: " + strings.Join(f.Enum, ", ")
+		}
+		out.s = s
 	default:
 		return "has an unknown kind"
 	}
@@ -302,4 +331,79 @@ func parseRFC3339(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+// normalizeObject normalises the members of an object field from its JSON
+// text raw (already checked by the scanner) against f.Fields. On failure it
+// returns the member path under the field (".city") and a message that does
+// not quote the value.
+func normalizeObject(f *Field, raw []byte) (map[string]any, string, string) {
+	p := jsonParser{data: raw}
+	v, err := p.scan(scanPayload)
+	if err != nil || v.kind != jsonObject {
+		return nil, "", "must be a JSON object"
+	}
+	vals := make([]fieldValue, len(f.Fields))
+	for _, m := range p.payload[v.from:v.to] {
+		name := string(p.bytesOf(m.name))
+		fi := -1
+		for i := range f.Fields {
+			if f.Fields[i].Name == name {
+				fi = i
+				break
+			}
+		}
+		if fi < 0 {
+			return nil, safeFieldName(".", name), "not a member of " + f.Name
+		}
+		sub := &f.Fields[fi]
+		if vals[fi].seen {
+			return nil, "." + sub.Name, "duplicate member name"
+		}
+		vals[fi].seen = true
+		if m.val.kind == jsonNull {
+			continue
+		}
+		if sub.Kind == KindObject {
+			if m.val.kind != jsonObject {
+				return nil, "." + sub.Name, "must be an object, got " + m.val.kindName()
+			}
+			o, path, msg := normalizeObject(sub, raw[m.val.text.off:m.val.text.end])
+			if msg != "" {
+				return nil, "." + sub.Name + path, msg
+			}
+			vals[fi].o = o
+			vals[fi].present = true
+			continue
+		}
+		s := ""
+		var num []byte
+		switch m.val.kind {
+		case jsonString:
+			b := p.bytesOf(m.val.text)
+			if sub.Kind == KindCurrency {
+				b = append([]byte(nil), b...)
+				upperASCII(b)
+			}
+			s = string(b)
+		case jsonNumber:
+			num = p.bytesOf(m.val.text)
+		}
+		if msg := normalizeValue(sub, m.val, s, num, &vals[fi]); msg != "" {
+			return nil, "." + sub.Name, msg
+		}
+		vals[fi].present = true
+	}
+	out := make(map[string]any, len(f.Fields))
+	for i := range f.Fields {
+		sub := &f.Fields[i]
+		if !vals[i].present {
+			if sub.Required {
+				return nil, "." + sub.Name, "required by " + f.Name
+			}
+			continue
+		}
+		out[sub.Name] = vals[i].value(sub.Kind)
+	}
+	return out, "", ""
 }

@@ -23,6 +23,10 @@ type Operation struct {
 	// Fields are the significant fields, normalised: strings, int64 money in
 	// minor units, upper-case currency, times as time.Time in UTC.
 	Fields map[string]any
+	// Extra are the insignificant fields of a declared type (Field.Insignificant,
+	// free text among them), normalised the same way but not fingerprinted:
+	// for the target only, never for a result or a log. Nil when none.
+	Extra map[string]any
 	// Fingerprint is the hex SHA-256 of the RFC 8785 form of the significant fields
 	// plus {"operation": Type}.
 	Fingerprint string
@@ -34,6 +38,16 @@ type Operation struct {
 func (o Operation) String(field string) string {
 	s, _ := o.Fields[field].(string)
 	return s
+}
+
+// Value returns a field's normalised value, significant (Fields) or not
+// (Extra); ok is false when the operation has no such field.
+func (o Operation) Value(field string) (v any, ok bool) {
+	if v, ok = o.Fields[field]; ok {
+		return v, true
+	}
+	v, ok = o.Extra[field]
+	return v, ok
 }
 
 // Int returns a significant integer field (money in minor units), or 0 when absent.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // FieldKind is the type of a payload field, which fixes how it is validated
@@ -36,11 +37,19 @@ const (
 	KindInt
 	// KindBool is a JSON boolean, stored as bool.
 	KindBool
+	// KindEnum is a JSON string that is one of Field.Enum exactly, stored
+	// as string.
+	KindEnum
+	// KindObject is a JSON object whose members are Field.Fields, each
+	// normalised by its own kind, stored as map[string]any (absent members
+	// left out); its canonical form is RFC 8785 over those members.
+	KindObject
 )
 
 var kindNames = map[FieldKind]string{
 	KindString: "string", KindMoney: "money", KindCurrency: "currency",
 	KindTime: "time", KindDate: "date", KindInt: "int", KindBool: "bool",
+	KindEnum: "enum", KindObject: "object",
 }
 
 func (k FieldKind) String() string {
@@ -54,9 +63,10 @@ func (k FieldKind) String() string {
 // MaxLen is 0.
 const DefaultMaxLen = 256
 
-// Field is one payload field of an operation type. Every declared field is
-// significant: it is part of the fingerprint, so changing it makes a new
-// intent.
+// Field is one payload field of an operation type. A field is significant
+// unless Insignificant is set: it is part of the fingerprint, so changing it
+// makes a new intent. (Built-in types have significant fields only; types
+// declared in configuration may add insignificant ones, see TypeDecl.)
 type Field struct {
 	// Name is the JSON member name in the payload: [a-z][a-z0-9_]*, at most 64
 	// bytes, not "operation" and not a transport field.
@@ -72,7 +82,26 @@ type Field struct {
 	AllowZero bool
 	// Multiline lets a string field hold tab, LF and CR.
 	Multiline bool
+	// Enum lists the values of a KindEnum field (required for it, refused
+	// for other kinds).
+	Enum []string
+	// Fields are the members of a KindObject field (required for it,
+	// refused for other kinds). They follow the same rules, except that
+	// they are all significant and not free text.
+	Fields []Field
+	// Insignificant fields are validated and normalised but left out of
+	// the fingerprint and the field digests: a retry that changes one is
+	// the same intent. They reach the adapter in Operation.Extra.
+	Insignificant bool
+	// FreeText marks a string field whose text may hold personal data
+	// (a comment, an address): it must be insignificant, and it is held
+	// in Operation.Extra, sent to the target only, never put in a result,
+	// an error or a log.
+	FreeText bool
 }
+
+// significant reports whether f is part of the fingerprint.
+func (f Field) significant() bool { return !f.Insignificant }
 
 // Type is a registered operation type.
 type Type struct {
@@ -137,7 +166,9 @@ func newRegisteredType(t Type) *registeredType {
 	rt := &registeredType{Type: t, canon: make([]int, 0, len(t.Fields)+1)}
 	rt.canon = append(rt.canon, -1)
 	for i := range t.Fields {
-		rt.canon = append(rt.canon, i)
+		if t.Fields[i].significant() {
+			rt.canon = append(rt.canon, i)
+		}
 	}
 	name := func(i int) string {
 		if i < 0 {
@@ -255,7 +286,7 @@ func (r *Registry) Register(t Type) error {
 	if err := validateType(t); err != nil {
 		return err
 	}
-	t.Fields = slices.Clone(t.Fields)
+	t.Fields = cloneFields(t.Fields)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var old map[string]*registeredType
@@ -279,23 +310,60 @@ func validateType(t Type) error {
 	if !validTarget(t.TargetSystem) {
 		return fmt.Errorf("%w: %s: target system must be 1-32 of [a-z0-9_-]", ErrInvalidType, t.Name)
 	}
-	seen := make(map[string]bool, len(t.Fields))
-	for _, f := range t.Fields {
+	return validateFields(t.Name, "", t.Fields, false)
+}
+
+// maxObjectDepth bounds the nesting of object fields.
+const maxObjectDepth = 4
+
+// validateFields checks the fields of a type (prefix "") or of an object
+// field (prefix "<field>.", nested true).
+func validateFields(typ, prefix string, fields []Field, nested bool) error {
+	if strings.Count(prefix, ".") > maxObjectDepth {
+		return fmt.Errorf("%w: %s: object fields nested deeper than %d", ErrInvalidType, typ, maxObjectDepth)
+	}
+	seen := make(map[string]bool, len(fields))
+	for _, f := range fields {
 		if !validFieldName(f.Name) {
-			return fmt.Errorf("%w: %s: field name must be [a-z][a-z0-9_]*, at most 64 bytes", ErrInvalidType, t.Name)
+			return fmt.Errorf("%w: %s: field name must be [a-z][a-z0-9_]*, at most 64 bytes", ErrInvalidType, typ)
 		}
-		if f.Name == "operation" || isTransportField(f.Name) {
-			return fmt.Errorf("%w: %s: field name %s is reserved", ErrInvalidType, t.Name, f.Name)
+		name := prefix + f.Name
+		if !nested && (f.Name == "operation" || isTransportField(f.Name)) {
+			return fmt.Errorf("%w: %s: field name %s is reserved", ErrInvalidType, typ, name)
 		}
 		if seen[f.Name] {
-			return fmt.Errorf("%w: %s: field %s declared twice", ErrInvalidType, t.Name, f.Name)
+			return fmt.Errorf("%w: %s: field %s declared twice", ErrInvalidType, typ, name)
 		}
 		seen[f.Name] = true
 		if _, ok := kindNames[f.Kind]; !ok {
-			return fmt.Errorf("%w: %s: field %s: unknown kind %d", ErrInvalidType, t.Name, f.Name, int(f.Kind))
+			return fmt.Errorf("%w: %s: field %s: unknown kind %d", ErrInvalidType, typ, name, int(f.Kind))
 		}
 		if f.MaxLen < 0 {
-			return fmt.Errorf("%w: %s: field %s: negative MaxLen", ErrInvalidType, t.Name, f.Name)
+			return fmt.Errorf("%w: %s: field %s: negative MaxLen", ErrInvalidType, typ, name)
+		}
+		if nested && (f.Insignificant || f.FreeText) {
+			return fmt.Errorf("%w: %s: field %s: members of an object are significant and not free text", ErrInvalidType, typ, name)
+		}
+		if f.FreeText && (f.Kind != KindString || f.significant()) {
+			return fmt.Errorf("%w: %s: field %s: free text must be an insignificant string", ErrInvalidType, typ, name)
+		}
+		if (f.Kind == KindEnum) != (len(f.Enum) > 0) {
+			return fmt.Errorf("%w: %s: field %s: an enum field, and only one, lists its values", ErrInvalidType, typ, name)
+		}
+		enum := make(map[string]bool, len(f.Enum))
+		for _, v := range f.Enum {
+			if v == "" || len(v) > 64 || !utf8.ValidString(v) || enum[v] {
+				return fmt.Errorf("%w: %s: field %s: enum values must be distinct, 1-64 bytes of UTF-8", ErrInvalidType, typ, name)
+			}
+			enum[v] = true
+		}
+		if (f.Kind == KindObject) != (len(f.Fields) > 0) {
+			return fmt.Errorf("%w: %s: field %s: an object field, and only one, declares its fields", ErrInvalidType, typ, name)
+		}
+		if f.Kind == KindObject {
+			if err := validateFields(typ, name+".", f.Fields, true); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -334,7 +402,7 @@ func (r *Registry) Lookup(name string) (Type, bool) {
 		return Type{}, false
 	}
 	t := rt.Type
-	t.Fields = slices.Clone(t.Fields)
+	t.Fields = cloneFields(t.Fields)
 	return t, true
 }
 
@@ -350,4 +418,15 @@ func (r *Registry) Names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// cloneFields deep-copies fields (enum values and object members included),
+// so that a registered type cannot change under the decoder.
+func cloneFields(fields []Field) []Field {
+	out := slices.Clone(fields)
+	for i := range out {
+		out[i].Enum = slices.Clone(out[i].Enum)
+		out[i].Fields = cloneFields(out[i].Fields)
+	}
+	return out
 }

@@ -1,5 +1,6 @@
 // Package sandbox is the framework for faithful HTTP emulators of idemgate's
-// target systems (1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe). An emulator
+// target systems (1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe, and in
+// generic any target declared in the configuration). An emulator
 // keeps its target's contract (paths, headers, JSON shapes, error bodies,
 // idempotency behaviour, rate limits); this package gives every emulator the
 // same three things on top:

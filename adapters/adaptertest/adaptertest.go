@@ -71,6 +71,9 @@ type Harness struct {
 	BadGatewayClass adapters.Class
 	// ConcurrentDedup: concurrent Executes of one key make one effect.
 	ConcurrentDedup bool
+	// TargetSystem is the class of target a declared adapter serves
+	// (adapters/httpjson); empty: one of the built-in 1c, crm, payments.
+	TargetSystem string
 }
 
 func (h Harness) ledgerKey(op operation.Operation) string {
@@ -183,7 +186,11 @@ func (s *suite) capabilities(t *testing.T) {
 	st := s.setup(t)
 	a := st.Adapter
 	require.NotEmpty(t, a.Name())
-	require.Contains(t, []string{"1c", "crm", "payments"}, a.TargetSystem())
+	if s.h.TargetSystem != "" {
+		require.Equal(t, s.h.TargetSystem, a.TargetSystem())
+	} else {
+		require.Contains(t, []string{"1c", "crm", "payments"}, a.TargetSystem())
+	}
 	c := a.Capabilities()
 	require.True(t, c.Lookup, "every adapter must support Lookup by key")
 	require.Positive(t, c.MaxKeyLen)

@@ -8,11 +8,11 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/amocrm"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
+	"github.com/idemgate/idemgate/adapters/httpjson"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/stripe"
 	"github.com/idemgate/idemgate/adapters/tbank"
 	"github.com/idemgate/idemgate/adapters/yookassa"
-	"github.com/idemgate/idemgate/operation"
 )
 
 // AdaptersConfig configures each target adapter; a target left out is not
@@ -25,6 +25,14 @@ type AdaptersConfig struct {
 	YooKassa *yookassa.Config `mapstructure:"yookassa"`
 	TBank    *tbank.Config    `mapstructure:"tbank"`
 	Stripe   *stripe.Config   `mapstructure:"stripe"`
+	// HTTP declares further JSON-over-HTTP targets by name (declared.go).
+	HTTP map[string]*httpjson.Config `mapstructure:"http"`
+}
+
+// adapterEntry is one configured adapter's build step.
+type adapterEntry struct {
+	section string
+	build   func() (adapters.Adapter, error)
 }
 
 // asAdapter turns a constructor's concrete result into the contract,
@@ -40,10 +48,11 @@ func asAdapter[A adapters.Adapter](a A, err error) (adapters.Adapter, error) {
 // operation type to its adapter.
 func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, error) {
 	a := c.Adapters
-	type entry struct {
-		section string
-		build   func() (adapters.Adapter, error)
+	reg, err := c.registry()
+	if err != nil {
+		return nil, err
 	}
+	type entry = adapterEntry
 	var entries []entry
 	if cfg := a.OneC; cfg != nil {
 		entries = append(entries, entry{"onec", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(onec.New(c)) }})
@@ -63,6 +72,7 @@ func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, err
 	if cfg := a.Stripe; cfg != nil {
 		entries = append(entries, entry{"stripe", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(stripe.New(c)) }})
 	}
+	entries = append(entries, declaredAdapters(c, reg, log)...)
 	byName := map[string]adapters.Adapter{}
 	for _, e := range entries {
 		ad, err := e.build()
@@ -85,7 +95,7 @@ func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, err
 			sort.Strings(names)
 			return nil, fmt.Errorf("routes.%s: no adapter named %q is configured (configured: %v)", op, name, names)
 		}
-		if typ, ok := operation.DefaultRegistry().Lookup(op); ok && typ.TargetSystem != ad.TargetSystem() {
+		if typ, ok := reg.Lookup(op); ok && typ.TargetSystem != ad.TargetSystem() {
 			return nil, fmt.Errorf("routes.%s: adapter %q serves %s targets, %s needs a %s target", op, name, ad.TargetSystem(), op, typ.TargetSystem)
 		}
 		routes[op] = ad

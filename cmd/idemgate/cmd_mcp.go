@@ -170,7 +170,11 @@ func mcpHandler(srv *sdk.Server, fc faceConfig, log *slog.Logger) http.Handler {
 
 // newGateway builds the gateway on a NATS connection and the journal.
 func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) (*gateway.Gateway, error) {
-	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log})
+	reg, err := c.registry()
+	if err != nil {
+		return nil, configError(err)
+	}
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg})
 	if err != nil {
 		return nil, configError(err)
 	}

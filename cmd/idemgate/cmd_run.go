@@ -129,6 +129,10 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	if err != nil {
 		return configError(err)
 	}
+	opTypes, err := c.registry()
+	if err != nil {
+		return configError(err)
+	}
 	if len(routes) == 0 {
 		log.Warn(noRoutesWarning)
 	}
@@ -201,7 +205,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		serviceOf(ctx, "worker", func() (startstop.Service, error) {
 			deps := worker.Deps{
 				Store: d.store, JS: js, NC: nc, Consumer: cons,
-				Decoder:  &operation.Decoder{Env: c.Env},
+				Decoder:  &operation.Decoder{Env: c.Env, Registry: opTypes},
 				Adapters: routes, Log: log, Metrics: metrics,
 				Redact: func(r json.RawMessage) json.RawMessage { return redact.JSON(r) },
 			}
@@ -213,7 +217,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			if err != nil {
 				return nil, configError(err)
 			}
-			jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType}, d.store, log)
+			jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType, Types: opTypes.Names()}, d.store, log)
 			if err != nil {
 				return nil, configError(err)
 			}
@@ -227,7 +231,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			if !c.Ingest.Enabled {
 				return nil, nil
 			}
-			srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg))
+			srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg), ingest.WithRegistry(opTypes))
 			if err != nil {
 				return nil, configError(err)
 			}

@@ -33,10 +33,24 @@ Each emulator keeps its target's contract and serves an admin API:
   DELETE /_sandbox/faults           clear the rules
   POST   /_sandbox/reset            clear faults, ledger and objects
 
-The credentials printed are the emulators' fixed test credentials.`,
+The credentials printed are the emulators' fixed test credentials.
+
+Targets declared under adapters.http in the configuration get a generic
+emulator each, set by the same declaration (where the key goes, whether
+it is honoured, lookup by key and search with the declared settle time as
+its lag).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSandbox(cmd.Context(), listen, sandbox.Options{Seed: seed, Logger: sandboxLogger(quiet, stderr)}, stdout)
+			opts := sandbox.Options{Seed: seed, Logger: sandboxLogger(quiet, stderr)}
+			c, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return configError(err)
+			}
+			declared, err := declaredEmulators(c, opts)
+			if err != nil {
+				return configError(err)
+			}
+			return runSandbox(cmd.Context(), listen, opts, stdout, declared...)
 		},
 	}
 	f := cmd.Flags()
@@ -53,10 +67,10 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// runSandbox starts every emulator of sandboxes.All, prints how to use
-// each, and serves until ctx ends.
-func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer) error {
-	g := sandboxes.All(opts)
+// runSandbox starts every emulator of sandboxes.All and the declared
+// targets' ones, prints how to use each, and serves until ctx ends.
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer, declared ...sandbox.Target) error {
+	g := append(sandboxes.All(opts), declared...)
 	if err := g.Start(listen); err != nil {
 		if errors.Is(err, sandbox.ErrUnknownTarget) {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--listen: %w", err)}

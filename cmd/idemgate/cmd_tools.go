@@ -135,7 +135,11 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 				command = operation.Command{EventID: event, Operation: op, IntentID: intent, ApprovalID: approval, Payload: json.RawMessage(payload)}
 			}
 			// Validate locally first: a bad command gets its reason here.
-			dec := &operation.Decoder{Env: c.Env}
+			reg, err := c.registry()
+			if err != nil {
+				return configError(err)
+			}
+			dec := &operation.Decoder{Env: c.Env, Registry: reg}
 			parsed, err := dec.DecodeCommand(command)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}

@@ -69,6 +69,9 @@ type Config struct {
 		Enabled       bool `mapstructure:"enabled"`
 		ingest.Config `mapstructure:",squash"`
 	} `mapstructure:"ingest"`
+	// Operations declares operation types beside the built-in ones
+	// (operation.TypeDecl).
+	Operations map[string]operation.TypeDecl `mapstructure:"operations"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -294,8 +297,13 @@ func (c Config) validate() error {
 	if c.Console.Enabled && c.Admin.Addr == "" {
 		errs = append(errs, errors.New("console.enabled needs the admin listener (admin.addr)"))
 	}
+	reg, err := c.registry()
+	if err != nil {
+		errs = append(errs, err)
+		reg = operation.DefaultRegistry()
+	}
 	for op, name := range c.Routes {
-		if _, ok := operation.DefaultRegistry().Lookup(op); !ok {
+		if _, ok := reg.Lookup(op); !ok {
 			errs = append(errs, fmt.Errorf("routes.%s: unknown operation type", op))
 		}
 		if name == "" {

@@ -109,7 +109,8 @@ func TestExampleConfigLoadsAndBuilds(t *testing.T) {
 	_, err = buildAdapters(c, quietLog())
 	require.Error(t, err, "the real targets need credentials")
 	for _, env := range []string{"IDEMGATE_ONEC_PASSWORD", "IDEMGATE_BITRIX24_WEBHOOK_CODE", "IDEMGATE_AMOCRM_TOKEN",
-		"YOOKASSA_SHOP_ID", "YOOKASSA_SECRET_KEY", "TBANK_TERMINAL_KEY", "TBANK_PASSWORD", "STRIPE_SECRET_KEY"} {
+		"YOOKASSA_SHOP_ID", "YOOKASSA_SECRET_KEY", "TBANK_TERMINAL_KEY", "TBANK_PASSWORD", "STRIPE_SECRET_KEY",
+		"IDEMGATE_WAREHOUSE_TOKEN"} {
 		require.Contains(t, string(body), env, "the example names %s", env)
 		t.Setenv(env, "test-credential-"+strings.ToLower(env))
 	}

@@ -6,7 +6,8 @@
 // adding an emulator means adding it to All and to Describe, and nothing
 // registers itself at init.
 //
-// Imports: sandbox and the six emulator packages; private to the binary.
+// Imports: sandbox, the six emulator packages and the generic emulator of
+// declared targets; private to the binary.
 package sandboxes
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/sandbox"
 	sbamocrm "github.com/idemgate/idemgate/sandbox/amocrm"
 	sbbitrix24 "github.com/idemgate/idemgate/sandbox/bitrix24"
+	"github.com/idemgate/idemgate/sandbox/generic"
 	sbonec "github.com/idemgate/idemgate/sandbox/onec"
 	sbstripe "github.com/idemgate/idemgate/sandbox/stripe"
 	sbtbank "github.com/idemgate/idemgate/sandbox/tbank"
@@ -97,6 +99,20 @@ func Describe(t sandbox.Target) TargetInfo {
 		info.Auth = "inbound webhook: user id and code in the path"
 		info.Credentials = []Credential{{"user_id", uid}, {"webhook_code", code}}
 		info.Config = []string{"portal_url: " + u, "user_id: " + quote(uid), "webhook_code: " + quote(code)}
+	case *generic.Server:
+		sp := s.Spec()
+		info.Endpoints = []string{sp.CreateMethod + " " + u + sp.CreatePath}
+		if sp.GetPath != "" {
+			info.Endpoints = append(info.Endpoints, "GET  "+u+sp.GetPath)
+		}
+		if sp.SearchPath != "" {
+			info.Endpoints = append(info.Endpoints, "GET  "+u+sp.SearchPath)
+		}
+		info.Auth = "declared target: set adapters.http." + sp.Name + ".base_url to " + u
+		if sp.Token != "" {
+			info.Auth += "; Bearer token (put it in the declared secret_env or secret_file)"
+			info.Credentials = []Credential{{"token", sp.Token}}
+		}
 	case *sbamocrm.Server:
 		info.Endpoints = []string{"POST " + u + "/api/v4/leads", "GET  " + u + "/api/v4/leads", "POST " + u + "/api/v4/tasks", "GET  " + u + "/api/v4/tasks"}
 		info.Auth = "Bearer long-lived token"
