@@ -33,8 +33,12 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Stor
 			log.Warn("the operator console is served beyond loopback: put a reverse proxy with TLS in front of the admin listener", "addr", c.Admin.Addr)
 		}
 	}
+	types, err := c.registry()
+	if err != nil {
+		return nil, err
+	}
 	return console.New(c.Console, console.Deps{
-		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: operation.DefaultRegistry().Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
+		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
