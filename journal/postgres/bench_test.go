@@ -293,9 +293,10 @@ func storeReplay(s *postgres.Store, keys []string, batch int) batchFunc {
 type rawClaim struct {
 	pool                                                     *pgxpool.Pool
 	keys, types, hashes, targets, events, approvals, owners  []string
+	digests                                                  []string
 	ttls                                                     []int64
 	doneKeys, statuses, objects, codes, reqIDs, notes        []string
-	tokens                                                   []int64
+	tokens, holds                                            []int64
 	results                                                  []*string
 	reconciled                                               []bool
 	resultText                                               string
@@ -303,11 +304,11 @@ type rawClaim struct {
 	scanKey, scanType, scanHash, scanStatus, scanTarget      string
 	scanObject, scanCode, scanEvent, scanApproval, scanOwner string
 	scanResult                                               []byte
-	scanAttempts, scanRounds                                 int
+	scanAttempts, scanRounds, scanRoundsTotal                int
 	scanToken                                                int64
-	scanLeaseUntil, scanCompletedAt                          *time.Time
-	scanCreated, scanUpdated                                 time.Time
-	scanLive                                                 bool
+	scanLeaseUntil, scanCompletedAt, scanRaisedAt            *time.Time
+	scanCreated, scanUpdated, scanNow                        time.Time
+	scanLive, scanEffect                                     bool
 }
 
 func newRawClaim(pool *pgxpool.Pool, batch int) *rawClaim {
@@ -321,13 +322,13 @@ func newRawClaim(pool *pgxpool.Pool, batch int) *rawClaim {
 	}
 	r.keys, r.events = make([]string, batch), make([]string, batch)
 	r.types, r.hashes, r.targets = fill("payment.charge"), fill(benchHash), fill("payments")
-	r.approvals, r.owners = fill("appr-bench"), fill(benchOwner)
+	r.approvals, r.owners, r.digests = fill("appr-bench"), fill(benchOwner), fill("")
 	r.ttls = make([]int64, batch)
 	for i := range r.ttls {
 		r.ttls[i] = benchTTL.Milliseconds()
 	}
 	r.doneKeys, r.objects = make([]string, 0, batch), make([]string, 0, batch)
-	r.tokens = make([]int64, 0, batch)
+	r.tokens, r.holds = make([]int64, 0, batch), make([]int64, batch)
 	r.statuses, r.codes, r.reqIDs, r.notes = fill("succeeded"), fill(""), fill(""), fill("")
 	r.results = make([]*string, batch)
 	for i := range r.results {
@@ -343,7 +344,7 @@ func (r *rawClaim) claim(ctx context.Context, ks []string) error {
 	copy(r.events, ks)
 	r.inserted, r.takenOver = 0, 0
 	b := &pgx.Batch{}
-	b.Queue(postgres.ClaimInsertSQL, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls)
+	b.Queue(postgres.ClaimInsertSQL, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
 	b.Queue(postgres.ClaimTakeOverSQL, r.keys, r.hashes, r.owners, r.ttls)
 	b.Queue(postgres.SelectRecordsSQL, r.keys)
 	br := r.pool.SendBatch(ctx, b)
@@ -394,7 +395,8 @@ func (r *rawClaim) scanRecords(rows pgx.Rows) error {
 		if err := rows.Scan(&r.scanKey, &r.scanType, &r.scanHash, &r.scanStatus, &r.scanTarget,
 			&r.scanObject, &r.scanResult, &r.scanCode, &r.scanAttempts,
 			&r.scanEvent, &r.scanApproval, &r.scanOwner, &r.scanToken, &r.scanLeaseUntil,
-			&r.scanRounds, &r.scanCreated, &r.scanUpdated, &r.scanCompletedAt, &r.scanLive); err != nil {
+			&r.scanRounds, &r.scanCreated, &r.scanUpdated, &r.scanCompletedAt,
+			&r.scanRoundsTotal, &r.scanRaisedAt, &r.scanEffect, &r.scanLive, &r.scanNow); err != nil {
 			rows.Close()
 			return err
 		}
@@ -409,7 +411,7 @@ func (r *rawClaim) scanRecords(rows pgx.Rows) error {
 func (r *rawClaim) complete(ctx context.Context) error {
 	n := len(r.doneKeys)
 	rows, _ := r.pool.Query(ctx, postgres.CompleteSQL, r.doneKeys, r.tokens, r.statuses[:n], r.objects,
-		r.results[:n], r.codes[:n], r.reqIDs[:n], r.notes[:n], r.reconciled[:n])
+		r.results[:n], r.codes[:n], r.reqIDs[:n], r.notes[:n], r.reconciled[:n], r.holds[:n])
 	r.completed = 0
 	for rows.Next() {
 		if err := rows.Scan(&r.scanKey); err != nil {
