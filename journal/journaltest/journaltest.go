@@ -434,14 +434,14 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 			attempt int
 			token   int64
 			worker  string
-			kind    string
+			kind    journal.AttemptKind
 			outcome journal.AttemptOutcome
 			code    string
 			reqID   string
 		}{
-			{1, c1.Token, owner, "execute", journal.OutcomeFailedRetryable, "http_503", "rq-1"},
-			{2, c2.Token, other, "execute", journal.OutcomeUnknown, "timeout_after_request_sent", "rq-2"},
-			{2, c3.Token, owner, "reconcile", journal.OutcomeSucceeded, "", ""},
+			{1, c1.Token, owner, journal.KindExecute, journal.OutcomeFailedRetryable, "http_503", "rq-1"},
+			{2, c2.Token, other, journal.KindExecute, journal.OutcomeUnknown, "timeout_after_request_sent", "rq-2"},
+			{2, c3.Token, owner, journal.KindReconcile, journal.OutcomeSucceeded, "", ""},
 		}
 		for i, w := range want {
 			a := att[i]
@@ -642,7 +642,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		att, err := s.Attempts(ctx(t), k)
 		require.NoError(t, err)
 		last := att[len(att)-1]
-		require.Equal(t, "operator", last.Kind)
+		require.Equal(t, journal.KindOperator, last.Kind)
 		require.Equal(t, "alice", last.Worker)
 		require.Equal(t, "found in 1C by accountant", last.Note)
 		require.Equal(t, journal.OutcomeSucceeded, last.Outcome)
@@ -694,7 +694,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.Contains(t, rc.Note, "succeeded")
 		require.Contains(t, rc.Note, "task-8", "what the refused worker found is kept")
 		require.Equal(t, journal.OutcomeSucceeded, byToken[rec.LeaseToken].Outcome)
-		require.Equal(t, "operator", byToken[rec.LeaseToken].Kind)
+		require.Equal(t, journal.KindOperator, byToken[rec.LeaseToken].Kind)
 
 		// A retryable failure waiting for its next attempt.
 		kRetry := key(t)
@@ -733,7 +733,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 		require.NoError(t, err)
 		require.Equal(t, journal.OutcomeFenced, atts[0].Outcome)
 		op := atts[len(atts)-1]
-		require.Equal(t, "operator", op.Kind)
+		require.Equal(t, journal.KindOperator, op.Kind)
 		require.Contains(t, op.Note, "forced over the live execute of "+owner)
 	})
 

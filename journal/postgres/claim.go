@@ -122,7 +122,7 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 	var next []int
 	for j, i := range pending {
 		if found[j] {
-			if d, settled := decideExisting(&reqs[i], &out[i].Record, live[j]); settled {
+			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, live[j]); settled {
 				out[i].Decision = d
 				continue
 			}
@@ -131,14 +131,6 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 	}
 	return next, nil
 }
-
-// Outcomes of the claim statements for one key.
-const (
-	claimNone      = iota
-	claimInserted  // a new key: execute
-	claimRetry     // a retryable failure taken over: execute a new attempt
-	claimReconcile // an unknown outcome or expired lease taken over: reconcile
-)
 
 // claimRound runs the three claim statements for the pending requests and
 // fills out. It returns the requests whose state moved under it; on the last
@@ -163,9 +155,11 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
 
-	// state[j] is the claim statements' outcome for keys[j]; found and live
-	// as in claimRead.
-	state := make([]uint8, n)
+	// took[j] is what the claim statements decided for keys[j] when they
+	// gave it a lease (an insert executes; a take-over follows
+	// journal.TakeOver), "" when they left it alone; found and live as in
+	// claimRead.
+	took := make([]journal.Decision, n)
 	flags := make([]bool, 2*n)
 	found, live := flags[:n], flags[n:]
 
@@ -179,7 +173,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			rows.Close()
 			return nil, fmt.Errorf("claim insert: %w", errUnexpectedKey)
 		}
-		state[j] = claimInserted
+		took[j] = journal.Execute
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim insert: %w", err)
@@ -196,10 +190,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			rows.Close()
 			return nil, fmt.Errorf("claim take-over: %w", errUnexpectedKey)
 		}
-		state[j] = claimReconcile
-		if string(raw[1]) == string(journal.StatusFailedRetryable) {
-			state[j] = claimRetry
-		}
+		took[j] = journal.TakeOver(journal.Status(raw[1]))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim take-over: %w", err)
@@ -238,13 +229,10 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			undecided = append(undecided, i)
 			continue
 		}
-		switch state[j] {
-		case claimInserted, claimRetry:
-			c.Decision, c.Token, c.Attempt = journal.Execute, c.Record.LeaseToken, c.Record.AttemptCount
-		case claimReconcile:
-			c.Decision, c.Token, c.Attempt = journal.Reconcile, c.Record.LeaseToken, c.Record.AttemptCount
-		default:
-			d, settled := decideExisting(&reqs[i], &c.Record, live[j])
+		if d := took[j]; d != "" {
+			c.Decision, c.Token, c.Attempt = d, c.Record.LeaseToken, c.Record.AttemptCount
+		} else {
+			d, settled := journal.DecideExisting(&reqs[i], &c.Record, live[j])
 			if !settled && !last {
 				undecided = append(undecided, i)
 				continue
@@ -253,28 +241,6 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		}
 	}
 	return undecided, nil
-}
-
-// decideExisting decides a key this claim neither inserted nor took over.
-// settled is false when the row is claimable (a retryable failure whose hold
-// has passed, an unknown outcome nobody holds or an expired lease): the claim
-// statements must take it over. A live lease or hold is InProgress: for a
-// retryable failure, the next attempt is not due yet.
-func decideExisting(r *journal.ClaimRequest, rec *journal.Record, leaseLive bool) (journal.Decision, bool) {
-	if rec.RequestHash != r.RequestHash {
-		return journal.Conflict, true
-	}
-	switch rec.Status {
-	case journal.StatusSucceeded:
-		return journal.ReplaySucceeded, true
-	case journal.StatusFailedFinal:
-		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown, journal.StatusFailedRetryable:
-		if leaseLive {
-			return journal.InProgress, true
-		}
-	}
-	return journal.InProgress, false
 }
 
 // claimFailed wraps a claim batch that failed. Its commit may have applied:

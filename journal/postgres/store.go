@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -125,7 +126,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code == "40P01" || pe.Code == "40001"
+		return pe.Code == pgerrcode.DeadlockDetected || pe.Code == pgerrcode.SerializationFailure
 	}
 	return false
 }

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgate/idemgate/journal"
 )
@@ -222,7 +223,7 @@ func fromNullMS(v sql.NullInt64) time.Time {
 // write lock past the busy timeout, and nothing was applied.
 func busy(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == 5 // SQLITE_BUSY and its extended codes
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY // and its extended codes
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
@@ -332,7 +333,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	var writes []int
 	for _, i := range pending {
 		if rec, ok := recs[reqs[i].Key]; ok {
-			if d, settled := decideExisting(reqs[i], rec); settled {
+			if d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive); settled {
 				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
 				continue
 			}
@@ -367,17 +368,16 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 	}
 	var fresh, retry, takeOver []int
 	for _, i := range idx {
-		r := reqs[i]
-		rec, ok := recs[r.Key]
+		rec, ok := recs[reqs[i].Key]
 		if !ok {
 			fresh = append(fresh, i)
 			continue
 		}
-		d, settled := decideExisting(r, rec)
+		d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive)
 		switch {
 		case settled:
 			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
-		case rec.Status == journal.StatusFailedRetryable:
+		case journal.TakeOver(rec.Status) == journal.Execute:
 			retry = append(retry, i)
 		default:
 			takeOver = append(takeOver, i)
@@ -391,11 +391,10 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 		idx      []int
 		args     func([]journal.ClaimRequest, []int) string
 		decision journal.Decision
-		kind     string
 	}{
-		{"insert", claimInsert, fresh, claimJSON, journal.Execute, "execute"},
-		{"retry", claimRetry, retry, leaseJSON, journal.Execute, "execute"},
-		{"take-over", claimTakeOver, takeOver, leaseJSON, journal.Reconcile, "reconcile"},
+		{"insert", claimInsert, fresh, claimJSON, journal.Execute},
+		{"retry", claimRetry, retry, leaseJSON, journal.TakeOver(journal.StatusFailedRetryable)},
+		{"take-over", claimTakeOver, takeOver, leaseJSON, journal.Reconcile},
 	}
 	for _, st := range steps {
 		if len(st.idx) == 0 {
@@ -415,7 +414,7 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now}
 			attempts.begin()
 			attempts.str(rec.Key)
-			attempts.str(st.kind)
+			attempts.str(string(st.decision.AttemptKind()))
 			attempts.end()
 		}
 	}
@@ -471,28 +470,6 @@ func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
 		j.end()
 	}
 	return j.String()
-}
-
-// decideExisting decides a key from its row. settled is false when the row is
-// claimable (a retryable failure whose hold has passed, an unknown outcome
-// nobody holds, an expired lease): only a write transaction may decide it. A
-// live lease or hold is InProgress: for a retryable failure, the next
-// attempt is not due yet.
-func decideExisting(r journal.ClaimRequest, rec storedRecord) (journal.Decision, bool) {
-	if rec.RequestHash != r.RequestHash {
-		return journal.Conflict, true
-	}
-	switch rec.Status {
-	case journal.StatusSucceeded:
-		return journal.ReplaySucceeded, true
-	case journal.StatusFailedFinal:
-		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown, journal.StatusFailedRetryable:
-		if rec.leaseLive {
-			return journal.InProgress, true
-		}
-	}
-	return journal.InProgress, false
 }
 
 // claimFailed wraps a claim batch that failed. If its commit applied after
@@ -643,11 +620,6 @@ func completionJSON(cs []journal.Completion, idx []int) string {
 	return j.String()
 }
 
-type tokenState struct {
-	status journal.Status
-	token  int64
-}
-
 func completeGroup(ctx context.Context, tx *writeTx, cs []journal.Completion, group []int, out []error) error {
 	applied := make(map[string]bool, len(group))
 	if err := queryKeys(ctx, tx, applied, complete, completionJSON(cs, group), tx.now); err != nil {
@@ -675,7 +647,7 @@ func completeGroup(ctx context.Context, tx *writeTx, cs []journal.Completion, gr
 	}
 	var stale []int
 	for _, i := range check {
-		out[i] = notApplied(cs[i], states)
+		out[i] = journal.NotApplied(&cs[i], states[cs[i].Key])
 		if errors.Is(out[i], journal.ErrStaleToken) {
 			stale = append(stale, i)
 		}
@@ -688,28 +660,7 @@ func completeGroup(ctx context.Context, tx *writeTx, cs []journal.Completion, gr
 	return nil
 }
 
-// notApplied explains a completion the journal did not apply.
-func notApplied(c journal.Completion, states map[string]tokenState) error {
-	st, ok := states[c.Key]
-	switch {
-	case !ok:
-		return fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
-	case st.token != c.Token:
-		return fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
-	case alreadyApplied(c, st):
-		return nil // by an earlier call with this token
-	default:
-		return fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
-	}
-}
-
-// alreadyApplied reports whether the row shows c's outcome under c's token
-// for good: it left the states a lease holder may still complete from.
-func alreadyApplied(c journal.Completion, st tokenState) bool {
-	return st.token == c.Token && st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable)
-}
-
-func readStates(ctx context.Context, q querier, cs []journal.Completion, idx []int) (map[string]tokenState, error) {
+func readStates(ctx context.Context, q querier, cs []journal.Completion, idx []int) (map[string]journal.CompletionRow, error) {
 	keys := newBatchJSON(len(idx), 48)
 	for _, i := range idx {
 		keys.key(cs[i].Key)
@@ -719,14 +670,14 @@ func readStates(ctx context.Context, q querier, cs []journal.Completion, idx []i
 		return nil, err
 	}
 	defer rows.Close()
-	states := make(map[string]tokenState, len(idx))
+	states := make(map[string]journal.CompletionRow, len(idx))
 	for rows.Next() {
 		var k, st string
 		var tok int64
 		if err := rows.Scan(&k, &st, &tok); err != nil {
 			return nil, err
 		}
-		states[k] = tokenState{journal.Status(st), tok}
+		states[k] = journal.CompletionRow{Found: true, Status: journal.Status(st), Token: tok}
 	}
 	return states, rows.Err()
 }
@@ -741,11 +692,13 @@ func (s *Store) completeRecheck(ctx context.Context, cs []journal.Completion, ex
 		return nil, fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
 	}
 	out := make([]error, len(cs))
-	for i, c := range cs {
-		if st, ok := states[c.Key]; ok && st.token == c.Token && !alreadyApplied(c, st) && journal.CanComplete(st.status, c.Status) {
+	for i := range cs {
+		c := &cs[i]
+		row := states[c.Key]
+		if row.Open(c) {
 			return nil, fmt.Errorf("complete: %w", execErr)
 		}
-		out[i] = notApplied(c, states)
+		out[i] = journal.NotApplied(c, row)
 	}
 	return out, nil
 }
@@ -837,7 +790,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now})
 			attempts.begin()
 			attempts.str(k)
-			attempts.str("reconcile")
+			attempts.str(string(journal.KindReconcile))
 			attempts.end()
 			taken.key(k)
 		}
@@ -882,7 +835,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		if err != nil {
 			return err
 		}
-		if journal.Status(status).Terminal() || (live && !r.Force) {
+		if !r.Applies(journal.Status(status), live) {
 			return nil
 		}
 		var attempt, token int64
