@@ -389,3 +389,37 @@ func (t *statusScan) ScanBytes(src []byte) error {
 	*t.dst = journal.Status(src)
 	return nil
 }
+
+// TakeOverStale takes over unknown outcomes and expired leases for the
+// reconciler.
+func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]journal.Claim, error) {
+	if owner == "" || ttl < time.Millisecond || limit <= 0 {
+		return nil, fmt.Errorf("%w: take-over needs an owner, a TTL and a limit", journal.ErrInvalid)
+	}
+	taken := make(map[string]bool)
+	if err := s.queryKeys(ctx, taken, takeOverStale, owner, ttl.Milliseconds(), limit); err != nil {
+		return nil, fmt.Errorf("take over stale: %w", err)
+	}
+	if len(taken) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(taken))
+	for k := range taken {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	recs, err := scanRecords(s.db.Query(ctx, selectRecords, keys))
+	if err != nil {
+		return nil, fmt.Errorf("take over stale: read: %w", err)
+	}
+	out := make([]journal.Claim, 0, len(keys))
+	for _, k := range keys {
+		rec, ok := recs[k]
+		if !ok || rec.LeaseOwner != owner {
+			continue
+		}
+		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount,
+			Record: rec.Record, Now: rec.now})
+	}
+	return out, nil
+}

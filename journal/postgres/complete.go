@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/journal"
 )
@@ -184,4 +185,30 @@ func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql s
 		marks[j] = true
 	}
 	return rows.Err()
+}
+
+// Heartbeat extends the leases still held with these tokens.
+func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time.Duration) ([]error, error) {
+	out := make([]error, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("%w: heartbeat TTL %v too short", journal.ErrInvalid, ttl)
+	}
+	keys := make([]string, len(refs))
+	tokens := make([]int64, len(refs))
+	for i, r := range refs {
+		keys[i], tokens[i] = r.Key, r.Token
+	}
+	live := make(map[string]bool, len(refs))
+	if err := s.queryKeys(ctx, live, heartbeat, keys, tokens, ttl.Milliseconds()); err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	for i, r := range refs {
+		if !live[r.Key] {
+			out[i] = fmt.Errorf("heartbeat %s with token %d: %w", r.Key, r.Token, journal.ErrStaleToken)
+		}
+	}
+	return out, nil
 }
