@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -43,6 +44,12 @@ type Config struct {
 	Retries int
 	// PurgeChunk is how many rows one purge statement deletes. Default 5000.
 	PurgeChunk int
+	// Migrations is what Open does about pending migrations (see
+	// journal.MigrationPolicy); the zero value applies them. New never
+	// migrates: the caller owns that pool.
+	Migrations journal.MigrationPolicy
+	// Logger receives goose's migration log; nil discards it.
+	Logger *slog.Logger
 }
 
 // WithDefaults fills zero fields with their defaults.
@@ -59,8 +66,10 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Open connects a pool to dsn and returns a store that closes it.
-// application_name defaults to idemgate so the daemon shows in pg_stat_activity.
+// Open connects a pool to dsn and returns a store that closes it. Pending
+// migrations are handled by cfg.Migrations: applied under the advisory lock,
+// or refused with journal.ErrNotMigrated. application_name defaults to
+// idemgate so the daemon shows in pg_stat_activity.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -89,6 +98,13 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("journal database: %w", err)
+	}
+	err = cfg.Migrations.Prepare(ctx, "postgres journal",
+		func(ctx context.Context) ([]int64, error) { return pendingVersions(ctx, pool) },
+		func(ctx context.Context) ([]int64, error) { return Migrate(ctx, pool, cfg.Logger) })
+	if err != nil {
+		pool.Close()
+		return nil, err
 	}
 	s := New(pool, cfg)
 	s.own = true

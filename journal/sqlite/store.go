@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -51,6 +52,9 @@ type Config struct {
 	Retries int
 	// PurgeChunk is how many rows one purge transaction deletes. Default 5000.
 	PurgeChunk int
+	// Migrations is what Open does about pending migrations (see
+	// journal.MigrationPolicy); the zero value applies them.
+	Migrations journal.MigrationPolicy `mapstructure:"-" yaml:"-" json:"-"`
 	// Logger receives goose's migration log; nil discards it. It is set in
 	// code, never read from a configuration file.
 	Logger *slog.Logger `mapstructure:"-" yaml:"-" json:"-"`
@@ -110,8 +114,10 @@ func dsn(path string, cfg Config, writer bool) string {
 	return u.String()
 }
 
-// Open opens (creating it and its folder if needed) the journal database at
-// path, applies pending migrations and returns a store that closes it.
+// Open opens the journal database at path and returns a store that closes
+// it. Pending migrations are handled by cfg.Migrations: applied (the file and
+// its folder are created if needed), or refused with journal.ErrNotMigrated
+// (a missing file is then not created).
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,6 +130,12 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
 	}
+	where := "sqlite journal " + abs
+	if cfg.Migrations == journal.RequireMigrated {
+		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+			return nil, journal.NotMigrated(where, nil)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("sqlite journal folder: %w", err)
 	}
@@ -131,7 +143,10 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrate(ctx, w, cfg.Logger); err != nil {
+	err = cfg.Migrations.Prepare(ctx, where,
+		func(ctx context.Context) ([]int64, error) { return pendingVersions(ctx, w) },
+		func(ctx context.Context) ([]int64, error) { return migrate(ctx, w, cfg.Logger) })
+	if err != nil {
 		w.Close()
 		return nil, err
 	}
