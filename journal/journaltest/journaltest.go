@@ -1,7 +1,3 @@
-// Package journaltest is the conformance suite every journal.Store must pass:
-// every claim decision, fencing, leases on the database clock, batches, the
-// attempts trail, take-over for reconciliation, operator resolution and
-// retention. Each engine's tests call Exercise with a constructor.
 package journaltest
 
 import (
