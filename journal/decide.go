@@ -1,6 +1,9 @@
 package journal
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The rules both engines apply, written once. An engine reads or writes rows
 // its own way (one pipelined statement per step in PostgreSQL, a write
@@ -125,4 +128,57 @@ func NotApplied(c *Completion, row CompletionRow) error {
 // is answered with ResolveRefused.
 func (r Resolution) Applies(st Status, liveExecute bool) bool {
 	return !st.Terminal() && (!liveExecute || r.Force)
+}
+
+// ClaimFailed wraps the error of a claim batch that failed. Its commit may
+// have applied after all: the leases it took stay with an owner that does
+// not know their tokens, expire, and are reconciled (looked up in the
+// target) before anything executes again, so the safe answer is an error
+// and a later redelivery.
+func ClaimFailed(err error) error {
+	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
+}
+
+// ValidateHeartbeat checks a heartbeat's TTL before it reaches the database.
+func ValidateHeartbeat(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: heartbeat TTL %v too short", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// LeaseLost is the per-item error of a heartbeat whose lease is no longer
+// held with ref's token.
+func LeaseLost(ref LeaseRef) error {
+	return fmt.Errorf("heartbeat %s with token %d: %w", ref.Key, ref.Token, ErrStaleToken)
+}
+
+// ValidateTakeOver checks the reconciler's take-over request.
+func ValidateTakeOver(owner string, ttl time.Duration, limit int) error {
+	if owner == "" || ttl < time.Millisecond || limit <= 0 {
+		return fmt.Errorf("%w: take-over needs an owner, a TTL and a limit", ErrInvalid)
+	}
+	return nil
+}
+
+// ListLimit is the number of rows a list returns for a requested limit: 100
+// when none (zero or less) is given.
+func ListLimit(limit int) int {
+	if limit <= 0 {
+		return 100
+	}
+	return limit
+}
+
+// InOrder returns the keys that marked holds, in the order of keys, each
+// once: the keys a statement returned, in the caller's order.
+func InOrder(keys []string, marked map[string]bool) []string {
+	out := make([]string, 0, len(marked))
+	for _, k := range keys {
+		if marked[k] {
+			out = append(out, k)
+			delete(marked, k)
+		}
+	}
+	return out
 }

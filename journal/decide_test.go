@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/journal"
 )
@@ -133,5 +134,38 @@ func TestResolveRefusal(t *testing.T) {
 	err = journal.ResolveRefused(journal.Record{Key: "k", Status: journal.StatusStarted, LeaseOwner: "w1"})
 	if !errors.Is(err, journal.ErrLeaseHeld) || !strings.Contains(err.Error(), "worker w1 is executing it") {
 		t.Errorf("refusal of a live execute: %v", err)
+	}
+}
+
+// TestSharedChecks: the argument checks and messages both engines use.
+func TestSharedChecks(t *testing.T) {
+	if !errors.Is(journal.ValidateHeartbeat(0), journal.ErrInvalid) || journal.ValidateHeartbeat(time.Second) != nil {
+		t.Error("a heartbeat needs a TTL of a millisecond or more")
+	}
+	for _, bad := range []struct {
+		owner string
+		ttl   time.Duration
+		limit int
+	}{{"", time.Second, 1}, {"r", 0, 1}, {"r", time.Second, 0}} {
+		if !errors.Is(journal.ValidateTakeOver(bad.owner, bad.ttl, bad.limit), journal.ErrInvalid) {
+			t.Errorf("take-over %+v accepted", bad)
+		}
+	}
+	if journal.ValidateTakeOver("r", time.Second, 1) != nil {
+		t.Error("a valid take-over refused")
+	}
+	if err := journal.LeaseLost(journal.LeaseRef{Key: "k", Token: 2}); !errors.Is(err, journal.ErrStaleToken) || !strings.Contains(err.Error(), "k with token 2") {
+		t.Errorf("lease lost: %v", err)
+	}
+	cause := errors.New("connection reset")
+	if err := journal.ClaimFailed(cause); !errors.Is(err, cause) || !strings.Contains(err.Error(), "will expire and be reconciled") {
+		t.Errorf("claim failed: %v", err)
+	}
+	if journal.ListLimit(0) != 100 || journal.ListLimit(-1) != 100 || journal.ListLimit(7) != 7 {
+		t.Error("list limit")
+	}
+	got := journal.InOrder([]string{"c", "a", "b", "a"}, map[string]bool{"a": true, "c": true})
+	if strings.Join(got, ",") != "c,a" {
+		t.Errorf("in order: %v", got)
 	}
 }

@@ -65,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 			}
 		}
 		if err != nil {
-			return nil, claimFailed(err)
+			return nil, journal.ClaimFailed(err)
 		}
 		pending = undecided
 	}
@@ -243,14 +243,6 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	return undecided, nil
 }
 
-// claimFailed wraps a claim batch that failed. Its commit may have applied:
-// leases it took stay with an owner that does not know their tokens, expire,
-// and are reconciled (looked up in the target) before anything executes
-// again, so the safe answer is an error and a later redelivery.
-func claimFailed(err error) error {
-	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
-}
-
 // byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares
 // strings), equal keys in their original order.
 func byKey(n int, key func(int) string) []int {
@@ -393,8 +385,8 @@ func (t *statusScan) ScanBytes(src []byte) error {
 // TakeOverStale takes over unknown outcomes and expired leases for the
 // reconciler.
 func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]journal.Claim, error) {
-	if owner == "" || ttl < time.Millisecond || limit <= 0 {
-		return nil, fmt.Errorf("%w: take-over needs an owner, a TTL and a limit", journal.ErrInvalid)
+	if err := journal.ValidateTakeOver(owner, ttl, limit); err != nil {
+		return nil, err
 	}
 	taken := make(map[string]bool)
 	if err := s.queryKeys(ctx, taken, takeOverStale, owner, ttl.Milliseconds(), limit); err != nil {

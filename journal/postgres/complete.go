@@ -193,8 +193,8 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 	if len(refs) == 0 {
 		return out, nil
 	}
-	if ttl < time.Millisecond {
-		return nil, fmt.Errorf("%w: heartbeat TTL %v too short", journal.ErrInvalid, ttl)
+	if err := journal.ValidateHeartbeat(ttl); err != nil {
+		return nil, err
 	}
 	keys := make([]string, len(refs))
 	tokens := make([]int64, len(refs))
@@ -207,7 +207,7 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 	}
 	for i, r := range refs {
 		if !live[r.Key] {
-			out[i] = fmt.Errorf("heartbeat %s with token %d: %w", r.Key, r.Token, journal.ErrStaleToken)
+			out[i] = journal.LeaseLost(r)
 		}
 	}
 	return out, nil

@@ -68,7 +68,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 			return claimTx(ctx, tx, reqs, writes, out)
 		})
 		if err != nil {
-			return nil, claimFailed(err)
+			return nil, journal.ClaimFailed(err)
 		}
 	}
 
@@ -195,21 +195,13 @@ func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
 	return j.String()
 }
 
-// claimFailed wraps a claim batch that failed. If its commit applied after
-// all, the leases it took stay with an owner that does not know their
-// tokens, expire, and are reconciled (looked up in the target) before
-// anything executes again, so the safe answer is an error and a redelivery.
-func claimFailed(err error) error {
-	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
-}
-
 // TakeOverStale takes over unknown outcomes and expired leases for the
 // reconciler. There is no SKIP LOCKED in SQLite: callers are serialised by
 // the one writer, and each row is taken by a conditional UPDATE … RETURNING,
 // so no row is handed to two callers.
 func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]journal.Claim, error) {
-	if owner == "" || ttl < time.Millisecond || limit <= 0 {
-		return nil, fmt.Errorf("%w: take-over needs an owner, a TTL and a limit", journal.ErrInvalid)
+	if err := journal.ValidateTakeOver(owner, ttl, limit); err != nil {
+		return nil, err
 	}
 	if err := checkText("take-over", "owner", owner); err != nil {
 		return nil, err

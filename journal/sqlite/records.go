@@ -136,9 +136,7 @@ func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, er
 
 // ListUnresolved lists unknown operations that reconciliation could not settle.
 func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error) {
-	if limit <= 0 {
-		limit = 100
-	}
+	limit = journal.ListLimit(limit)
 	rows, err := s.rd.QueryContext(ctx, listUnresolved, minRounds, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list unresolved: %w", err)
@@ -160,9 +158,7 @@ func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]jou
 
 // ListIdleRetryable lists retryable failures idle for at least idle.
 func (s *Store) ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error) {
-	if limit <= 0 {
-		limit = 100
-	}
+	limit = journal.ListLimit(limit)
 	rows, err := s.rd.QueryContext(ctx, listIdleRetryable, idle.Milliseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list idle retryable: %w", err)

@@ -90,12 +90,5 @@ func (s *Store) RaiseForReview(ctx context.Context, keys []string) ([]string, er
 	if err != nil {
 		return nil, fmt.Errorf("raise for review: %w", err)
 	}
-	out := make([]string, 0, len(marked))
-	for _, k := range keys {
-		if marked[k] {
-			out = append(out, k)
-			delete(marked, k)
-		}
-	}
-	return out, nil
+	return journal.InOrder(keys, marked), nil
 }
