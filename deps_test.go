@@ -2,6 +2,7 @@ package idemgate_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -71,6 +72,56 @@ func TestDependencyDirection(t *testing.T) {
 					t.Errorf("%s imports %s: dependencies flow cmd → consumer/worker/ingest → journal/adapters → operation", rel, impRel)
 				}
 			}
+		}
+	}
+}
+
+// TestJournalImports keeps the journal's packages to their documented
+// imports: journal and migrations use the standard library only, each engine
+// uses journal and migrations but never the other engine, and the
+// conformance suite uses journal only, so that every engine is judged by the
+// same code.
+func TestJournalImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports ","}}`, "./journal/...", "./migrations/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/idemgate/idemgate/"
+	// The project packages each may import; nil: none.
+	allowed := map[string][]string{
+		"journal":                 nil,
+		"migrations":              nil,
+		"journal/postgres":        {"journal", "migrations"},
+		"journal/sqlite":          {"journal", "migrations"},
+		"journal/journaltest":     {"journal"},
+		"journal/postgres/pgtest": {"journal", "journal/postgres"},
+	}
+	stdlibOnly := map[string]bool{"journal": true, "migrations": true}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "|")
+		rel := strings.TrimPrefix(pkg, mod)
+		ok, known := allowed[rel]
+		if !known {
+			t.Errorf("%s: a new journal package: list its allowed imports here", rel)
+			continue
+		}
+		seen[rel] = true
+		for _, imp := range strings.Split(imports, ",") {
+			switch {
+			case imp == "":
+			case strings.HasPrefix(imp, mod):
+				if !slices.Contains(ok, strings.TrimPrefix(imp, mod)) {
+					t.Errorf("%s imports %s; it may import only %v of this module", rel, strings.TrimPrefix(imp, mod), ok)
+				}
+			case stdlibOnly[rel] && strings.Contains(strings.Split(imp, "/")[0], "."):
+				t.Errorf("%s must import only the standard library, imports %s", rel, imp)
+			}
+		}
+	}
+	for rel := range allowed {
+		if !seen[rel] {
+			t.Errorf("%s is listed but go list did not find it", rel)
 		}
 	}
 }

@@ -149,7 +149,7 @@ func (s *checks) oneObject(t *testing.T) {
 	require.Equal(t, journal.StatusSucceeded, rec.Status)
 	require.Equal(t, 1, rec.AttemptCount, describe(rec, atts))
 	require.Len(t, atts, 1, describe(rec, atts))
-	require.Equal(t, "execute", atts[0].Kind)
+	require.Equal(t, journal.KindExecute, atts[0].Kind)
 }
 
 // 5. The same key with another amount (title for a task) is a conflict,
@@ -272,7 +272,7 @@ func (s *checks) concurrentTwins(t *testing.T) {
 
 	rec, atts := c.row(key)
 	require.Len(t, atts, 1, "one attempt: %s", describe(rec, atts))
-	require.Equal(t, "execute", atts[0].Kind)
+	require.Equal(t, journal.KindExecute, atts[0].Kind)
 	require.Equal(t, journal.OutcomeSucceeded, atts[0].Outcome)
 	require.Equal(t, int64(1), rec.LeaseToken, "one lease was ever granted")
 	require.Equal(t, atts[0].Worker, rec.LeaseOwner, "the lease owner is the one who called")

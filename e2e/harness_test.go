@@ -466,7 +466,7 @@ func (d *daemon) metric(t *testing.T, series string) float64 {
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 // executeAttempts and reconcileAttempts filter a trail by kind.
-func attemptsOf(atts []journal.Attempt, kind string) []journal.Attempt {
+func attemptsOf(atts []journal.Attempt, kind journal.AttemptKind) []journal.Attempt {
 	var out []journal.Attempt
 	for _, a := range atts {
 		if a.Kind == kind {

@@ -607,7 +607,7 @@ func steps(atts []journal.Attempt) []Step {
 	}
 	out := make([]Step, 0, len(atts))
 	for _, a := range atts {
-		out = append(out, Step{Attempt: a.Attempt, Kind: a.Kind, Outcome: string(a.Outcome), ErrorCode: a.ErrorCode,
+		out = append(out, Step{Attempt: a.Attempt, Kind: string(a.Kind), Outcome: string(a.Outcome), ErrorCode: a.ErrorCode,
 			Note: a.Note, StartedAt: a.StartedAt.UTC(), FinishedAt: a.FinishedAt.UTC()})
 	}
 	return out

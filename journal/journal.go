@@ -249,20 +249,13 @@ func (o AttemptOutcome) Valid() bool {
 // OutcomeOf is the attempt outcome a completion with status s records.
 func OutcomeOf(s Status) AttemptOutcome { return AttemptOutcome(s) }
 
-// Attempt kinds.
-const (
-	KindExecute   = "execute"
-	KindReconcile = "reconcile"
-	KindOperator  = "operator"
-)
-
 // Attempt is one entry of the attempts trail.
 type Attempt struct {
 	Key             string
 	Attempt         int
 	Token           int64
 	Worker          string
-	Kind            string // KindExecute, KindReconcile or KindOperator
+	Kind            AttemptKind
 	StartedAt       time.Time
 	FinishedAt      time.Time      // zero while running
 	Outcome         AttemptOutcome // empty while running

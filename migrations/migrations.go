@@ -1,6 +1,3 @@
-// Package migrations holds the journal's SQL migrations, embedded in the
-// binary, one folder per database engine. Files are goose migrations named
-// NNNN_name.sql, zero-padded and without gaps.
 package migrations
 
 import (

@@ -170,7 +170,7 @@ func TestOperatorResolveWinsOverReconciler(t *testing.T) {
 	require.Equal(t, resolved.LeaseToken, final.LeaseToken, "the reconciler's late completion was refused")
 	atts, err := b.store.Attempts(context.Background(), key)
 	require.NoError(t, err)
-	byKind := map[string]journal.Attempt{}
+	byKind := map[journal.AttemptKind]journal.Attempt{}
 	for _, at := range atts {
 		byKind[at.Kind] = at
 		require.False(t, at.FinishedAt.IsZero(), "no attempt left open: %+v", at)

@@ -305,10 +305,10 @@ func TestExhaustedAfterAnUnknownIsLookedUpFirst(t *testing.T) {
 	atts, err := b.store.Attempts(context.Background(), key)
 	require.NoError(t, err)
 	last, beforeLast := atts[len(atts)-1], atts[len(atts)-2]
-	require.Equal(t, "execute", beforeLast.Kind, trail(t, b.store, key))
+	require.Equal(t, journal.KindExecute, beforeLast.Kind, trail(t, b.store, key))
 	require.Equal(t, 4, beforeLast.Attempt)
 	require.Equal(t, journal.OutcomeUnknown, beforeLast.Outcome, "the spent retries were looked up first: %s", trail(t, b.store, key))
-	require.Equal(t, "reconcile", last.Kind)
+	require.Equal(t, journal.KindReconcile, last.Kind)
 	require.Equal(t, journal.OutcomeFailedFinal, last.Outcome)
 	require.Contains(t, last.Note, "not found by key after the retries ran out")
 	require.Len(t, executes(t, b.store, key), 4, "no attempt past max_attempts")

@@ -403,7 +403,7 @@ func TestErrorClasses(t *testing.T) {
 	att, err = b.store.Attempts(context.Background(), "test:payment.charge:evt-lost:v1")
 	require.NoError(t, err)
 	require.Equal(t, journal.OutcomeUnknown, att[0].Outcome)
-	require.Equal(t, "reconcile", att[len(att)-1].Kind)
+	require.Equal(t, journal.KindReconcile, att[len(att)-1].Kind)
 }
 
 // frozenStore is the journal of a worker process that dies: every write after

@@ -36,7 +36,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 			}
 			var applied []int64
 			if c.Journal.URL != "" {
-				st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{})
+				st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{Migrations: journal.SkipMigrations})
 				if err != nil {
 					return err
 				}
@@ -77,7 +77,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 				}
 				return nil
 			}
-			st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{})
+			st, err := postgres.Open(cmd.Context(), c.Journal.URL, postgres.Config{Migrations: journal.SkipMigrations})
 			if err != nil {
 				return err
 			}

@@ -23,18 +23,18 @@ import (
 )
 
 // openJournal opens the PostgreSQL journal when journal.url is set, else the
-// SQLite journal in the data folder, applying migrations if asked.
+// SQLite journal in the data folder. With migrate, pending migrations are
+// applied; without, a journal that lacks some is refused (the error names
+// `idemgate migrate up`), on either engine.
 func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) (journal.Store, func(context.Context) (bool, error), error) {
+	policy := journal.RequireMigrated
+	if migrate {
+		policy = journal.MigrateOnOpen
+	}
 	if c.Journal.URL != "" {
-		st, err := postgres.Open(ctx, c.Journal.URL, postgres.Config{})
+		st, err := postgres.Open(ctx, c.Journal.URL, postgres.Config{Migrations: policy, Logger: log})
 		if err != nil {
 			return nil, nil, err
-		}
-		if migrate {
-			if _, err := postgres.Migrate(ctx, st.Pool(), log); err != nil {
-				st.Close()
-				return nil, nil, err
-			}
 		}
 		pending := func(ctx context.Context) (bool, error) { return postgres.Pending(ctx, st.Pool()) }
 		log.Info("journal: PostgreSQL", "application_name", "idemgate")
@@ -44,7 +44,7 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 		return nil, nil, fmt.Errorf("data folder: %w", err)
 	}
 	path := sqlitePath(c.DataDir)
-	st, err := sqlite.Open(ctx, path, sqlite.Config{})
+	st, err := sqlite.Open(ctx, path, sqlite.Config{Migrations: policy})
 	if err != nil {
 		return nil, nil, err
 	}

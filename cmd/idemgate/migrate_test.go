@@ -131,3 +131,28 @@ func TestMigrateUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoMigrateOff: with journal.auto_migrate: false, `idemgate run`
+// refuses a journal that lacks migrations, saying to run `idemgate migrate
+// up`, and changes nothing; on PostgreSQL and SQLite alike.
+func TestAutoMigrateOff(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			dataDir := t.TempDir()
+			yaml := fmt.Sprintf("env: test\ndata_dir: %s\nadmin:\n  addr: ''\njournal:\n  auto_migrate: false\n", dataDir)
+			where := []string{"--data-dir", dataDir}
+			if engine == "postgres" {
+				url := emptySchema(t)
+				yaml += fmt.Sprintf("  url: %q\n", url)
+				where = []string{"--journal-url", url}
+			}
+			code, _, stderr := runTool(t, "run", "--config", writeConfig(t, yaml))
+			require.NotEqual(t, exitOK, code)
+			require.Contains(t, stderr, "run `idemgate migrate up` first", "the refusal says what to do")
+			code, out, stderr := runTool(t, append([]string{"migrate", "status", "--check"}, where...)...)
+			require.Equal(t, 3, code, "the refused start applied nothing: %s %s", out, stderr)
+		})
+	}
+}

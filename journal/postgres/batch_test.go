@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/journaltest"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 )
 
@@ -18,8 +19,8 @@ func TestBatchRepeatsAKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := pgtest.Store(t)
-	keys := benchKeys(3)
-	claims, err := s.Claim(ctx, []journal.ClaimRequest{benchRequest(keys[0]), benchRequest(keys[1]), benchRequest(keys[2])})
+	keys := journaltest.BenchKeys(3)
+	claims, err := s.Claim(ctx, []journal.ClaimRequest{journaltest.BenchRequest(keys[0]), journaltest.BenchRequest(keys[1]), journaltest.BenchRequest(keys[2])})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -55,15 +56,15 @@ func TestBatchRepeatsAKey(t *testing.T) {
 	}
 
 	// Replays decided by the read alone: every repeat replays.
-	got, err := s.Claim(ctx, []journal.ClaimRequest{benchRequest(keys[1]), benchRequest(keys[0]), benchRequest(keys[1])})
+	got, err := s.Claim(ctx, []journal.ClaimRequest{journaltest.BenchRequest(keys[1]), journaltest.BenchRequest(keys[0]), journaltest.BenchRequest(keys[1])})
 	require.NoError(t, err)
 	for i, c := range got {
 		require.Equal(t, journal.ReplaySucceeded, c.Decision, "item %d", i)
 	}
 	require.Equal(t, keys[1], got[2].Record.Key)
 	// A new key: the first executes, its repeats see it in progress.
-	fresh := benchKeys(1)[0]
-	got, err = s.Claim(ctx, []journal.ClaimRequest{benchRequest(fresh), benchRequest(keys[0]), benchRequest(fresh)})
+	fresh := journaltest.BenchKeys(1)[0]
+	got, err = s.Claim(ctx, []journal.ClaimRequest{journaltest.BenchRequest(fresh), journaltest.BenchRequest(keys[0]), journaltest.BenchRequest(fresh)})
 	require.NoError(t, err)
 	require.Equal(t, journal.Execute, got[0].Decision)
 	require.Equal(t, journal.ReplaySucceeded, got[1].Decision)

@@ -1,7 +1,8 @@
 package postgres_test
 
-// Benchmarks of the journal's two hot paths, each beside a raw baseline that
-// sends the same SQL straight through pgx with as little Go as possible:
+// The store's benchmarks are the shared ones (journaltest.Benchmark, run by
+// BenchmarkJournal), which SQLite runs too. Beside them, raw baselines send
+// the same SQL straight through pgx with as little Go as possible:
 //
 //	go test -run '^$' -bench . -benchmem -benchtime=3s ./journal/postgres/
 //
@@ -17,14 +18,7 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,23 +26,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/journaltest"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 )
 
 const (
+	// benchCallers claim at once, on a pool of as many connections.
 	benchCallers = 32
-	benchHash    = "28a4262860864e5110d391a4556da2ad2f539ae2f87e52871f80cb7381d86aa6"
-	benchOwner   = "bench-worker"
-	benchTTL     = time.Minute
-	// replayKeys is how many finished operations the replay benchmarks read.
-	replayKeys = 10_000
 )
 
 var (
 	benchBatches = []int{1, 10, 100}
-	benchResult  = json.RawMessage(`{"business_status":"succeeded"}`)
-	benchRun     atomic.Int64
+	// benchReq is the request the shared benchmark sends, whose fields the
+	// raw baseline sends too.
+	benchReq = journaltest.BenchRequest("")
 )
 
 // benchEnv is one private schema with a pool of benchCallers connections.
@@ -81,120 +73,34 @@ func newBenchEnv(b *testing.B) *benchEnv {
 // more than one pool's worth of the server's connections.
 func (e *benchEnv) close() { e.pool.Close() }
 
-// benchKeys returns n fresh keys, unique in the process.
-func benchKeys(n int) []string {
-	prefix := "bench:payment.charge:run" + strconv.FormatInt(benchRun.Add(1), 10) + "-"
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = prefix + strconv.Itoa(i) + ":v1"
-	}
-	return keys
+// BenchmarkJournal is the journal's shared benchmark (journaltest.Benchmark)
+// on PostgreSQL: the store's figures, to compare with SQLite's and, within
+// one run, with the raw baselines below.
+func BenchmarkJournal(b *testing.B) {
+	journaltest.Benchmark(b, func(b *testing.B) journal.Store {
+		env := newBenchEnv(b)
+		b.Cleanup(env.close)
+		return env.store
+	}, journaltest.BenchOptions{Callers: benchCallers, Batches: benchBatches})
 }
 
-func benchRequest(key string) journal.ClaimRequest {
-	return journal.ClaimRequest{
-		Key: key, OperationType: "payment.charge", RequestHash: benchHash, TargetSystem: "payments",
-		EventID: key, ApprovalID: "appr-bench", Owner: benchOwner, LeaseTTL: benchTTL,
-	}
-}
-
-// batchFunc runs batch number i of a benchmark.
-type batchFunc func(ctx context.Context, i int) error
-
-// runCallers runs batches [0, b.N) on benchCallers goroutines, after a warm-up
-// of batches [b.N, b.N+benchCallers) that fills the pool and its statement
-// caches, and reports operations per second and allocations per operation.
-func runCallers(b *testing.B, batch int, newCaller func() batchFunc) {
-	b.Helper()
-	ctx := context.Background()
-	callers := make([]batchFunc, benchCallers)
-	for i := range callers {
-		callers[i] = newCaller()
-	}
-	if err := drive(ctx, callers, b.N, b.N+benchCallers); err != nil {
-		b.Fatalf("warm-up: %v", err)
-	}
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	cpu0 := processCPU(b)
-	b.ResetTimer()
-	err := drive(ctx, callers, 0, b.N)
-	b.StopTimer()
-	cpu := processCPU(b) - cpu0
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ops := float64(b.N * batch)
-	b.ReportMetric(ops/b.Elapsed().Seconds(), "ops/s")
-	b.ReportMetric(float64(cpu.Nanoseconds())/ops, "client-cpu-ns/operation")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/operation")
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/operation")
-}
-
-// processCPU returns the CPU time (user and system) this process has used:
-// the client's share of the work, which other load on the machine does not
-// change the way it changes elapsed time.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// drive hands batches [from, to) to the callers, each on its own goroutine,
-// and returns the first error (the others stop at their next batch).
-func drive(ctx context.Context, callers []batchFunc, from, to int) error {
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		once   sync.Once
-		first  error
-		wg     sync.WaitGroup
-	)
-	next.Store(int64(from))
-	for _, call := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= to {
-					return
-				}
-				if err := call(ctx, i); err != nil {
-					once.Do(func() { first = err })
-					failed.Store(true)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-// BenchmarkClaimComplete claims a batch of fresh keys and completes them as
-// succeeded: the path of every new operation. raw sends the store's
-// statements (a read, the pipelined claim, the completion) straight through
-// pgx; pipeline sends the claim without the read first, for comparison.
+// BenchmarkClaimComplete is the raw baseline of the store's
+// ClaimComplete path: raw sends the store's statements (a read, the
+// pipelined claim, the completion) straight through pgx; pipeline sends the
+// claim without the read first.
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, batch := range benchBatches {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			for _, v := range []struct {
-				name string
-				call func(env *benchEnv, keys []string) batchFunc
-			}{
-				{"store", func(env *benchEnv, keys []string) batchFunc { return storeClaimComplete(env.store, keys, batch) }},
-				{"raw", func(env *benchEnv, keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, true) }},
-				{"pipeline", func(env *benchEnv, keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, false) }},
-			} {
+				name      string
+				readFirst bool
+			}{{"raw", true}, {"pipeline", false}} {
 				env := newBenchEnv(b)
 				b.Run(v.name, func(b *testing.B) {
-					keys := benchKeys((b.N + benchCallers) * batch)
-					runCallers(b, batch, func() batchFunc { return v.call(env, keys) })
+					keys := journaltest.BenchKeys((b.N + benchCallers) * batch)
+					journaltest.RunCallers(b, benchCallers, batch, func() journaltest.BatchFunc {
+						return rawClaimComplete(env.pool, keys, batch, v.readFirst)
+					})
 				})
 				env.close()
 			}
@@ -202,90 +108,22 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
-// BenchmarkReplay claims a batch of keys that succeeded earlier: the path of
-// every redelivered command. raw sends the store's statement (the read)
-// straight through pgx; pipeline sends the three claim statements, as a claim
-// without the read first would.
+// BenchmarkReplay is the raw baseline of the store's Replay path: raw sends
+// the store's statement (the read) straight through pgx; pipeline sends the
+// three claim statements, as a claim without the read first would.
 func BenchmarkReplay(b *testing.B) {
 	for _, batch := range benchBatches {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			env := newBenchEnv(b)
-			keys := finishedKeys(b, env.store, replayKeys)
-			b.Run("store", func(b *testing.B) {
-				runCallers(b, batch, func() batchFunc { return storeReplay(env.store, keys, batch) })
-			})
+			keys := journaltest.FinishedKeys(b, env.store, journaltest.ReplayKeys)
 			b.Run("raw", func(b *testing.B) {
-				runCallers(b, batch, func() batchFunc { return rawReplay(env.pool, keys, batch, true) })
+				journaltest.RunCallers(b, benchCallers, batch, func() journaltest.BatchFunc { return rawReplay(env.pool, keys, batch, true) })
 			})
 			b.Run("pipeline", func(b *testing.B) {
-				runCallers(b, batch, func() batchFunc { return rawReplay(env.pool, keys, batch, false) })
+				journaltest.RunCallers(b, benchCallers, batch, func() journaltest.BatchFunc { return rawReplay(env.pool, keys, batch, false) })
 			})
 			env.close()
 		})
-	}
-}
-
-// finishedKeys claims and completes n keys as succeeded.
-func finishedKeys(b *testing.B, s *postgres.Store, n int) []string {
-	b.Helper()
-	keys := benchKeys(n)
-	call := storeClaimComplete(s, keys, 100)
-	for i := 0; i*100 < n; i++ {
-		if err := call(context.Background(), i); err != nil {
-			b.Fatalf("populate: %v", err)
-		}
-	}
-	return keys
-}
-
-// window returns the keys of replay batch i.
-func window(keys []string, batch, i int) []string {
-	start := (i * batch) % (len(keys) - len(keys)%batch)
-	return keys[start : start+batch]
-}
-
-func storeClaimComplete(s *postgres.Store, keys []string, batch int) batchFunc {
-	reqs := make([]journal.ClaimRequest, batch)
-	comps := make([]journal.Completion, batch)
-	return func(ctx context.Context, i int) error {
-		ks := keys[i*batch : (i+1)*batch]
-		for j, k := range ks {
-			reqs[j] = benchRequest(k)
-		}
-		claims, err := s.Claim(ctx, reqs)
-		if err != nil {
-			return err
-		}
-		for j, c := range claims {
-			if c.Decision != journal.Execute {
-				return fmt.Errorf("claim %s: %s, want execute", ks[j], c.Decision)
-			}
-			comps[j] = journal.Completion{Key: ks[j], Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: ks[j], Result: benchResult}
-		}
-		errs, err := s.Complete(ctx, comps)
-		if err != nil {
-			return err
-		}
-		return errors.Join(errs...)
-	}
-}
-
-func storeReplay(s *postgres.Store, keys []string, batch int) batchFunc {
-	reqs := make([]journal.ClaimRequest, batch)
-	return func(ctx context.Context, i int) error {
-		for j, k := range window(keys, batch, i) {
-			reqs[j] = benchRequest(k)
-		}
-		claims, err := s.Claim(ctx, reqs)
-		if err != nil {
-			return err
-		}
-		for j, c := range claims {
-			if c.Decision != journal.ReplaySucceeded || len(c.Record.Result) == 0 {
-				return fmt.Errorf("claim %s: %s, want a replay with its result", reqs[j].Key, c.Decision)
-			}
-		}
-		return nil
 	}
 }
 
@@ -293,9 +131,10 @@ func storeReplay(s *postgres.Store, keys []string, batch int) batchFunc {
 type rawClaim struct {
 	pool                                                     *pgxpool.Pool
 	keys, types, hashes, targets, events, approvals, owners  []string
+	digests                                                  []string
 	ttls                                                     []int64
 	doneKeys, statuses, objects, codes, reqIDs, notes        []string
-	tokens                                                   []int64
+	tokens, holds                                            []int64
 	results                                                  []*string
 	reconciled                                               []bool
 	resultText                                               string
@@ -303,15 +142,15 @@ type rawClaim struct {
 	scanKey, scanType, scanHash, scanStatus, scanTarget      string
 	scanObject, scanCode, scanEvent, scanApproval, scanOwner string
 	scanResult                                               []byte
-	scanAttempts, scanRounds                                 int
+	scanAttempts, scanRounds, scanRoundsTotal                int
 	scanToken                                                int64
-	scanLeaseUntil, scanCompletedAt                          *time.Time
-	scanCreated, scanUpdated                                 time.Time
-	scanLive                                                 bool
+	scanLeaseUntil, scanCompletedAt, scanRaisedAt            *time.Time
+	scanCreated, scanUpdated, scanNow                        time.Time
+	scanLive, scanEffect                                     bool
 }
 
 func newRawClaim(pool *pgxpool.Pool, batch int) *rawClaim {
-	r := &rawClaim{pool: pool, resultText: string(benchResult)}
+	r := &rawClaim{pool: pool, resultText: `{"business_status":"succeeded"}`}
 	fill := func(v string) []string {
 		s := make([]string, batch)
 		for i := range s {
@@ -320,14 +159,14 @@ func newRawClaim(pool *pgxpool.Pool, batch int) *rawClaim {
 		return s
 	}
 	r.keys, r.events = make([]string, batch), make([]string, batch)
-	r.types, r.hashes, r.targets = fill("payment.charge"), fill(benchHash), fill("payments")
-	r.approvals, r.owners = fill("appr-bench"), fill(benchOwner)
+	r.types, r.hashes, r.targets = fill(benchReq.OperationType), fill(benchReq.RequestHash), fill(benchReq.TargetSystem)
+	r.approvals, r.owners, r.digests = fill(benchReq.ApprovalID), fill(benchReq.Owner), fill("")
 	r.ttls = make([]int64, batch)
 	for i := range r.ttls {
-		r.ttls[i] = benchTTL.Milliseconds()
+		r.ttls[i] = benchReq.LeaseTTL.Milliseconds()
 	}
 	r.doneKeys, r.objects = make([]string, 0, batch), make([]string, 0, batch)
-	r.tokens = make([]int64, 0, batch)
+	r.tokens, r.holds = make([]int64, 0, batch), make([]int64, batch)
 	r.statuses, r.codes, r.reqIDs, r.notes = fill("succeeded"), fill(""), fill(""), fill("")
 	r.results = make([]*string, batch)
 	for i := range r.results {
@@ -343,7 +182,7 @@ func (r *rawClaim) claim(ctx context.Context, ks []string) error {
 	copy(r.events, ks)
 	r.inserted, r.takenOver = 0, 0
 	b := &pgx.Batch{}
-	b.Queue(postgres.ClaimInsertSQL, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls)
+	b.Queue(postgres.ClaimInsertSQL, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
 	b.Queue(postgres.ClaimTakeOverSQL, r.keys, r.hashes, r.owners, r.ttls)
 	b.Queue(postgres.SelectRecordsSQL, r.keys)
 	br := r.pool.SendBatch(ctx, b)
@@ -394,7 +233,8 @@ func (r *rawClaim) scanRecords(rows pgx.Rows) error {
 		if err := rows.Scan(&r.scanKey, &r.scanType, &r.scanHash, &r.scanStatus, &r.scanTarget,
 			&r.scanObject, &r.scanResult, &r.scanCode, &r.scanAttempts,
 			&r.scanEvent, &r.scanApproval, &r.scanOwner, &r.scanToken, &r.scanLeaseUntil,
-			&r.scanRounds, &r.scanCreated, &r.scanUpdated, &r.scanCompletedAt, &r.scanLive); err != nil {
+			&r.scanRounds, &r.scanCreated, &r.scanUpdated, &r.scanCompletedAt,
+			&r.scanRoundsTotal, &r.scanRaisedAt, &r.scanEffect, &r.scanLive, &r.scanNow); err != nil {
 			rows.Close()
 			return err
 		}
@@ -409,7 +249,7 @@ func (r *rawClaim) scanRecords(rows pgx.Rows) error {
 func (r *rawClaim) complete(ctx context.Context) error {
 	n := len(r.doneKeys)
 	rows, _ := r.pool.Query(ctx, postgres.CompleteSQL, r.doneKeys, r.tokens, r.statuses[:n], r.objects,
-		r.results[:n], r.codes[:n], r.reqIDs[:n], r.notes[:n], r.reconciled[:n])
+		r.results[:n], r.codes[:n], r.reqIDs[:n], r.notes[:n], r.reconciled[:n], r.holds[:n])
 	r.completed = 0
 	for rows.Next() {
 		if err := rows.Scan(&r.scanKey); err != nil {
@@ -421,7 +261,7 @@ func (r *rawClaim) complete(ctx context.Context) error {
 	return rows.Err()
 }
 
-func rawClaimComplete(pool *pgxpool.Pool, keys []string, batch int, readFirst bool) batchFunc {
+func rawClaimComplete(pool *pgxpool.Pool, keys []string, batch int, readFirst bool) journaltest.BatchFunc {
 	r := newRawClaim(pool, batch)
 	return func(ctx context.Context, i int) error {
 		ks := keys[i*batch : (i+1)*batch]
@@ -449,14 +289,14 @@ func rawClaimComplete(pool *pgxpool.Pool, keys []string, batch int, readFirst bo
 	}
 }
 
-func rawReplay(pool *pgxpool.Pool, keys []string, batch int, readOnly bool) batchFunc {
+func rawReplay(pool *pgxpool.Pool, keys []string, batch int, readOnly bool) journaltest.BatchFunc {
 	r := newRawClaim(pool, batch)
 	return func(ctx context.Context, i int) error {
 		var err error
 		if readOnly {
-			err = r.readRecords(ctx, window(keys, batch, i))
+			err = r.readRecords(ctx, journaltest.Window(keys, batch, i))
 		} else {
-			err = r.claim(ctx, window(keys, batch, i))
+			err = r.claim(ctx, journaltest.Window(keys, batch, i))
 		}
 		if err != nil {
 			return err
@@ -480,21 +320,21 @@ func BenchmarkPaired(b *testing.B) {
 			defer env.close()
 			var keys []string
 			if path == "Replay" {
-				keys = finishedKeys(b, env.store, replayKeys)
+				keys = journaltest.FinishedKeys(b, env.store, journaltest.ReplayKeys)
 			}
 			for _, batch := range benchBatches {
 				b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-					var store, raw, pipeline []batchFunc
+					var store, raw, pipeline []journaltest.BatchFunc
 					for range benchCallers {
 						if path == "Replay" {
-							store = append(store, storeReplay(env.store, keys, batch))
+							store = append(store, journaltest.Replay(env.store, keys, batch))
 							raw = append(raw, rawReplay(env.pool, keys, batch, true))
 							pipeline = append(pipeline, rawReplay(env.pool, keys, batch, false))
 							continue
 						}
-						store = append(store, freshCaller(func(keys []string) batchFunc { return storeClaimComplete(env.store, keys, batch) }, batch))
-						raw = append(raw, freshCaller(func(keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, true) }, batch))
-						pipeline = append(pipeline, freshCaller(func(keys []string) batchFunc { return rawClaimComplete(env.pool, keys, batch, false) }, batch))
+						store = append(store, freshCaller(func(keys []string) journaltest.BatchFunc { return journaltest.ClaimComplete(env.store, keys, batch) }, batch))
+						raw = append(raw, freshCaller(func(keys []string) journaltest.BatchFunc { return rawClaimComplete(env.pool, keys, batch, true) }, batch))
+						pipeline = append(pipeline, freshCaller(func(keys []string) journaltest.BatchFunc { return rawClaimComplete(env.pool, keys, batch, false) }, batch))
 					}
 					runPaired(b, batch, store, raw, pipeline)
 				})
@@ -504,12 +344,12 @@ func BenchmarkPaired(b *testing.B) {
 }
 
 // runPaired runs b.N batches on each of store, raw and pipeline, in turns.
-func runPaired(b *testing.B, batch int, store, raw, pipeline []batchFunc) {
+func runPaired(b *testing.B, batch int, store, raw, pipeline []journaltest.BatchFunc) {
 	b.Helper()
 	ctx := context.Background()
-	variants := [][]batchFunc{store, raw, pipeline}
+	variants := [][]journaltest.BatchFunc{store, raw, pipeline}
 	for _, calls := range variants {
-		if err := drive(ctx, calls, 0, benchCallers); err != nil {
+		if err := journaltest.Drive(ctx, calls, 0, benchCallers); err != nil {
 			b.Fatalf("warm-up: %v", err)
 		}
 	}
@@ -522,7 +362,7 @@ func runPaired(b *testing.B, batch int, store, raw, pipeline []batchFunc) {
 		n := (b.N*(t+1))/turns - done
 		for v, calls := range variants {
 			start := time.Now()
-			if err := drive(ctx, calls, 0, n); err != nil {
+			if err := journaltest.Drive(ctx, calls, 0, n); err != nil {
 				b.Fatal(err)
 			}
 			spent[v] += time.Since(start)
@@ -539,12 +379,12 @@ func runPaired(b *testing.B, batch int, store, raw, pipeline []batchFunc) {
 
 // freshCaller returns a caller that runs every batch it is given on keys never
 // used before, drawn in blocks of 64 batches.
-func freshCaller(newCall func(keys []string) batchFunc, batch int) batchFunc {
-	var call batchFunc
+func freshCaller(newCall func(keys []string) journaltest.BatchFunc, batch int) journaltest.BatchFunc {
+	var call journaltest.BatchFunc
 	used := 64
 	return func(ctx context.Context, _ int) error {
 		if used == 64 {
-			call, used = newCall(benchKeys(64*batch)), 0
+			call, used = newCall(journaltest.BenchKeys(64*batch)), 0
 		}
 		used++
 		return call(ctx, used-1)

@@ -65,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 			}
 		}
 		if err != nil {
-			return nil, claimFailed(err)
+			return nil, journal.ClaimFailed(err)
 		}
 		pending = undecided
 	}
@@ -122,7 +122,7 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 	var next []int
 	for j, i := range pending {
 		if found[j] {
-			if d, settled := decideExisting(&reqs[i], &out[i].Record, live[j]); settled {
+			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, live[j]); settled {
 				out[i].Decision = d
 				continue
 			}
@@ -131,14 +131,6 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 	}
 	return next, nil
 }
-
-// Outcomes of the claim statements for one key.
-const (
-	claimNone      = iota
-	claimInserted  // a new key: execute
-	claimRetry     // a retryable failure taken over: execute a new attempt
-	claimReconcile // an unknown outcome or expired lease taken over: reconcile
-)
 
 // claimRound runs the three claim statements for the pending requests and
 // fills out. It returns the requests whose state moved under it; on the last
@@ -163,9 +155,11 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
 
-	// state[j] is the claim statements' outcome for keys[j]; found and live
-	// as in claimRead.
-	state := make([]uint8, n)
+	// took[j] is what the claim statements decided for keys[j] when they
+	// gave it a lease (an insert executes; a take-over follows
+	// journal.TakeOver), "" when they left it alone; found and live as in
+	// claimRead.
+	took := make([]journal.Decision, n)
 	flags := make([]bool, 2*n)
 	found, live := flags[:n], flags[n:]
 
@@ -179,7 +173,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			rows.Close()
 			return nil, fmt.Errorf("claim insert: %w", errUnexpectedKey)
 		}
-		state[j] = claimInserted
+		took[j] = journal.Execute
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim insert: %w", err)
@@ -196,10 +190,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			rows.Close()
 			return nil, fmt.Errorf("claim take-over: %w", errUnexpectedKey)
 		}
-		state[j] = claimReconcile
-		if string(raw[1]) == string(journal.StatusFailedRetryable) {
-			state[j] = claimRetry
-		}
+		took[j] = journal.TakeOver(journal.Status(raw[1]))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim take-over: %w", err)
@@ -238,13 +229,10 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 			undecided = append(undecided, i)
 			continue
 		}
-		switch state[j] {
-		case claimInserted, claimRetry:
-			c.Decision, c.Token, c.Attempt = journal.Execute, c.Record.LeaseToken, c.Record.AttemptCount
-		case claimReconcile:
-			c.Decision, c.Token, c.Attempt = journal.Reconcile, c.Record.LeaseToken, c.Record.AttemptCount
-		default:
-			d, settled := decideExisting(&reqs[i], &c.Record, live[j])
+		if d := took[j]; d != "" {
+			c.Decision, c.Token, c.Attempt = d, c.Record.LeaseToken, c.Record.AttemptCount
+		} else {
+			d, settled := journal.DecideExisting(&reqs[i], &c.Record, live[j])
 			if !settled && !last {
 				undecided = append(undecided, i)
 				continue
@@ -253,36 +241,6 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		}
 	}
 	return undecided, nil
-}
-
-// decideExisting decides a key this claim neither inserted nor took over.
-// settled is false when the row is claimable (a retryable failure whose hold
-// has passed, an unknown outcome nobody holds or an expired lease): the claim
-// statements must take it over. A live lease or hold is InProgress: for a
-// retryable failure, the next attempt is not due yet.
-func decideExisting(r *journal.ClaimRequest, rec *journal.Record, leaseLive bool) (journal.Decision, bool) {
-	if rec.RequestHash != r.RequestHash {
-		return journal.Conflict, true
-	}
-	switch rec.Status {
-	case journal.StatusSucceeded:
-		return journal.ReplaySucceeded, true
-	case journal.StatusFailedFinal:
-		return journal.ReplayFailed, true
-	case journal.StatusStarted, journal.StatusUnknown, journal.StatusFailedRetryable:
-		if leaseLive {
-			return journal.InProgress, true
-		}
-	}
-	return journal.InProgress, false
-}
-
-// claimFailed wraps a claim batch that failed. Its commit may have applied:
-// leases it took stay with an owner that does not know their tokens, expire,
-// and are reconciled (looked up in the target) before anything executes
-// again, so the safe answer is an error and a later redelivery.
-func claimFailed(err error) error {
-	return fmt.Errorf("claim (leases it may have taken will expire and be reconciled): %w", err)
 }
 
 // byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares
@@ -422,4 +380,38 @@ func (t *statusScan) ScanBytes(src []byte) error {
 	}
 	*t.dst = journal.Status(src)
 	return nil
+}
+
+// TakeOverStale takes over unknown outcomes and expired leases for the
+// reconciler.
+func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Duration, limit int) ([]journal.Claim, error) {
+	if err := journal.ValidateTakeOver(owner, ttl, limit); err != nil {
+		return nil, err
+	}
+	taken := make(map[string]bool)
+	if err := s.queryKeys(ctx, taken, takeOverStale, owner, ttl.Milliseconds(), limit); err != nil {
+		return nil, fmt.Errorf("take over stale: %w", err)
+	}
+	if len(taken) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(taken))
+	for k := range taken {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	recs, err := scanRecords(s.db.Query(ctx, selectRecords, keys))
+	if err != nil {
+		return nil, fmt.Errorf("take over stale: read: %w", err)
+	}
+	out := make([]journal.Claim, 0, len(keys))
+	for _, k := range keys {
+		rec, ok := recs[k]
+		if !ok || rec.LeaseOwner != owner {
+			continue
+		}
+		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount,
+			Record: rec.Record, Now: rec.now})
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/journal"
 )
@@ -107,12 +108,7 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 		return nil
 	}
 	// Not applied, or the statement failed and may have applied: re-read.
-	type state struct {
-		found  bool
-		status journal.Status
-		token  int64
-	}
-	states := make([]state, n)
+	rowsOf := make([]journal.CompletionRow, n)
 	rows, err := s.db.Query(ctx, completeCheck, check)
 	if err != nil {
 		if execErr != nil {
@@ -128,7 +124,7 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 			return fmt.Errorf("complete re-read: %w", err)
 		}
 		if j := position(keys, []byte(k)); j >= 0 {
-			states[j] = state{true, journal.Status(st), tok}
+			rowsOf[j] = journal.CompletionRow{Found: true, Status: journal.Status(st), Token: tok}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -139,19 +135,13 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 		if applied[j] {
 			continue
 		}
-		c, st := &cs[i], states[j]
-		switch {
-		case !st.found:
-			out[i] = fmt.Errorf("complete %s: %w", c.Key, journal.ErrNotFound)
-		case st.token != c.Token:
-			out[i] = fmt.Errorf("complete %s with token %d (current %d): %w", c.Key, c.Token, st.token, journal.ErrStaleToken)
-			stale = append(stale, i)
-		case st.status == c.Status && (st.status.Terminal() || st.status == journal.StatusFailedRetryable):
-			// Already applied by an earlier call with this token.
-		case execErr != nil && journal.CanComplete(st.status, c.Status):
+		c, row := &cs[i], rowsOf[j]
+		if execErr != nil && row.Open(c) {
 			return fmt.Errorf("complete: %w", execErr)
-		default:
-			out[i] = fmt.Errorf("complete %s from %s to %s: %w", c.Key, st.status, c.Status, journal.ErrIllegalTransition)
+		}
+		out[i] = journal.NotApplied(c, row)
+		if row.Found && row.Token != c.Token {
+			stale = append(stale, i)
 		}
 	}
 	if len(stale) > 0 {
@@ -195,4 +185,30 @@ func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql s
 		marks[j] = true
 	}
 	return rows.Err()
+}
+
+// Heartbeat extends the leases still held with these tokens.
+func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time.Duration) ([]error, error) {
+	out := make([]error, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	if err := journal.ValidateHeartbeat(ttl); err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(refs))
+	tokens := make([]int64, len(refs))
+	for i, r := range refs {
+		keys[i], tokens[i] = r.Key, r.Token
+	}
+	live := make(map[string]bool, len(refs))
+	if err := s.queryKeys(ctx, live, heartbeat, keys, tokens, ttl.Milliseconds()); err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	for i, r := range refs {
+		if !live[r.Key] {
+			out[i] = journal.LeaseLost(r)
+		}
+	}
+	return out, nil
 }

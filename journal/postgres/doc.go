@@ -7,7 +7,18 @@
 // state may change, then a plain read to decide the rest), pipelined as one
 // implicit transaction. Completions and heartbeats of a whole batch are one
 // statement each. No transaction stays open during a call to a target.
-// Migrations are applied with goose under an advisory lock.
+// What a row means (the claim decision table, the take-over rule, why a
+// completion did not apply, whether a resolution applies) is journal's,
+// shared with SQLite; this package reads and writes the rows.
 //
-// It imports journal and migrations.
+// Files follow the concepts: store.go (configuration, opening), claim.go
+// (claims and the reconciler's take-over), complete.go (completions and
+// heartbeats), records.go (reads), resolve.go (operator decisions and review
+// marks), purge.go, queries.go (all SQL) and migrate.go. Migrations are
+// applied with goose under an advisory lock, as journal.MigrationPolicy says
+// (Config.Migrations); SQLSTATEs are pgerrcode's names.
+//
+// It imports journal and migrations of this module, and pgx, pgerrcode and
+// goose; never journal/sqlite. Its test helper journal/postgres/pgtest
+// imports this package only.
 package postgres

@@ -1,6 +1,11 @@
 package postgres
 
-import "github.com/jackc/pgx/v5"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // The journal's SQL, for the raw pgx baseline of the benchmarks: the store and
 // the baseline must send the same statements.
@@ -17,4 +22,14 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
 	return &c
+}
+
+// MigrateDownTo and PendingVersions expose the migration controls that only
+// tests use (journaltest.ExerciseMigrations).
+func MigrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
+	return migrateDownTo(ctx, pool, version)
+}
+
+func PendingVersions(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	return pendingVersions(ctx, pool)
 }

@@ -89,6 +89,21 @@ func Migrations(ctx context.Context, pool *pgxpool.Pool) ([]MigrationState, erro
 	return out, nil
 }
 
+// pendingVersions lists the versions not applied to pool's schema.
+func pendingVersions(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	list, err := Migrations(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, m := range list {
+		if !m.Applied {
+			out = append(out, m.Version)
+		}
+	}
+	return out, nil
+}
+
 // Pending reports whether migrations remain to be applied (for /readyz).
 func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	p, done, err := provider(ctx, pool, nil)
@@ -97,4 +112,24 @@ func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	}
 	defer done()
 	return p.HasPending(ctx)
+}
+
+// migrateDownTo rolls migrations back, newest first, until version is the
+// newest applied (0: none), under the advisory lock. It returns the versions
+// it rolled back. Tests only: a journal is never migrated down in service.
+func migrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
+	p, done, err := provider(ctx, pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	res, err := p.DownTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	out := make([]int64, 0, len(res))
+	for _, r := range res {
+		out = append(out, r.Source.Version)
+	}
+	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/journaltest"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 )
@@ -27,7 +28,7 @@ func TestReplayWritesNothing(t *testing.T) {
 		return journal.ClaimRequest{Key: k, OperationType: "payment.charge", RequestHash: hash, TargetSystem: "payments",
 			EventID: "evt-" + k, Owner: owner, LeaseTTL: time.Hour}
 	}
-	keys := benchKeys(4)
+	keys := journaltest.BenchKeys(4)
 	kDone, kFailed, kLive, kConflict := keys[0], keys[1], keys[2], keys[3]
 	first, err := s.Claim(ctx, []journal.ClaimRequest{req(kDone, hashA, "w1"), req(kFailed, hashA, "w1"), req(kLive, hashA, "w1"), req(kConflict, hashA, "w1")})
 	require.NoError(t, err)
@@ -76,7 +77,7 @@ FROM agent_operation_log WHERE operation_key = ANY($1)`, keys).Scan(&st))
 			return id
 		}
 		// The probe sees a claim that writes...
-		require.NotNil(t, xid([]journal.ClaimRequest{req(benchKeys(1)[0], hashA, "w2")}), "a new key is written")
+		require.NotNil(t, xid([]journal.ClaimRequest{req(journaltest.BenchKeys(1)[0], hashA, "w2")}), "a new key is written")
 		// ...and a replay batch writes nothing.
 		require.Nil(t, xid(batch), "a replay batch took a transaction id: its commit waits for an fsync")
 	})

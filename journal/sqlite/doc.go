@@ -23,7 +23,17 @@
 // INTEGER milliseconds since the Unix epoch, CAST(round(unixepoch('subsec') *
 // 1000) AS INTEGER). There is no SKIP LOCKED: the single writer serialises
 // TakeOverStale callers (journaltest.Features.ConcurrentTakeOver is false).
-// Migrations are applied with goose when the store opens.
+// What a row means (the claim decision table, the take-over rule, why a
+// completion did not apply, whether a resolution applies) is journal's,
+// shared with PostgreSQL. Migrations are applied with goose when the store
+// opens, or their absence refused, as journal.MigrationPolicy says
+// (Config.Migrations). A busy database is the driver's SQLITE_BUSY.
 //
-// It imports journal and migrations.
+// Files follow the concepts, as in journal/postgres: store.go
+// (configuration, opening, the write transaction), claim.go, complete.go,
+// records.go, resolve.go, purge.go, queries.go (all SQL), batch.go (the JSON
+// batch parameter), prepared.go (prepared statements) and migrate.go.
+//
+// It imports journal and migrations of this module, and modernc.org/sqlite
+// and goose; never journal/postgres.
 package sqlite

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 
@@ -68,7 +70,8 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error)
 
 // Migrate opens (creating it if needed) the journal database at path and
 // applies every pending migration. It returns the versions it applied. Open
-// does the same; Migrate is for an explicit `migrate` step.
+// does the same under journal.MigrateOnOpen; Migrate is the explicit
+// `idemgate migrate up` step.
 func Migrate(ctx context.Context, path string, log *slog.Logger) ([]int64, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -83,6 +86,25 @@ func Migrate(ctx context.Context, path string, log *slog.Logger) ([]int64, error
 	}
 	defer db.Close()
 	return migrate(ctx, db, log)
+}
+
+// pendingVersions lists the versions not applied to the database of db.
+func pendingVersions(ctx context.Context, db *sql.DB) ([]int64, error) {
+	p, err := provider(db, nil)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	var out []int64
+	for _, s := range st {
+		if s.State != goose.StateApplied {
+			out = append(out, s.Source.Version)
+		}
+	}
+	return out, nil
 }
 
 // existing opens the writer of a database that must already exist: status
@@ -151,4 +173,61 @@ func (s *Store) Pending(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return p.HasPending(ctx)
+}
+
+// migrateDownTo rolls migrations of the database at path back, newest
+// first, until version is the newest applied (0: none). It returns the
+// versions it rolled back. Tests only: a journal is never migrated down in
+// service.
+func migrateDownTo(ctx context.Context, path string, version int64) ([]int64, error) {
+	db, err := existing(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	p, err := provider(db, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.DownTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	out := make([]int64, 0, len(res))
+	for _, r := range res {
+		out = append(out, r.Source.Version)
+	}
+	return out, nil
+}
+
+// pendingAt lists the versions not applied to the database at path (every
+// version when there is no database yet).
+func pendingAt(ctx context.Context, path string) ([]int64, error) {
+	db, err := existing(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return allVersions()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return pendingVersions(ctx, db)
+}
+
+// allVersions lists the versions of every migration the binary carries.
+func allVersions() ([]int64, error) {
+	names, err := fs.Glob(migrations.SQLite(), "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(names))
+	for _, n := range names {
+		digits, _, _ := strings.Cut(n, "_")
+		v, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", n, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -35,3 +35,24 @@ func TestConformance(t *testing.T) {
 		return open(t)
 	}, journaltest.Features{ConcurrentTakeOver: false})
 }
+
+func TestMigrationsUpDown(t *testing.T) {
+	t.Parallel()
+	journaltest.ExerciseMigrations(t, func(t *testing.T) journaltest.Migrator {
+		path := filepath.Join(t.TempDir(), "data", "journal.db")
+		return journaltest.Migrator{
+			Open: func(ctx context.Context, p journal.MigrationPolicy) (journal.Store, error) {
+				s, err := sqlite.Open(ctx, path, sqlite.Config{Migrations: p})
+				if err != nil {
+					return nil, err
+				}
+				return s, nil
+			},
+			Pending: func(ctx context.Context) ([]int64, error) { return sqlite.PendingAt(ctx, path) },
+			Up:      func(ctx context.Context) ([]int64, error) { return sqlite.Migrate(ctx, path, nil) },
+			DownTo: func(ctx context.Context, v int64) ([]int64, error) {
+				return sqlite.MigrateDownTo(ctx, path, v)
+			},
+		}
+	})
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
 )
 
@@ -42,6 +43,48 @@ func Schema(tb testing.TB) string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	schema := newSchema(ctx, tb)
+	pool := Pool(tb, withSearchPath(URL(), schema))
+	defer pool.Close()
+	if _, err := postgres.Migrate(ctx, pool, nil); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	return withSearchPath(URL(), schema)
+}
+
+// EmptySchema creates a fresh schema with no journal in it (nothing
+// migrated) and returns a URL whose search_path points at it. The schema is
+// dropped when the test ends.
+func EmptySchema(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return withSearchPath(URL(), newSchema(ctx, tb))
+}
+
+// Pool returns a small pool on dsn (a URL from Schema or EmptySchema),
+// closed when the test ends; closing it earlier is allowed.
+func Pool(tb testing.TB, dsn string) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", dsn, err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// newSchema creates a schema dropped when the test ends, or skips (fails
+// in CI) when PostgreSQL does not answer.
+func newSchema(ctx context.Context, tb testing.TB) string {
+	tb.Helper()
 	conn, err := pgx.Connect(ctx, URL())
 	if err != nil {
 		if Required() {
@@ -69,21 +112,7 @@ func Schema(tb testing.TB) string {
 			tb.Logf("drop schema %s: %v", schema, err)
 		}
 	})
-	cfg, err := pgxpool.ParseConfig(URL())
-	if err != nil {
-		tb.Fatalf("parse TEST_DATABASE_URL: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		tb.Fatalf("pool: %v", err)
-	}
-	defer pool.Close()
-	if _, err := postgres.Migrate(ctx, pool, nil); err != nil {
-		tb.Fatalf("migrate: %v", err)
-	}
-	return withSearchPath(URL(), schema)
+	return schema
 }
 
 func withSearchPath(url, schema string) string {
@@ -97,13 +126,14 @@ func withSearchPath(url, schema string) string {
 	return url + sep + "search_path=" + schema
 }
 
-// Store opens a store on a fresh schema, closed when the test ends.
+// Store opens a store on a fresh schema, closed when the test ends. Schema
+// migrated it; the store only checks that.
 func Store(tb testing.TB) *postgres.Store {
 	tb.Helper()
 	dsn := Schema(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
+	s, err := postgres.Open(ctx, dsn, postgres.Config{Migrations: journal.RequireMigrated})
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}

@@ -1,0 +1,114 @@
+package journaltest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/stretchr/testify/require"
+)
+
+// exerciseTrail checks the attempts trail: every attempt closed once, take-overs closing open attempts as abandoned.
+func exerciseTrail(t *testing.T, newStore NewStore, f Features) {
+	t.Run("AttemptsTrailIsComplete", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		k := key(t)
+		c1 := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c1.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503", TargetRequestID: "rq-1"}))
+		c2 := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Execute, c2.Decision)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c2.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent", TargetRequestID: "rq-2"}))
+		c3 := claim(t, s, req(k, hashA, owner, 30*time.Second))
+		require.Equal(t, journal.Reconcile, c3.Decision)
+		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c3.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-9", Reconciled: true, Note: "found by key"}))
+		// A replay adds nothing to the trail.
+		require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
+
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 3)
+		want := []struct {
+			attempt int
+			token   int64
+			worker  string
+			kind    journal.AttemptKind
+			outcome journal.AttemptOutcome
+			code    string
+			reqID   string
+		}{
+			{1, c1.Token, owner, journal.KindExecute, journal.OutcomeFailedRetryable, "http_503", "rq-1"},
+			{2, c2.Token, other, journal.KindExecute, journal.OutcomeUnknown, "timeout_after_request_sent", "rq-2"},
+			{2, c3.Token, owner, journal.KindReconcile, journal.OutcomeSucceeded, "", ""},
+		}
+		for i, w := range want {
+			a := att[i]
+			require.Equal(t, k, a.Key)
+			require.Equal(t, w.attempt, a.Attempt, "attempt %d", i)
+			require.Equal(t, w.token, a.Token, "attempt %d", i)
+			require.Equal(t, w.worker, a.Worker, "attempt %d", i)
+			require.Equal(t, w.kind, a.Kind, "attempt %d", i)
+			require.Equal(t, w.outcome, a.Outcome, "attempt %d", i)
+			require.Equal(t, w.code, a.ErrorCode, "attempt %d", i)
+			require.Equal(t, w.reqID, a.TargetRequestID, "attempt %d", i)
+			require.False(t, a.StartedAt.IsZero())
+			require.False(t, a.FinishedAt.IsZero())
+			require.False(t, a.FinishedAt.Before(a.StartedAt))
+		}
+		require.Equal(t, "found by key", att[2].Note)
+		rec, err := s.Get(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, "inv-9", rec.TargetObjectID)
+		require.Equal(t, 2, rec.AttemptCount)
+	})
+
+	t.Run("TakeOverClosesOpenAttempts", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		// An owner dies mid-call: its attempt stays open until the take-over
+		// closes it as abandoned; if it comes back, it is fenced.
+		k := key(t)
+		c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, k)
+		got := claim(t, s, req(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.Reconcile, got.Decision)
+		require.True(t, got.Record.EffectPossible, "an owner that died mid-call may have had an effect")
+		att, err := s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, att, 2)
+		require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
+		require.False(t, att[0].FinishedAt.IsZero())
+		require.Empty(t, att[1].Outcome, "the new owner's attempt is open")
+		err = journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded,
+			TargetObjectID: "pay_7", TargetRequestID: "rq-7"})
+		require.ErrorIs(t, err, journal.ErrStaleToken)
+		att, err = s.Attempts(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeFenced, att[0].Outcome, "the worker came back: fenced, with what it found")
+		require.Contains(t, att[0].Note, "pay_7")
+		require.Equal(t, "rq-7", att[0].TargetRequestID)
+		require.Empty(t, att[1].Outcome, "a refused completion leaves the new owner's attempt alone")
+
+		// The reconciler's scan closes them too.
+		k2 := key(t)
+		claim(t, s, req(k2, hashA, owner, 50*time.Millisecond))
+		waitExpired(t, s, k2)
+		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
+		require.NoError(t, err)
+		require.Len(t, taken, 1)
+		require.True(t, taken[0].Record.EffectPossible)
+		att, err = s.Attempts(ctx(t), k2)
+		require.NoError(t, err)
+		require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
+		// A take-over of an unknown row that a reconciler dropped closes its
+		// open attempt as well.
+		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k2, taken[0].Token, journal.StatusUnknown)))
+		require.Equal(t, journal.Reconcile, claim(t, s, req(k2, hashA, other, 30*time.Second)).Decision)
+		att, err = s.Attempts(ctx(t), k2)
+		require.NoError(t, err)
+		for _, a := range att[:len(att)-1] {
+			require.False(t, a.FinishedAt.IsZero(), "only the current lease's attempt is open: %+v", a)
+			require.True(t, a.Outcome.Valid())
+		}
+	})
+}

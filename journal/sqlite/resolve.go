@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// Resolve records an operator's decision on an operation that is not final.
+// The row is checked and changed in one write transaction.
+func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Record, error) {
+	if err := r.Validate(); err != nil {
+		return journal.Record{}, err
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"key", r.Key}, {"target object id", r.TargetObjectID}, {"error code", r.ErrorCode},
+		{"evidence", r.Evidence}, {"operator", r.Operator},
+	} {
+		if err := checkText(r.Key, f.name, f.v); err != nil {
+			return journal.Record{}, err
+		}
+	}
+	var done bool
+	err := s.write(ctx, func(tx *writeTx) error {
+		done = false
+		var status, owner string
+		var live bool
+		err := tx.QueryRowContext(ctx, resolveCheck, r.Key, tx.now).Scan(&status, &owner, &live)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !r.Applies(journal.Status(status), live) {
+			return nil
+		}
+		var attempt, token int64
+		err = tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
+		if err != nil {
+			return err
+		}
+		note := r.Evidence
+		if live {
+			note += " [forced over the live execute of " + owner + "]"
+		}
+		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, note); err != nil {
+			return fmt.Errorf("attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, abandonAttempts, newBatchJSON(1, 0).keys(r.Key), tx.now); err != nil {
+			return fmt.Errorf("abandoned attempts: %w", err)
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
+	}
+	rec, err := s.Get(ctx, r.Key)
+	if err != nil {
+		return journal.Record{}, err
+	}
+	if !done {
+		return rec, journal.ResolveRefused(rec)
+	}
+	return rec, nil
+}
+
+// RaiseForReview marks unknown operations raised for review, once each.
+func (s *Store) RaiseForReview(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	j := newBatchJSON(len(keys), 48)
+	for _, k := range keys {
+		if err := checkText(k, "key", k); err != nil {
+			return nil, err
+		}
+		j.key(k)
+	}
+	arg := j.String()
+	marked := make(map[string]bool, len(keys))
+	err := s.write(ctx, func(tx *writeTx) error {
+		clear(marked)
+		return queryKeys(ctx, tx, marked, raiseForReview, arg, tx.now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raise for review: %w", err)
+	}
+	return journal.InOrder(keys, marked), nil
+}
