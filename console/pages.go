@@ -161,8 +161,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		return
 	}
 	for _, a := range d.Activity {
-		d.ActivityBy[a.Kind+"/"+string(a.Outcome)] += a.Count
-		d.ActivityBy[a.Kind] += a.Count
+		d.ActivityBy[string(a.Kind)+"/"+string(a.Outcome)] += a.Count
+		d.ActivityBy[string(a.Kind)] += a.Count
 		d.ActivityBy["outcome/"+string(a.Outcome)] += a.Count
 	}
 	unresolved, err := c.d.Store.ListUnresolved(ctx, 0, listLimit)

@@ -110,7 +110,7 @@ type StatusCount struct {
 
 // AttemptCount is how many attempts of a kind ended with an outcome.
 type AttemptCount struct {
-	Kind    string
+	Kind    AttemptKind
 	Outcome AttemptOutcome
 	Count   int64
 }
