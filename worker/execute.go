@@ -286,6 +286,7 @@ func (r *retryRun) ended(class adapters.Class, ae *adapters.Error) {
 func (r *retryRun) exhaust() {
 	w, j := r.w, r.j
 	ae := r.last
+	w.m.exhausted.Inc()
 	if j.claim.Record.EffectPossible {
 		r.log().Warn("retries exhausted after an unknown outcome: lookup before it may be final")
 		r.unknown(ae, "retries exhausted after an earlier outcome was unknown: looked up before it may be final")

@@ -25,6 +25,10 @@ type Metrics struct {
 	idleRetryable prometheus.Gauge
 	latency       prometheus.Histogram
 	calls         *prometheus.HistogramVec
+	// For alerts: retry budgets spent, and results JetStream did not
+	// acknowledge.
+	exhausted    prometheus.Counter
+	publishFails prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -61,10 +65,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "From fetch to ack/nak/term of a delivery.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "adapter_call_duration_seconds",
 			Help: "Duration of calls to targets.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"operation"}),
+		exhausted: c("operations_retries_exhausted_total",
+			"Intents whose retry budget ran out on retry-class answers (failed_final, or looked up first after an unknown outcome)."),
+		publishFails: c("results_publish_failed_total",
+			"Results JetStream did not acknowledge (PubAck error or timeout): the command is redelivered and the result replayed."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls)
+			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
+			m.exhausted, m.publishFails)
 	}
 	return m
 }

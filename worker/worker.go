@@ -662,6 +662,7 @@ func (w *Worker) publishAndAck(j *job, r operation.Result) {
 	crashpoint.Hit(crashpoint.BeforePublish)
 	w.publish(j, r, func(err error) {
 		if err != nil {
+			w.m.publishFails.Inc()
 			w.log.Error("result not published: the command will be redelivered and the result replayed",
 				"operation_key", r.OperationKey, "status", string(r.Status), "error", err.Error())
 			w.nak(j, time.Second)
@@ -684,6 +685,8 @@ func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, attempts int)
 	w.publish(j, r, func(err error) {
 		if err == nil {
 			w.m.results.WithLabelValues(string(r.Status)).Inc()
+		} else {
+			w.m.publishFails.Inc()
 		}
 		w.nak(j, delay)
 	})
@@ -805,6 +808,7 @@ func (w *Worker) reject(j *job, err error) {
 	log.Warn("command rejected")
 	w.publish(j, r, func(err error) {
 		if err != nil {
+			w.m.publishFails.Inc()
 			log.Error("rejected result not published; retrying by redelivery", "error", err.Error())
 			w.nak(j, time.Second)
 			return

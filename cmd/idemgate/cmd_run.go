@@ -129,6 +129,9 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {
 			cons, err = consumer.Ensure(ctx, js, c.NATS.Config)
+			if err == nil {
+				registerHealthMetrics(reg, d.store, cons, log)
+			}
 			return err
 		}},
 		{name: "admin", start: func() error {
