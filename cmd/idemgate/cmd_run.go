@@ -37,7 +37,13 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), c, newLogger(c, stderr), nil)
+			log := newLogger(c, stderr)
+			stopTracing, err := startTracing(cmd.Context(), log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			return runDaemon(cmd.Context(), c, log, nil)
 		},
 	}
 }
