@@ -122,6 +122,7 @@ const (
 	AttrReplayed      = attribute.Key("idemgate.replayed")
 	AttrBatchSize     = attribute.Key("idemgate.batch.size")
 	AttrDuplicate     = attribute.Key("idemgate.publish.duplicate")
+	AttrWebhookSource = attribute.Key("idemgate.webhook.source")
 	AttrDeliveries    = attribute.Key("messaging.nats.delivery_count")
 	// Messaging semantic conventions (messaging.message.id is left out:
 	// the Nats-Msg-Id of a command is its event id, a key intent part).
