@@ -104,17 +104,21 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	key := j.op.Key.String()
 	lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 	began := time.Now()
-	out, err := r.adapter.Execute(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), j.op)
-	w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
+	actx, span := j.startAttemptSpan(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), "execute")
+	out, err := r.adapter.Execute(actx, j.op)
+	observe(w.m.calls.WithLabelValues(j.op.Type), time.Since(began), span)
 	lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
 	w.beats.untrack(lease)
 	if lost {
+		endAttemptSpan(span, "", nil)
 		return out, backoff.Permanent(&errLeaseLost{out: out, err: err})
 	}
 	if err == nil {
+		endAttemptSpan(span, "", nil)
 		return out, nil
 	}
 	class, ae := r.rules.classify(err)
+	endAttemptSpan(span, class, ae)
 	if class != adapters.Retry {
 		return out, backoff.Permanent(&errEnded{class: class, ae: ae})
 	}
@@ -201,6 +205,9 @@ func (r *retryRun) hold(d time.Duration) error {
 
 func (r *retryRun) log() *slog.Logger {
 	l := r.w.log.With("operation_key", r.j.op.Key.String(), "attempt", r.j.claim.Attempt)
+	if ids := r.j.logAttrs(); ids != nil {
+		l = l.With(ids...)
+	}
 	if r.last != nil {
 		l = l.With("error_code", r.last.Code)
 	}

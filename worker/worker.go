@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
@@ -381,6 +382,8 @@ type job struct {
 	// claimedAt is when claim came back, on this process's monotonic clock:
 	// the operation's age now is claim.Age() plus the time since.
 	claimedAt time.Time
+	// span is the delivery's span (trace.go); nil with tracing off.
+	span trace.Span
 }
 
 func (j *job) setClaim(c journal.Claim) {
@@ -402,7 +405,8 @@ func (j *job) deliveries() uint64 {
 
 // done releases a command's slot; every fetched message passes here once.
 func (w *Worker) done(j *job) {
-	w.m.latency.Observe(time.Since(j.fetchedAt).Seconds())
+	observe(w.m.latency, time.Since(j.fetchedAt), j.span)
+	j.endSpan()
 	<-w.slots
 	w.inflight.Done()
 }
@@ -413,7 +417,7 @@ func (w *Worker) handleBatch(f fetched) {
 	jobs := make([]*job, 0, len(f.msgs))
 	reqs := make([]journal.ClaimRequest, 0, len(f.msgs))
 	for _, m := range f.msgs {
-		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo)}
+		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo), span: w.startCommandSpan(m)}
 		op, err := w.decode(m)
 		if errors.Is(err, errNoRoute) {
 			w.m.unrouted.Inc()
@@ -429,13 +433,16 @@ func (w *Worker) handleBatch(f fetched) {
 		}
 		op.ReplyTo = j.replyTo
 		j.op = op
+		j.traceDecoded(op)
 		jobs = append(jobs, j)
 		reqs = append(reqs, w.claimRequest(op))
 	}
 	if len(jobs) == 0 {
 		return
 	}
+	claimSpan := startClaimSpan(jobs)
 	claims, err := w.d.Store.Claim(w.work, reqs)
+	endClaimSpan(claimSpan, err)
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
 		for _, j := range jobs {
@@ -484,6 +491,7 @@ var errNoRoute = errors.New("worker: no adapter is configured for this operation
 // dispatch acts on a claim decision.
 func (w *Worker) dispatch(j *job) {
 	c := j.claim
+	j.traceDecision()
 	switch c.Decision {
 	case journal.Execute:
 		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
@@ -700,6 +708,7 @@ func (w *Worker) publish(j *job, r operation.Result, then func(error)) {
 		then(err)
 		return
 	}
+	then = j.tracePublish(m, r, then)
 	if j.replyTo != "" && w.d.NC != nil {
 		if err := w.d.NC.Publish(j.replyTo, m.Data); err != nil {
 			w.log.Warn("reply not sent", "operation_key", r.OperationKey, "error", err.Error())
@@ -800,6 +809,7 @@ func (w *Worker) reject(j *job, err error) {
 			r.EventID = id
 		}
 	}
+	j.traceRejected(string(de.Code))
 	log := w.log.With("reason", string(de.Code), "field", de.Field, "detail", de.Msg,
 		"operation_key", r.OperationKey, "event_id", r.EventID, "stream_seq", r.CommandSeq)
 	if de.Operation != "" && j.msg.Subject() == consumer.CommandSubject(de.Operation) {

@@ -1,0 +1,215 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/internal/telemetry"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Tracing of the worker. With tracing off (telemetry.Enabled false) none of
+// this runs: a job's span stays nil and every helper returns at its first
+// line.
+//
+// The spans of one command delivery, in the trace its producer started
+// (the trace context travels in the command's NATS headers):
+//
+//	process <subject>          CONSUMER, one per delivery: decision, status
+//	├── execute                one per attempt: attempt, fencing token, error class
+//	│   └── HTTP POST          the adapter's call (otelhttp)
+//	├── reconcile              a lookup of an unknown outcome
+//	│   └── HTTP GET
+//	└── publish <result subj>  PRODUCER, until the PubAck; its context
+//	                           travels in the result's headers
+//
+// A claim batch is one "claim" span of its own, linked to the deliveries
+// it claimed (a batch serves many traces).
+
+// noSpan is the non-recording span helpers return when tracing is off.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// startCommandSpan starts a delivery's span, continuing the trace its
+// headers carry. nil when tracing is off.
+func (w *Worker) startCommandSpan(m jetstream.Msg) trace.Span {
+	if !telemetry.Enabled() {
+		return nil
+	}
+	ctx := telemetry.Extract(context.Background(), m.Headers())
+	attrs := []attribute.KeyValue{
+		telemetry.AttrMessagingSystem.String("nats"),
+		telemetry.AttrMessagingDestination.String(m.Subject()),
+		telemetry.AttrMessagingOperation.String("process"),
+	}
+	if md, err := m.Metadata(); err == nil {
+		attrs = append(attrs, telemetry.AttrMessagingConsumer.String(md.Consumer),
+			telemetry.AttrDeliveries.Int64(int64(md.NumDelivered)))
+	}
+	_, span := telemetry.Tracer().Start(ctx, "process "+m.Subject(),
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	return span
+}
+
+// traced returns ctx carrying the job's span, so that spans started under
+// ctx (attempts, lookups, adapter calls) are its children.
+func (j *job) traced(ctx context.Context) context.Context {
+	if j.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, j.span)
+}
+
+// traceDecoded records what the command is (never its key or payload).
+func (j *job) traceDecoded(op operation.Operation) {
+	if j.span != nil {
+		j.span.SetAttributes(telemetry.AttrOperationType.String(op.Type), telemetry.AttrTargetSystem.String(op.TargetSystem))
+	}
+}
+
+// traceDecision records the claim's decision on the delivery's span.
+func (j *job) traceDecision() {
+	if j.span != nil {
+		j.span.SetAttributes(telemetry.AttrDecision.String(string(j.claim.Decision)),
+			telemetry.AttrAttempt.Int(j.claim.Attempt), telemetry.AttrFencingToken.Int64(j.claim.Token))
+	}
+}
+
+// traceRejected marks a rejected command's span.
+func (j *job) traceRejected(code string) {
+	if j.span != nil {
+		j.span.SetAttributes(telemetry.AttrErrorCode.String(code))
+		j.span.SetStatus(codes.Error, "rejected: "+code)
+	}
+}
+
+// endSpan ends the delivery's span (done calls it once per delivery).
+func (j *job) endSpan() {
+	if j.span != nil {
+		j.span.End()
+	}
+}
+
+// logAttrs are trace_id and span_id of the delivery's span, for its logs.
+func (j *job) logAttrs() []any {
+	if j.span == nil {
+		return nil
+	}
+	return telemetry.LogAttrs(trace.ContextWithSpan(context.Background(), j.span))
+}
+
+// startClaimSpan starts a claim batch's span, linked to its deliveries.
+func startClaimSpan(jobs []*job) trace.Span {
+	if !telemetry.Enabled() {
+		return nil
+	}
+	links := make([]trace.Link, 0, len(jobs))
+	for _, j := range jobs {
+		if j.span != nil {
+			links = append(links, trace.Link{SpanContext: j.span.SpanContext()})
+		}
+	}
+	_, span := telemetry.Tracer().Start(context.Background(), "claim", trace.WithLinks(links...),
+		trace.WithAttributes(telemetry.AttrBatchSize.Int(len(jobs))))
+	return span
+}
+
+func endClaimSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, "claim failed")
+	}
+	span.End()
+}
+
+// startAttemptSpan starts an attempt's span ("execute") under the job's.
+func (j *job) startAttemptSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	if j.span == nil {
+		return ctx, noSpan
+	}
+	ctx, span := telemetry.Tracer().Start(trace.ContextWithSpan(ctx, j.span), name, trace.WithAttributes(
+		telemetry.AttrOperationType.String(j.op.Type), telemetry.AttrTargetSystem.String(j.op.TargetSystem),
+		telemetry.AttrAttempt.Int(j.claim.Attempt), telemetry.AttrFencingToken.Int64(j.claim.Token)))
+	return ctx, span
+}
+
+// endAttemptSpan records an attempt's error class and code (nil: success).
+func endAttemptSpan(span trace.Span, class adapters.Class, ae *adapters.Error) {
+	if !span.IsRecording() {
+		return
+	}
+	if ae != nil {
+		span.SetAttributes(telemetry.AttrErrorClass.String(string(class)), telemetry.AttrErrorCode.String(ae.Code))
+		span.SetStatus(codes.Error, string(class)+": "+ae.Code)
+	}
+	span.End()
+}
+
+// startLookupSpan starts a reconciliation lookup's span under ctx's span
+// (a delivery's, or none for the reconciler's take-overs).
+func startLookupSpan(ctx context.Context, op operation.Operation) (context.Context, trace.Span) {
+	if !telemetry.Enabled() {
+		return ctx, noSpan
+	}
+	attrs := []attribute.KeyValue{telemetry.AttrOperationType.String(op.Type), telemetry.AttrTargetSystem.String(op.TargetSystem)}
+	if a, ok := adapters.AttemptFrom(ctx); ok {
+		attrs = append(attrs, telemetry.AttrAttempt.Int(a.Number))
+	}
+	return telemetry.Tracer().Start(ctx, "reconcile", trace.WithAttributes(attrs...))
+}
+
+// endLookupSpan records what the lookup found.
+func endLookupSpan(span trace.Span, v verdict) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.String("idemgate.lookup.status", string(v.status)))
+	if v.code != "" {
+		span.SetAttributes(telemetry.AttrErrorCode.String(v.code))
+	}
+	span.End()
+}
+
+// tracePublish starts the result's PRODUCER span under the job's, writes
+// its context into the result's headers, and returns then wrapped to end
+// the span with the PubAck's outcome.
+func (j *job) tracePublish(m *nats.Msg, r operation.Result, then func(error)) func(error) {
+	if j.span == nil {
+		return then
+	}
+	j.span.SetAttributes(telemetry.AttrStatus.String(string(r.Status)), telemetry.AttrReplayed.Bool(r.Replayed))
+	ctx, span := telemetry.Tracer().Start(trace.ContextWithSpan(context.Background(), j.span), "publish "+m.Subject,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(m.Subject),
+			telemetry.AttrMessagingOperation.String("send"), telemetry.AttrStatus.String(string(r.Status)),
+			telemetry.AttrReplayed.Bool(r.Replayed)))
+	telemetry.Inject(ctx, m)
+	return func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, "result not acknowledged by JetStream")
+		}
+		span.End()
+		then(err)
+	}
+}
+
+// observe records a duration, with the trace id as exemplar when the span
+// records.
+func observe(o prometheus.Observer, d time.Duration, span trace.Span) {
+	if span != nil && span.IsRecording() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": span.SpanContext().TraceID().String()})
+			return
+		}
+	}
+	o.Observe(d.Seconds())
+}
