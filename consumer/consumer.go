@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,30 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
-
-// Header names. Nats-Msg-Id is the server's deduplication header; our own
-// headers use the Idemgate- prefix (the Nats- prefix belongs to the server).
-const (
-	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderReplyTo names a core NATS subject that also receives the result.
-	HeaderReplyTo = "Idemgate-Reply-To"
-	// HeaderOperationKey is set on results for subscribers that filter by key.
-	HeaderOperationKey = "Idemgate-Operation-Key"
-)
-
-// Subject prefixes.
-const (
-	CommandPrefix = "idemgate.cmd."
-	ResultPrefix  = "idemgate.res."
-)
-
-// RejectedSubject carries the rejected results of commands no operation key
-// could be derived for (not JSON, too large, no event id, unknown operation,
-// an intent id holding a card number or a secret). It is inside the results
-// stream's idemgate.res.>, and no operation can be named "_rejected" (names
-// start with a letter or digit), so it never mixes with a type's results.
-const RejectedSubject = ResultPrefix + "_rejected"
 
 // Config describes the streams and the durable consumer. Zero fields take the
 // defaults documented on each field (see WithDefaults).
@@ -79,8 +56,8 @@ func (c Config) WithDefaults() Config {
 			*s = v
 		}
 	}
-	def(&c.CommandsStream, "IDEMGATE_COMMANDS")
-	def(&c.ResultsStream, "IDEMGATE_RESULTS")
+	def(&c.CommandsStream, wire.CommandsStream)
+	def(&c.ResultsStream, wire.ResultsStream)
 	def(&c.Durable, "idemgate-worker")
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 2 * time.Minute
@@ -155,7 +132,7 @@ func (c Config) CommandsStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        c.CommandsStream,
 		Description: "idemgate commands: one business intent per Nats-Msg-Id",
-		Subjects:    []string{CommandPrefix + ">"},
+		Subjects:    []string{wire.CommandSubjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      c.CommandsMaxAge,
@@ -171,7 +148,7 @@ func (c Config) ResultsStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        c.ResultsStream,
 		Description: "idemgate results: one per operation key and status",
-		Subjects:    []string{ResultPrefix + ">"},
+		Subjects:    []string{wire.ResultSubjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      c.ResultsMaxAge,
@@ -187,7 +164,7 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       c.Durable,
 		Description:   "idemgate workers (shared by all replicas)",
-		FilterSubject: CommandPrefix + ">",
+		FilterSubject: wire.CommandSubjects,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxDeliver:    c.MaxDeliver,
@@ -260,57 +237,21 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 		have.Description == want.Description
 }
 
-// CommandSubject is the subject of a command for an operation type.
-func CommandSubject(opType string) string { return CommandPrefix + opType }
-
-// ResultSubject is the subject of a result for an operation type; a result
-// without one (a command rejected before its operation was known) goes to
-// RejectedSubject.
-func ResultSubject(opType string) string {
-	if opType == "" {
-		return RejectedSubject
-	}
-	return ResultPrefix + opType
-}
-
-// ResultMsgID is the deduplication id of a result: <key>:<status>. A
-// rejected result without a key is identified by its command's stream
-// sequence, _rejected:<command_seq>, so that a redelivered command's
-// rejection is published once; "" when neither is known.
-func ResultMsgID(r operation.Result) string {
-	if r.OperationKey == "" {
-		if r.CommandSeq == 0 {
-			return ""
-		}
-		return "_rejected:" + strconv.FormatUint(r.CommandSeq, 10)
-	}
-	return r.OperationKey + ":" + string(r.Status)
-}
-
 // ResultMsg builds the message that publishes r: on idemgate.res.<operation>,
-// or on RejectedSubject when r has no operation key.
+// or on wire.RejectedSubject when r has no operation key, with the
+// Nats-Msg-Id of wire.ResultMsgID.
 func ResultMsg(r operation.Result) (*nats.Msg, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode result %s: %w", r.OperationKey, err)
 	}
-	subject := ResultSubject(r.Operation)
-	if r.OperationKey == "" {
-		subject = RejectedSubject
-	}
-	m := nats.NewMsg(subject)
+	m := nats.NewMsg(wire.ResultSubjectFor(r.Operation, r.OperationKey))
 	m.Data = body
-	if id := ResultMsgID(r); id != "" {
-		m.Header.Set(HeaderMsgID, id)
+	if id := wire.ResultMsgID(r.OperationKey, string(r.Status), r.CommandSeq); id != "" {
+		m.Header.Set(wire.HeaderMsgID, id)
 	}
 	if r.OperationKey != "" {
-		m.Header.Set(HeaderOperationKey, r.OperationKey)
+		m.Header.Set(wire.HeaderOperationKey, r.OperationKey)
 	}
 	return m, nil
-}
-
-// OperationFromSubject returns the operation type a command subject names.
-func OperationFromSubject(subject string) (string, bool) {
-	op, ok := strings.CutPrefix(subject, CommandPrefix)
-	return op, ok && op != ""
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // TestEnsureIsStableAndConcurrent: replicas start together and call Ensure
@@ -76,11 +77,11 @@ func TestRejectedResultWithoutKey(t *testing.T) {
 	r := operation.Result{Status: operation.ResultRejected, ErrorCode: "not_json", Reason: "rejected command: not_json", CommandSeq: 42}
 	m, err := ResultMsg(r)
 	require.NoError(t, err)
-	require.Equal(t, RejectedSubject, m.Subject)
-	require.Equal(t, "_rejected:42", m.Header.Get(HeaderMsgID))
-	require.Empty(t, m.Header.Get(HeaderOperationKey))
+	require.Equal(t, wire.RejectedSubject, m.Subject)
+	require.Equal(t, "_rejected:42", m.Header.Get(wire.HeaderMsgID))
+	require.Empty(t, m.Header.Get(wire.HeaderOperationKey))
 	first, err := js.PublishMsg(ctx, m)
-	require.NoError(t, err, "the results stream takes %s", RejectedSubject)
+	require.NoError(t, err, "the results stream takes %s", wire.RejectedSubject)
 	require.Equal(t, c.ResultsStream, first.Stream)
 	again, err := ResultMsg(r) // the same command, redelivered and rejected again
 	require.NoError(t, err)
@@ -100,8 +101,8 @@ func TestRejectedResultWithoutKey(t *testing.T) {
 	km, err := ResultMsg(keyed)
 	require.NoError(t, err)
 	require.Equal(t, "idemgate.res.payment.charge", km.Subject)
-	require.Equal(t, "test:payment.charge:evt-1:v1:rejected", km.Header.Get(HeaderMsgID))
+	require.Equal(t, "test:payment.charge:evt-1:v1:rejected", km.Header.Get(wire.HeaderMsgID))
 
 	// No registered operation can share the subject.
-	require.Error(t, operation.ValidateOperationName(strings.TrimPrefix(RejectedSubject, ResultPrefix)))
+	require.Error(t, operation.ValidateOperationName(strings.TrimPrefix(wire.RejectedSubject, wire.ResultPrefix)))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // Config tunes the gateway. Zero fields take the documented defaults.
@@ -458,7 +459,7 @@ func (g *Gateway) watchKey(opType, key string) (chan operation.Result, func(), e
 	w := g.watches[opType]
 	if w == nil {
 		w = &watch{keys: map[string]map[chan operation.Result]struct{}{}}
-		sub, err := g.nc.Subscribe(producer.ResultSubject(opType), func(m *nats.Msg) { g.onWatched(opType, m) })
+		sub, err := g.nc.Subscribe(wire.ResultSubject(opType), func(m *nats.Msg) { g.onWatched(opType, m) })
 		if err != nil {
 			g.mu.Unlock()
 			return nil, nil, err
@@ -496,7 +497,7 @@ func (g *Gateway) watchKey(opType, key string) (chan operation.Result, func(), e
 
 // onWatched wakes the calls following a result's key.
 func (g *Gateway) onWatched(opType string, m *nats.Msg) {
-	key := m.Header.Get(producer.HeaderOperationKey)
+	key := m.Header.Get(wire.HeaderOperationKey)
 	var r operation.Result
 	if key == "" {
 		if json.Unmarshal(m.Data, &r) != nil {

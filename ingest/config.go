@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // Schemes: how a source's notifications are authenticated.
@@ -51,8 +52,6 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultPublishTimeout    = 5 * time.Second
 	DefaultShutdownTimeout   = 25 * time.Second
-	DefaultSubjectPrefix     = "idemgate.cmd."
-	DefaultStream            = "IDEMGATE_COMMANDS"
 	DefaultTolerance         = 5 * time.Minute
 	DefaultRefetchTimeout    = 10 * time.Second
 	DefaultYooKassaAPI       = "https://api.yookassa.ru/v3"
@@ -89,13 +88,12 @@ type Config struct {
 	PublishTimeout time.Duration `mapstructure:"publish_timeout"`
 	// ShutdownTimeout bounds Stop's wait for in-flight requests. Default 25s.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
-	// SubjectPrefix is prepended to the operation to make the subject.
-	// Default "idemgate.cmd.".
-	SubjectPrefix string `mapstructure:"subject_prefix"`
-	// Stream is the stream the commands must land in (the publish names it as
-	// expected, so a subject captured by no stream or another one fails).
-	// Default "IDEMGATE_COMMANDS".
-	Stream string `mapstructure:"stream"`
+	// CommandsStream is the stream the commands must land in: the daemon's
+	// nats.commands_stream, set by the binary, not a key of its own. Commands
+	// go on the wire contract's subjects (wire.CommandSubject); the publish
+	// names this stream as expected, so a subject captured by no stream or
+	// another one fails. Default wire.CommandsStream.
+	CommandsStream string `mapstructure:"-"`
 	// TrustedProxies are the CIDRs (or single addresses) of reverse proxies
 	// whose X-Forwarded-For is believed when checking allow-lists. Default
 	// none: the peer address is the sender.
@@ -223,11 +221,8 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = DefaultSubjectPrefix
-	}
-	if c.Stream == "" {
-		c.Stream = DefaultStream
+	if c.CommandsStream == "" {
+		c.CommandsStream = wire.CommandsStream
 	}
 	srcs := make([]Source, len(c.Sources))
 	for i, s := range c.Sources {
@@ -304,11 +299,8 @@ func (c Config) Validate() error {
 			bad("%s must be positive", name)
 		}
 	}
-	if !strings.HasSuffix(c.SubjectPrefix, ".") || strings.ContainsAny(c.SubjectPrefix, " \t*>") {
-		bad("subject_prefix must end with '.' and hold no spaces or wildcards")
-	}
-	if c.Stream == "" || strings.ContainsAny(c.Stream, " \t.*>") {
-		bad("stream must be a stream name (no spaces, '.', '*' or '>')")
+	if c.CommandsStream == "" || strings.ContainsAny(c.CommandsStream, " \t.*>") {
+		bad("the commands stream %q must be a stream name (no spaces, '.', '*' or '>')", c.CommandsStream)
 	}
 	if _, err := parsePrefixes(c.TrustedProxies); err != nil {
 		bad("trusted_proxies: %v", err)

@@ -28,8 +28,7 @@ func TestConfigDefaults(t *testing.T) {
 	}}.WithDefaults()
 	require.Equal(t, ":8080", cfg.Addr)
 	require.Equal(t, int64(256<<10), cfg.MaxBodyBytes)
-	require.Equal(t, "idemgate.cmd.", cfg.SubjectPrefix)
-	require.Equal(t, "IDEMGATE_COMMANDS", cfg.Stream)
+	require.Equal(t, "IDEMGATE_COMMANDS", cfg.CommandsStream, "the daemon's default commands stream")
 	require.Positive(t, cfg.ReadHeaderTimeout)
 	require.Empty(t, cfg.TrustedProxies, "X-Forwarded-For is not trusted by default")
 	yk := cfg.Sources[0]

@@ -22,11 +22,8 @@ import (
 
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
+	"github.com/idemgate/idemgate/wire"
 )
-
-// SourceHeader is the message header naming the source a command came from.
-// (Nats-* headers belong to the server; idemgate's own use this prefix.)
-const SourceHeader = "Idemgate-Source"
 
 // validationEnv is the environment used to check commands before they are
 // published: ingest does not know the daemon's env, so it uses the longest
@@ -517,13 +514,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, src *source) out
 		return withEvent(reject(http.StatusUnprocessableEntity, ReasonMapping,
 			"the notification does not fit the configured route", err))
 	}
-	msg := nats.NewMsg(s.cfg.SubjectPrefix + route.Operation)
+	msg := nats.NewMsg(wire.CommandSubject(route.Operation))
 	msg.Data = body
-	msg.Header.Set(SourceHeader, src.name)
+	msg.Header.Set(wire.HeaderSource, src.name)
 	tctx, endSpan := traceCommand(r, msg, src.name, route.Operation)
 	ctx, cancel := context.WithTimeout(tctx, s.cfg.PublishTimeout)
 	defer cancel()
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(eventID), jetstream.WithExpectStream(s.cfg.Stream))
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(eventID), jetstream.WithExpectStream(s.cfg.CommandsStream))
 	endSpan(err != nil)
 	if err != nil {
 		return withEvent(reject(http.StatusServiceUnavailable, ReasonPublishUnavailable,

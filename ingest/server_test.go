@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // yookassaAddr is an address in YooKassa's published range.
@@ -53,7 +54,7 @@ func TestStripeWebhooks(t *testing.T) {
 
 	m := b.last(t, "idemgate.cmd.crm.task.create")
 	require.Equal(t, "stripe:evt_1NG8Du2eZvKYlo2C", m.Header.Get(jetstream.MsgIDHeader))
-	require.Equal(t, "stripe", m.Header.Get(ingest.SourceHeader))
+	require.Equal(t, "stripe", m.Header.Get(wire.HeaderSource))
 	var cmd operation.Command
 	require.NoError(t, json.Unmarshal(m.Data, &cmd))
 	require.Equal(t, "stripe:evt_1NG8Du2eZvKYlo2C", cmd.EventID)

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // Client publishes commands.
@@ -34,7 +34,7 @@ func New(nc *nats.Conn, resultsStream string) (*Client, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if resultsStream == "" {
-		resultsStream = consumer.Config{}.WithDefaults().ResultsStream
+		resultsStream = wire.ResultsStream
 	}
 	return &Client{nc: nc, js: js, resultsStream: resultsStream}, nil
 }
@@ -73,14 +73,6 @@ func (c *Client) PublishWith(ctx context.Context, cmd operation.Command, opts Pu
 	return ack, nil
 }
 
-// ResultSubject is the subject results of an operation type are published
-// on; every result carries its operation key in the HeaderOperationKey
-// header.
-func ResultSubject(opType string) string { return consumer.ResultSubject(opType) }
-
-// HeaderOperationKey is the result header holding the operation key.
-const HeaderOperationKey = consumer.HeaderOperationKey
-
 func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg, error) {
 	if cmd.EventID == "" {
 		return nil, ErrNoEventID
@@ -92,15 +84,15 @@ func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg,
 	if err != nil {
 		return nil, fmt.Errorf("producer: encode command: %w", err)
 	}
-	m := nats.NewMsg(consumer.CommandSubject(cmd.Operation))
+	m := nats.NewMsg(wire.CommandSubject(cmd.Operation))
 	m.Data = body
 	msgID := opts.MsgID
 	if msgID == "" {
 		msgID = cmd.EventID
 	}
-	m.Header.Set(consumer.HeaderMsgID, msgID)
+	m.Header.Set(wire.HeaderMsgID, msgID)
 	if opts.ReplyTo != "" {
-		m.Header.Set(consumer.HeaderReplyTo, opts.ReplyTo)
+		m.Header.Set(wire.HeaderReplyTo, opts.ReplyTo)
 	}
 	return m, nil
 }
@@ -197,7 +189,7 @@ func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key 
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if key != "" {
-		watch, err := c.nc.Subscribe(consumer.ResultSubject(cmd.Operation), handle)
+		watch, err := c.nc.Subscribe(wire.ResultSubject(cmd.Operation), handle)
 		if err != nil {
 			return operation.Result{}, fmt.Errorf("subscribe: %w", err)
 		}
@@ -263,7 +255,7 @@ func (c *Client) watchStored(ctx context.Context, commandsStream, opType, key st
 		since = time.Now().Add(-st.CachedInfo().Config.Duplicates - storedResultsSlack)
 	}
 	oc, err := c.js.OrderedConsumer(ctx, c.resultsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{consumer.ResultSubject(opType)},
+		FilterSubjects: []string{wire.ResultSubject(opType)},
 		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
 		OptStartTime:   &since,
 	})
@@ -282,7 +274,7 @@ func (c *Client) watchStored(ctx context.Context, commandsStream, opType, key st
 		if err != nil {
 			return
 		}
-		if m.Headers().Get(consumer.HeaderOperationKey) != key {
+		if m.Headers().Get(wire.HeaderOperationKey) != key {
 			continue
 		}
 		var r operation.Result

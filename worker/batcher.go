@@ -16,6 +16,7 @@ import (
 // longer queue.
 type committer struct {
 	store    journal.Store
+	m        *Metrics
 	window   time.Duration
 	max      int
 	in       chan commitReq
@@ -30,8 +31,8 @@ type commitReq struct {
 	then func(error) // called once with the completion's outcome
 }
 
-func newCommitter(store journal.Store, window time.Duration, max, flushers int) *committer {
-	c := &committer{store: store, window: window, max: max, in: make(chan commitReq, max),
+func newCommitter(store journal.Store, window time.Duration, max, flushers int, m *Metrics) *committer {
+	c := &committer{store: store, m: m, window: window, max: max, in: make(chan commitReq, max),
 		flushing: make(chan struct{}, flushers), spare: make(chan []commitReq, flushers+1), done: make(chan struct{})}
 	go c.loop()
 	return c
@@ -141,8 +142,10 @@ func (c *committer) flush(batch []commitReq) {
 	// The completion must land even while the daemon shuts down: its own
 	// deadline, not the caller's.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	began := time.Now()
 	errs, err := c.store.Complete(ctx, comps)
 	cancel()
+	c.m.batch(batchComplete, len(comps), time.Since(began))
 	<-c.flushing
 	for i, r := range batch {
 		if err != nil {

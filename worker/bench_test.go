@@ -69,6 +69,7 @@ import (
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -198,7 +199,7 @@ func newStage(b *testing.B, commands int, duplicates bool) *stage {
 			s.distinct++
 		}
 		ev := "evt-" + strconv.Itoa(events[p])
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: consumer.CommandSubject("payment.charge"),
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: wire.CommandSubject("payment.charge"),
 			Data: charge(ev, "order-"+ev, 1000+events[p])})
 		if err != nil {
 			b.Fatalf("pre-load: %v", err)

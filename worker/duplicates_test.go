@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	sbbitrix "github.com/idemgate/idemgate/sandbox/bitrix24"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -68,7 +69,7 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
 
-	_, err = b.js.Publish(context.Background(), consumer.CommandSubject("crm.task.create"),
+	_, err = b.js.Publish(context.Background(), wire.CommandSubject("crm.task.create"),
 		[]byte(`{"event_id":"evt-dup","operation":"crm.task.create","payload":{"title":"Call back","responsible_id":"7"}}`))
 	require.NoError(t, err)
 	res := b.await(t, key, 1)[0]

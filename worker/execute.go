@@ -109,8 +109,15 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	observe(w.m.calls.WithLabelValues(j.op.Type), time.Since(began), span)
 	lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
 	w.beats.untrack(lease)
+	if err == nil {
+		w.m.called(r.adapter.Name(), "", nil)
+	}
 	if lost {
 		endAttemptSpan(span, "", nil)
+		if err != nil {
+			class, _ := r.rules.classify(err)
+			w.m.called(r.adapter.Name(), class, err)
+		}
 		return out, backoff.Permanent(&errLeaseLost{out: out, err: err})
 	}
 	if err == nil {
@@ -119,6 +126,7 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	}
 	class, ae := r.rules.classify(err)
 	endAttemptSpan(span, class, ae)
+	w.m.called(r.adapter.Name(), class, err)
 	if class != adapters.Retry {
 		return out, backoff.Permanent(&errEnded{class: class, ae: ae})
 	}

@@ -99,7 +99,7 @@ func (h *heartbeats) beat() {
 	var refs []journal.LeaseRef
 	var leased []*leaseEntry
 	for _, e := range entries {
-		if err := e.j.msg.InProgress(); err != nil {
+		if err := e.j.d.InProgress(); err != nil {
 			h.w.log.Debug("in-progress signal failed", "operation_key", e.key, "error", err.Error())
 		}
 		if e.token > 0 {

@@ -1,7 +1,14 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
 )
 
 // Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
@@ -9,14 +16,13 @@ import (
 type Metrics struct {
 	fetched       prometheus.Counter
 	executed      prometheus.Counter
-	replayed      prometheus.Counter
-	conflicts     prometheus.Counter
 	rejected      prometheus.Counter
 	unrouted      prometheus.Counter
 	unknown       prometheus.Counter
 	failedFinal   prometheus.Counter
 	retries       prometheus.Counter
 	decisions     *prometheus.CounterVec
+	byDecision    map[journal.Decision]prometheus.Counter
 	results       *prometheus.CounterVec
 	reconciled    *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
@@ -25,11 +31,34 @@ type Metrics struct {
 	idleRetryable prometheus.Gauge
 	latency       prometheus.Histogram
 	calls         *prometheus.HistogramVec
+	callsByClass  *prometheus.CounterVec
+	batchSize     *prometheus.HistogramVec
+	batchDuration *prometheus.HistogramVec
+	pending       *prometheus.GaugeVec
 	// For alerts: retry budgets spent, and results JetStream did not
 	// acknowledge.
 	exhausted    prometheus.Counter
 	publishFails prometheus.Counter
 }
+
+// Decisions are the six claim decisions, each counted under
+// claim_decisions_total{decision}.
+var Decisions = []journal.Decision{journal.Execute, journal.ReplaySucceeded, journal.ReplayFailed,
+	journal.Conflict, journal.InProgress, journal.Reconcile}
+
+// Lookup results, the values of reconcile_lookups_total{result}.
+const (
+	lookupFound         = "found"
+	lookupNotFound      = "not_found"
+	lookupIndeterminate = "indeterminate" // the target cannot tell yet
+	lookupError         = "error"         // the lookup call failed
+)
+
+// Journal batch kinds, the values of journal_batch_*{op}.
+const (
+	batchClaim    = "claim"
+	batchComplete = "complete"
+)
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -39,19 +68,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
 		executed:    c("operations_executed_total", "Operations whose call to the target succeeded."),
-		replayed:    c("operations_replayed_total", "Deliveries answered from the journal without a call."),
-		conflicts:   c("operations_conflict_total", "Deliveries whose key was first used with another payload."),
 		rejected:    c("commands_rejected_total", "Commands rejected as undecodable or invalid."),
 		unrouted:    c("commands_unrouted_total", "Valid commands left in JetStream because no adapter serves their operation here."),
 		unknown:     c("operations_unknown_total", "Calls whose outcome became unknown (reconcile before retry)."),
 		failedFinal: c("operations_failed_final_total", "Operations that failed finally."),
 		retries:     c("operation_retries_total", "Retry-class failures that led to another attempt or a redelivery."),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "claim_decisions_total",
-			Help: "Journal claim decisions that led to work or waiting."}, []string{"decision"}),
+			Help: "Journal claim decisions of command deliveries: execute, replay_succeeded, replay_failed, conflict, in_progress, reconcile."},
+			[]string{"decision"}),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "results_published_total",
 			Help: "Results published, by status."}, []string{"status"}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "reconcile_lookups_total",
-			Help: "Lookups of unknown outcomes, by what they found."}, []string{"found"}),
+			Help: "Lookups of unknown outcomes by key, by result: found, not_found, indeterminate (the target cannot tell yet), error (the lookup failed)."},
+			[]string{"result"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "duplicates_detected_total",
 			Help: "Operations whose target holds more than one object for the key, by adapter."}, []string{"target"}),
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "completions_fenced_total",
@@ -65,15 +94,79 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "From fetch to ack/nak/term of a delivery.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "adapter_call_duration_seconds",
 			Help: "Duration of calls to targets.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"operation"}),
+		callsByClass: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "adapter_calls_total",
+			Help: "Calls to targets, by adapter and by the class of their error: ok, retry, never_retry, reconcile_before_retry."},
+			[]string{"adapter", "class"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "journal_batch_size",
+			Help:    "Operations per journal round trip: a fetch's claim, a group commit's completions.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}, []string{"op"}),
+		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "journal_batch_duration_seconds",
+			Help:    "Duration of one batched journal round trip: a fetch's claim, a group commit's completions.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"op"}),
 		exhausted: c("operations_retries_exhausted_total",
 			"Intents whose retry budget ran out on retry-class answers (failed_final, or looked up first after an unknown outcome)."),
 		publishFails: c("results_publish_failed_total",
 			"Results JetStream did not acknowledge (PubAck error or timeout): the command is redelivered and the result replayed."),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgate", Name: "jetstream_pending",
+			Help: "Commands of the durable consumer (all replicas), read from its info every heartbeat_interval: " +
+				"undelivered (not yet delivered) and ack_pending (delivered, not yet acknowledged)."}, []string{"state"}),
+	}
+	m.byDecision = make(map[journal.Decision]prometheus.Counter, len(Decisions))
+	for _, d := range Decisions {
+		m.byDecision[d] = m.decisions.WithLabelValues(string(d))
+	}
+	for _, r := range []string{lookupFound, lookupNotFound, lookupIndeterminate, lookupError} {
+		m.reconciled.WithLabelValues(r)
+	}
+	for _, op := range []string{batchClaim, batchComplete} {
+		m.batchSize.WithLabelValues(op)
+		m.batchDuration.WithLabelValues(op)
 	}
 	if reg != nil {
-		reg.MustRegister(m.fetched, m.executed, m.replayed, m.conflicts, m.rejected, m.unrouted, m.unknown, m.failedFinal,
+		reg.MustRegister(m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
-			m.exhausted, m.publishFails)
+			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails)
 	}
 	return m
+}
+
+// decided counts a claim decision.
+func (m *Metrics) decided(d journal.Decision) {
+	if c, ok := m.byDecision[d]; ok {
+		c.Inc()
+		return
+	}
+	m.decisions.WithLabelValues(string(d)).Inc()
+}
+
+// called counts a call to a target by its adapter and the class of its
+// error ("ok" without one).
+func (m *Metrics) called(adapter string, class adapters.Class, err error) {
+	label := "ok"
+	if err != nil {
+		label = string(class)
+	}
+	m.callsByClass.WithLabelValues(adapter, label).Inc()
+}
+
+// batch records one batched journal round trip.
+func (m *Metrics) batch(op string, n int, took time.Duration) {
+	m.batchSize.WithLabelValues(op).Observe(float64(n))
+	m.batchDuration.WithLabelValues(op).Observe(took.Seconds())
+}
+
+// routerHooks counts what the consumer's router does.
+func (m *Metrics) routerHooks() consumer.Hooks {
+	undelivered, ackPending := m.pending.WithLabelValues("undelivered"), m.pending.WithLabelValues("ack_pending")
+	return consumer.Hooks{
+		Fetched:       func(n int) { m.fetched.Add(float64(n)) },
+		Settled:       func(d time.Duration) { m.latency.Observe(d.Seconds()) },
+		SettledTraced: func(d time.Duration, traceID string) { observeTraced(m.latency, d, traceID) },
+		Published:     func(s operation.ResultStatus) { m.results.WithLabelValues(string(s)).Inc() },
+		PublishFailed: func() { m.publishFails.Inc() },
+		Pending: func(u, a uint64) {
+			undelivered.Set(float64(u))
+			ackPending.Set(float64(a))
+		},
+	}
 }

@@ -23,6 +23,22 @@ type verdict struct {
 	// settling: the target's search has not settled yet; no lookup round
 	// was spent.
 	settling bool
+	// failed: the lookup call itself failed (status Indeterminate).
+	failed bool
+}
+
+// result labels the lookup in reconcile_lookups_total{result}.
+func (v verdict) result() string {
+	switch {
+	case v.status == adapters.Found:
+		return lookupFound
+	case v.status == adapters.NotFound:
+		return lookupNotFound
+	case v.failed:
+		return lookupError
+	default:
+		return lookupIndeterminate
+	}
 }
 
 // lookup asks the target about an earlier attempt by the operation key,
@@ -39,7 +55,7 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 	if err != nil {
 		ae := adapters.AsError(err)
 		return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code,
-			note: "lookup failed: " + ae.Code}
+			note: "lookup failed: " + ae.Code, failed: true}
 	}
 	switch res.Status {
 	case adapters.Found:
@@ -140,14 +156,13 @@ func (w *Worker) reconcile(j *job) {
 		log = log.With(ids...)
 	}
 	rec := j.claim.Record
+	w.m.reconciled.WithLabelValues(v.result()).Inc()
 	switch v.status {
 	case adapters.Found:
-		w.m.reconciled.WithLabelValues("found").Inc()
 		reportDuplicates(w.d, adapter, key, v.outcome.Outcome)
 		log.Info(v.note)
 		w.completeAndPublish(j, v.completion(key, j.claim.Token, w.outcomeJSON(v.outcome.Outcome)), false)
 	case adapters.NotFound:
-		w.m.reconciled.WithLabelValues("not_found").Inc()
 		if final, note := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, j.age()); final {
 			log.Warn(note, "error_code", rec.ErrorCode)
 			w.m.failedFinal.Inc()
@@ -174,7 +189,6 @@ func (w *Worker) reconcile(j *job) {
 		}
 		w.dispatch(j)
 	default:
-		w.m.reconciled.WithLabelValues("indeterminate").Inc()
 		log.Warn("outcome still unknown", "note", v.note)
 		delay := v.retryIn
 		if !v.settling {

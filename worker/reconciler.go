@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
@@ -221,6 +219,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 	a, ok := r.d.Adapters[rec.OperationType]
 	if !ok {
 		// Nothing can look it up: leave it unknown for an operator.
+		r.d.Metrics.reconciled.WithLabelValues(lookupIndeterminate).Inc()
 		return r.unsettled(ctx, c, s, "no adapter configured for "+rec.OperationType)
 	}
 	// The journal keeps no payload: a lookup goes by key only.
@@ -229,10 +228,10 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
+	r.d.Metrics.reconciled.WithLabelValues(v.result()).Inc()
 	switch v.status {
 	case adapters.Found:
 		s.Found++
-		r.d.Metrics.reconciled.WithLabelValues("found").Inc()
 		reportDuplicates(r.d, a, rec.Key, v.outcome.Outcome)
 		comp := v.completion(rec.Key, c.Token, outcomeJSON(r.d, v.outcome.Outcome))
 		if err := journal.CompleteOne(ctx, r.d.Store, comp); err != nil {
@@ -246,7 +245,6 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 		return publishRecord(ctx, r.d, final)
 	case adapters.NotFound:
 		s.NotFound++
-		r.d.Metrics.reconciled.WithLabelValues("not_found").Inc()
 		if final, note := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, c.Age()+time.Since(taken)); final {
 			if err := journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusFailedFinal,
 				Reconciled: true, Note: note, ErrorCode: rec.ErrorCode}); err != nil {
@@ -275,7 +273,6 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 
 func (r *Reconciler) unsettled(ctx context.Context, c journal.Claim, s *Settled, note string) error {
 	s.Unsettled++
-	r.d.Metrics.reconciled.WithLabelValues("indeterminate").Inc()
 	// Lookups back off between rounds along the retry schedule.
 	hold := r.wcfg.Retry.NextRetry(c.Record.ReconcileRounds + 1)
 	return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: c.Record.Key, Token: c.Token, Status: journal.StatusUnknown,
@@ -325,29 +322,27 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 // PublishResult publishes a journal row's outcome as its command's result
 // (pending while it is not final), e.g. after an operator's decision was
 // recorded by a tool that holds no Deps.
-func PublishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) error {
+func PublishResult(ctx context.Context, js consumer.JetStream, rec journal.Record) error {
 	_, err := publishResult(ctx, js, rec)
 	return err
 }
 
-func publishResult(ctx context.Context, js jetstream.JetStream, rec journal.Record) (operation.ResultStatus, error) {
+func publishResult(ctx context.Context, js consumer.JetStream, rec journal.Record) (operation.ResultStatus, error) {
 	res := operation.Result{OperationKey: rec.Key, EventID: rec.EventID, Operation: rec.OperationType,
 		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: rec.Result,
-		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount}
-	switch rec.Status {
+		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount, Status: resultStatus(rec.Status)}
+	return res.Status, consumer.PublishResult(ctx, js, res)
+}
+
+// resultStatus is the result status of a journal status: pending while it
+// is not final.
+func resultStatus(s journal.Status) operation.ResultStatus {
+	switch s {
 	case journal.StatusSucceeded:
-		res.Status = operation.ResultSucceeded
+		return operation.ResultSucceeded
 	case journal.StatusFailedFinal:
-		res.Status = operation.ResultFailedFinal
+		return operation.ResultFailedFinal
 	default:
-		res.Status = operation.ResultPending
+		return operation.ResultPending
 	}
-	m, err := consumer.ResultMsg(res)
-	if err != nil {
-		return res.Status, err
-	}
-	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return res.Status, fmt.Errorf("publish result of %s: %w", rec.Key, err)
-	}
-	return res.Status, nil
 }

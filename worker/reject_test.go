@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -86,7 +86,7 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 	logs := &syncBuffer{}
 	b.workerWithLog(t, "w-reject", worker.Config{}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	rejected := make(chan *nats.Msg, 64)
-	sub, err := b.nc.ChanSubscribe(consumer.RejectedSubject, rejected)
+	sub, err := b.nc.ChanSubscribe(wire.RejectedSubject, rejected)
 	require.NoError(t, err)
 	defer func() { _ = sub.Unsubscribe() }()
 
@@ -104,12 +104,12 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = rs.Unsubscribe() }()
 		require.NoError(t, b.nc.Flush())
-		m := nats.NewMsg(consumer.CommandSubject(tc.subject))
+		m := nats.NewMsg(wire.CommandSubject(tc.subject))
 		m.Data = tc.body
 		if tc.msgID != "" {
-			m.Header.Set(consumer.HeaderMsgID, tc.msgID)
+			m.Header.Set(wire.HeaderMsgID, tc.msgID)
 		}
-		m.Header.Set(consumer.HeaderReplyTo, inbox)
+		m.Header.Set(wire.HeaderReplyTo, inbox)
 		ack, err := b.js.PublishMsg(ctx, m)
 		require.NoError(t, err, tc.name)
 		out[i] = sent{seq: ack.Sequence, replies: replies}
@@ -130,7 +130,7 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 			r := decode(t, m)
 			onSubject[r.CommandSeq] = r
 		case <-ctx.Done():
-			t.Fatalf("%d of %d rejected results on %s: %v", len(onSubject), len(cases), consumer.RejectedSubject, onSubject)
+			t.Fatalf("%d of %d rejected results on %s: %v", len(onSubject), len(cases), wire.RejectedSubject, onSubject)
 		}
 	}
 	for i, tc := range cases {
@@ -169,16 +169,16 @@ func TestEveryRejectedCommandIsAnswered(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	stream, err := b.js.Stream(ctx, b.ncfg.ResultsStream)
 	require.NoError(t, err)
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(consumer.RejectedSubject))
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(wire.RejectedSubject))
 	require.NoError(t, err)
-	require.Equal(t, uint64(len(cases)), info.State.Subjects[consumer.RejectedSubject])
+	require.Equal(t, uint64(len(cases)), info.State.Subjects[wire.RejectedSubject])
 	ids := map[string]bool{}
-	oc, err := b.js.OrderedConsumer(ctx, b.ncfg.ResultsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{consumer.RejectedSubject}})
+	oc, err := b.js.OrderedConsumer(ctx, b.ncfg.ResultsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{wire.RejectedSubject}})
 	require.NoError(t, err)
 	batch, err := oc.Fetch(len(cases), jetstream.FetchMaxWait(10*time.Second))
 	require.NoError(t, err)
 	for m := range batch.Messages() {
-		ids[m.Headers().Get(consumer.HeaderMsgID)] = true
+		ids[m.Headers().Get(wire.HeaderMsgID)] = true
 	}
 	for _, s := range out {
 		require.True(t, ids["_rejected:"+strconv.FormatUint(s.seq, 10)], "Nats-Msg-Id from the stream sequence %d: %v", s.seq, ids)

@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/sandbox"
 	sbbitrix24 "github.com/idemgate/idemgate/sandbox/bitrix24"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -76,7 +77,7 @@ func (b *bundle) publishCommand(t *testing.T, cmd operation.Command) {
 	t.Helper()
 	body, err := json.Marshal(cmd)
 	require.NoError(t, err)
-	_, err = b.js.Publish(context.Background(), consumer.CommandSubject(cmd.Operation), body, jetstream.WithMsgID(cmd.EventID))
+	_, err = b.js.Publish(context.Background(), wire.CommandSubject(cmd.Operation), body, jetstream.WithMsgID(cmd.EventID))
 	require.NoError(t, err)
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,7 +19,8 @@ import (
 // line.
 //
 // The spans of one command delivery, in the trace its producer started
-// (the trace context travels in the command's NATS headers):
+// (the trace context travels in the command's NATS headers; the consumer
+// package starts the delivery's span and the results' spans):
 //
 //	process <subject>          CONSUMER, one per delivery: decision, status
 //	├── execute                one per attempt: attempt, fencing token, error class
@@ -37,72 +36,44 @@ import (
 // noSpan is the non-recording span helpers return when tracing is off.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// startCommandSpan starts a delivery's span, continuing the trace its
-// headers carry. nil when tracing is off.
-func (w *Worker) startCommandSpan(m jetstream.Msg) trace.Span {
-	if !telemetry.Enabled() {
-		return nil
-	}
-	ctx := telemetry.Extract(context.Background(), m.Headers())
-	attrs := []attribute.KeyValue{
-		telemetry.AttrMessagingSystem.String("nats"),
-		telemetry.AttrMessagingDestination.String(m.Subject()),
-		telemetry.AttrMessagingOperation.String("process"),
-	}
-	if md, err := m.Metadata(); err == nil {
-		attrs = append(attrs, telemetry.AttrMessagingConsumer.String(md.Consumer),
-			telemetry.AttrDeliveries.Int64(int64(md.NumDelivered)))
-	}
-	_, span := telemetry.Tracer().Start(ctx, "process "+m.Subject(),
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
-	return span
-}
-
 // traced returns ctx carrying the job's span, so that spans started under
 // ctx (attempts, lookups, adapter calls) are its children.
 func (j *job) traced(ctx context.Context) context.Context {
-	if j.span == nil {
+	if j.d.Span() == nil {
 		return ctx
 	}
-	return trace.ContextWithSpan(ctx, j.span)
+	return trace.ContextWithSpan(ctx, j.d.Span())
 }
 
 // traceDecoded records what the command is (never its key or payload).
 func (j *job) traceDecoded(op operation.Operation) {
-	if j.span != nil {
-		j.span.SetAttributes(telemetry.AttrOperationType.String(op.Type), telemetry.AttrTargetSystem.String(op.TargetSystem))
+	if j.d.Span() != nil {
+		j.d.Span().SetAttributes(telemetry.AttrOperationType.String(op.Type), telemetry.AttrTargetSystem.String(op.TargetSystem))
 	}
 }
 
 // traceDecision records the claim's decision on the delivery's span.
 func (j *job) traceDecision() {
-	if j.span != nil {
-		j.span.SetAttributes(telemetry.AttrDecision.String(string(j.claim.Decision)),
+	if j.d.Span() != nil {
+		j.d.Span().SetAttributes(telemetry.AttrDecision.String(string(j.claim.Decision)),
 			telemetry.AttrAttempt.Int(j.claim.Attempt), telemetry.AttrFencingToken.Int64(j.claim.Token))
 	}
 }
 
 // traceRejected marks a rejected command's span.
 func (j *job) traceRejected(code string) {
-	if j.span != nil {
-		j.span.SetAttributes(telemetry.AttrErrorCode.String(code))
-		j.span.SetStatus(codes.Error, "rejected: "+code)
-	}
-}
-
-// endSpan ends the delivery's span (done calls it once per delivery).
-func (j *job) endSpan() {
-	if j.span != nil {
-		j.span.End()
+	if j.d.Span() != nil {
+		j.d.Span().SetAttributes(telemetry.AttrErrorCode.String(code))
+		j.d.Span().SetStatus(codes.Error, "rejected: "+code)
 	}
 }
 
 // logAttrs are trace_id and span_id of the delivery's span, for its logs.
 func (j *job) logAttrs() []any {
-	if j.span == nil {
+	if j.d.Span() == nil {
 		return nil
 	}
-	return telemetry.LogAttrs(trace.ContextWithSpan(context.Background(), j.span))
+	return telemetry.LogAttrs(trace.ContextWithSpan(context.Background(), j.d.Span()))
 }
 
 // startClaimSpan starts a claim batch's span, linked to its deliveries.
@@ -112,8 +83,8 @@ func startClaimSpan(jobs []*job) trace.Span {
 	}
 	links := make([]trace.Link, 0, len(jobs))
 	for _, j := range jobs {
-		if j.span != nil {
-			links = append(links, trace.Link{SpanContext: j.span.SpanContext()})
+		if sp := j.d.Span(); sp != nil {
+			links = append(links, trace.Link{SpanContext: sp.SpanContext()})
 		}
 	}
 	_, span := telemetry.Tracer().Start(context.Background(), "claim", trace.WithLinks(links...),
@@ -133,10 +104,10 @@ func endClaimSpan(span trace.Span, err error) {
 
 // startAttemptSpan starts an attempt's span ("execute") under the job's.
 func (j *job) startAttemptSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	if j.span == nil {
+	if j.d.Span() == nil {
 		return ctx, noSpan
 	}
-	ctx, span := telemetry.Tracer().Start(trace.ContextWithSpan(ctx, j.span), name, trace.WithAttributes(
+	ctx, span := telemetry.Tracer().Start(trace.ContextWithSpan(ctx, j.d.Span()), name, trace.WithAttributes(
 		telemetry.AttrOperationType.String(j.op.Type), telemetry.AttrTargetSystem.String(j.op.TargetSystem),
 		telemetry.AttrAttempt.Int(j.claim.Attempt), telemetry.AttrFencingToken.Int64(j.claim.Token)))
 	return ctx, span
@@ -179,37 +150,23 @@ func endLookupSpan(span trace.Span, v verdict) {
 	span.End()
 }
 
-// tracePublish starts the result's PRODUCER span under the job's, writes
-// its context into the result's headers, and returns then wrapped to end
-// the span with the PubAck's outcome.
-func (j *job) tracePublish(m *nats.Msg, r operation.Result, then func(error)) func(error) {
-	if j.span == nil {
-		return then
-	}
-	j.span.SetAttributes(telemetry.AttrStatus.String(string(r.Status)), telemetry.AttrReplayed.Bool(r.Replayed))
-	ctx, span := telemetry.Tracer().Start(trace.ContextWithSpan(context.Background(), j.span), "publish "+m.Subject,
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
-			telemetry.AttrMessagingSystem.String("nats"), telemetry.AttrMessagingDestination.String(m.Subject),
-			telemetry.AttrMessagingOperation.String("send"), telemetry.AttrStatus.String(string(r.Status)),
-			telemetry.AttrReplayed.Bool(r.Replayed)))
-	telemetry.Inject(ctx, m)
-	return func(err error) {
-		if err != nil {
-			span.SetStatus(codes.Error, "result not acknowledged by JetStream")
-		}
-		span.End()
-		then(err)
-	}
-}
-
 // observe records a duration, with the trace id as exemplar when the span
 // records.
 func observe(o prometheus.Observer, d time.Duration, span trace.Span) {
 	if span != nil && span.IsRecording() {
-		if eo, ok := o.(prometheus.ExemplarObserver); ok {
-			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": span.SpanContext().TraceID().String()})
-			return
-		}
+		observeTraced(o, d, span.SpanContext().TraceID().String())
+		return
+	}
+	o.Observe(d.Seconds())
+}
+
+// observeTraced records a duration with traceID as its exemplar, where the
+// observer keeps exemplars (Prometheus exports them in the OpenMetrics
+// format).
+func observeTraced(o prometheus.Observer, d time.Duration, traceID string) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok {
+		eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+		return
 	}
 	o.Observe(d.Seconds())
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -26,6 +27,7 @@ import (
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -51,6 +53,7 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	p := otelsetup.Install(sdktrace.WithSyncer(otelsetup.Redacting(exp)))
 	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
 
+	reg := prometheus.NewRegistry()
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
@@ -71,7 +74,7 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	w, err := worker.New(worker.Config{Owner: "trace-test", LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second,
 		HeartbeatInterval: time.Second, Retry: worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}},
 		ncfg, worker.Deps{Store: st, JS: js, NC: nc, Consumer: cons, Decoder: &operation.Decoder{Env: "test"},
-			Adapters: map[string]adapters.Adapter{"payment.charge": yk}})
+			Adapters: map[string]adapters.Adapter{"payment.charge": yk}, Metrics: worker.NewMetrics(reg)})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
@@ -132,10 +135,10 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 
 	// The agent's publish, then one delivery span per delivery, each the
 	// child of the publish across the NATS hop.
-	pubs := named("publish " + consumer.CommandSubject("payment.charge"))
+	pubs := named("publish " + wire.CommandSubject("payment.charge"))
 	require.Len(t, pubs, 1)
 	require.Equal(t, agent.SpanContext().SpanID(), pubs[0].Parent.SpanID())
-	deliveries := named("process " + consumer.CommandSubject("payment.charge"))
+	deliveries := named("process " + wire.CommandSubject("payment.charge"))
 	require.GreaterOrEqual(t, len(deliveries), 2, "the first delivery and the one that reconciled")
 	for _, d := range deliveries {
 		require.Equal(t, trace.SpanKindConsumer, d.SpanKind)
@@ -147,7 +150,7 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	// execute → HTTP POST, whose answer was lost: reconcile_before_retry.
 	execs := named("execute")
 	require.Len(t, execs, 1)
-	require.Equal(t, "process "+consumer.CommandSubject("payment.charge"), parentOf(execs[0]).Name)
+	require.Equal(t, "process "+wire.CommandSubject("payment.charge"), parentOf(execs[0]).Name)
 	require.Equal(t, "execute", attr(parentOf(execs[0]), telemetry.AttrDecision))
 	require.Equal(t, string(adapters.ReconcileBeforeRetry), attr(execs[0], telemetry.AttrErrorClass))
 	require.Equal(t, "1", attr(execs[0], telemetry.AttrAttempt))
@@ -180,7 +183,7 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 
 	// Results: published under the deliveries, pending then succeeded; the
 	// result message carries the trace on to whoever reads it.
-	resSubject := consumer.ResultSubject("payment.charge")
+	resSubject := wire.ResultSubject("payment.charge")
 	results := named("publish " + resSubject)
 	statuses := map[string]bool{}
 	var last tracetest.SpanStub
@@ -212,6 +215,23 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	for _, d := range deliveries {
 		require.True(t, linked[d.SpanContext.SpanID()], "delivery %s linked from its claim batch", d.SpanContext.SpanID())
 	}
+
+	// The latency histograms carry the trace id as exemplar.
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	exemplars := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, bk := range m.GetHistogram().GetBucket() {
+				for _, l := range bk.GetExemplar().GetLabel() {
+					if l.GetName() == "trace_id" && l.GetValue() == traceID.String() {
+						exemplars[f.GetName()] = true
+					}
+				}
+			}
+		}
+	}
+	require.True(t, exemplars["idemgate_command_duration_seconds"] && exemplars["idemgate_adapter_call_duration_seconds"], "%v", exemplars)
 
 	// Canary: no span carries the key's intent part, a payload value or the
 	// target's credentials, in its name, attributes, events, links or status.

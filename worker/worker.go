@@ -13,16 +13,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // Config tunes the worker. Zero fields take the documented defaults.
@@ -156,9 +153,9 @@ func ValidateHorizons(w Config, c consumer.Config) error {
 // Deps are what the worker works with.
 type Deps struct {
 	Store    journal.Store
-	JS       jetstream.JetStream
-	NC       *nats.Conn
-	Consumer jetstream.Consumer
+	JS       consumer.JetStream
+	NC       *consumer.Conn
+	Consumer consumer.Pull
 	Decoder  *operation.Decoder
 	// Adapters by operation type.
 	Adapters map[string]adapters.Adapter
@@ -178,19 +175,13 @@ type Worker struct {
 	log   *slog.Logger
 	m     *Metrics
 
-	slots    chan struct{}
-	batches  chan fetched
-	commit   *committer
-	beats    *heartbeats
-	inflight sync.WaitGroup
+	router *consumer.Router
+	commit *committer
+	beats  *heartbeats
 
-	startOnce, stopOnce  sync.Once
-	stopFetch            context.CancelFunc
-	work                 context.Context
-	cancelWork           context.CancelCauseFunc
-	fetchDone, claimDone chan struct{}
-	pubAcks              chan pubWait // results published, oldest first
-	ackDone              chan struct{}
+	startOnce, stopOnce sync.Once
+	work                context.Context
+	cancelWork          context.CancelCauseFunc
 
 	// defaultRedact: Deps.Redact was left to redact.JSON, a pure function,
 	// so outcomes without details can be kept by business status.
@@ -223,9 +214,9 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 	fillDeps(&d)
 	w := &Worker{
 		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics, defaultRedact: defaultRedact,
-		slots:   make(chan struct{}, cfg.MaxInFlight),
-		batches: make(chan fetched, cfg.Claimers),
 	}
+	w.router = consumer.NewRouter(ncfg, consumer.RouterConfig{MaxInFlight: cfg.MaxInFlight, Handlers: cfg.Claimers,
+		PendingEvery: cfg.HeartbeatInterval}, d.Consumer, d.JS, d.NC, d.Log, d.Metrics.routerHooks())
 	return w, nil
 }
 
@@ -259,26 +250,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.startOnce.Do(func() {
 		started = true
 		w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
-		fetchCtx, stop := context.WithCancel(ctx)
-		w.stopFetch = stop
-		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers)
+		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m)
 		w.beats = newHeartbeats(w)
-		w.fetchDone, w.claimDone = make(chan struct{}), make(chan struct{})
-		w.pubAcks, w.ackDone = make(chan pubWait, w.cfg.MaxInFlight), make(chan struct{})
-		go w.ackLoop()
 		go w.beats.loop()
-		go w.fetchLoop(fetchCtx)
-		var claimers sync.WaitGroup
-		for range w.cfg.Claimers {
-			claimers.Add(1)
-			go func() {
-				defer claimers.Done()
-				for f := range w.batches {
-					w.handleBatch(f)
-				}
-			}()
-		}
-		go func() { claimers.Wait(); close(w.claimDone) }()
+		w.router.Start(ctx, w.handleBatch)
 	})
 	if !started {
 		return errors.New("worker: already started")
@@ -292,98 +267,32 @@ func (w *Worker) Start(ctx context.Context) error {
 // Safe to call twice.
 func (w *Worker) Stop() {
 	w.stopOnce.Do(func() {
-		if w.stopFetch == nil {
+		if w.work == nil {
 			return
 		}
-		w.stopFetch()
-		<-w.fetchDone
-		<-w.claimDone
-		done := make(chan struct{})
-		go func() { w.inflight.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(w.cfg.ShutdownTimeout):
+		w.router.StopFetching()
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+		if err := w.router.Drain(ctx); err != nil {
 			w.log.Warn("shutdown timeout: cancelling in-flight operations", "timeout", w.cfg.ShutdownTimeout.String())
 			w.cancelWork(ErrShutdown)
-			<-done
+			_ = w.router.Drain(context.Background())
 		}
+		cancel()
 		w.cancelWork(ErrShutdown)
 		w.beats.stop()
 		w.commit.close()
-		close(w.pubAcks) // every command is done: nothing publishes any more
-		<-w.ackDone
+		w.router.Close() // every command is settled: nothing publishes any more
 	})
-}
-
-// fetchLoop pulls whole batches: it waits until a batch's worth of in-flight
-// slots is free. Fetching whatever few slots were just freed would split the
-// stream into small batches, each costing a claim round trip of its own.
-func (w *Worker) fetchLoop(ctx context.Context) {
-	defer close(w.fetchDone)
-	defer close(w.batches)
-	size := min(w.ncfg.FetchBatch, w.cfg.MaxInFlight)
-	for ctx.Err() == nil {
-		for n := 0; n < size; n++ {
-			select {
-			case w.slots <- struct{}{}:
-			case <-ctx.Done():
-				w.release(n)
-				return
-			}
-		}
-		n := size
-		batch, err := w.d.Consumer.Fetch(n, jetstream.FetchMaxWait(w.ncfg.FetchWait))
-		if err != nil {
-			w.release(n)
-			w.log.Warn("fetch failed", "error", err.Error())
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		msgs := make([]jetstream.Msg, 0, n)
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		at := time.Now()
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			w.log.Debug("fetch ended", "error", err.Error())
-		}
-		w.release(n - len(msgs))
-		if len(msgs) == 0 {
-			continue
-		}
-		w.m.fetched.Add(float64(len(msgs)))
-		w.inflight.Add(len(msgs))
-		w.batches <- fetched{msgs: msgs, at: at}
-	}
-}
-
-// fetched is one fetch's messages and when they arrived.
-type fetched struct {
-	msgs []jetstream.Msg
-	at   time.Time
-}
-
-func (w *Worker) release(n int) {
-	for range n {
-		<-w.slots
-	}
 }
 
 // job is one command in flight.
 type job struct {
-	msg       jetstream.Msg
-	op        operation.Operation
-	replyTo   string
-	fetchedAt time.Time
-	claim     journal.Claim
+	d     *consumer.Delivery
+	op    operation.Operation
+	claim journal.Claim
 	// claimedAt is when claim came back, on this process's monotonic clock:
 	// the operation's age now is claim.Age() plus the time since.
 	claimedAt time.Time
-	// span is the delivery's span (trace.go); nil with tracing off.
-	span trace.Span
 }
 
 func (j *job) setClaim(c journal.Claim) {
@@ -396,29 +305,16 @@ func (j *job) age() time.Duration { return j.claim.Age() + time.Since(j.claimedA
 
 // deliveries is how often JetStream has delivered the command (0 when its
 // metadata cannot be read); parsed only on the paths that need it.
-func (j *job) deliveries() uint64 {
-	if md, err := j.msg.Metadata(); err == nil {
-		return md.NumDelivered
-	}
-	return 0
-}
-
-// done releases a command's slot; every fetched message passes here once.
-func (w *Worker) done(j *job) {
-	observe(w.m.latency, time.Since(j.fetchedAt), j.span)
-	j.endSpan()
-	<-w.slots
-	w.inflight.Done()
-}
+func (j *job) deliveries() uint64 { return j.d.Deliveries() }
 
 // handleBatch decodes a fetched batch, claims it in one round trip and acts
 // on each decision.
-func (w *Worker) handleBatch(f fetched) {
-	jobs := make([]*job, 0, len(f.msgs))
-	reqs := make([]journal.ClaimRequest, 0, len(f.msgs))
-	for _, m := range f.msgs {
-		j := &job{msg: m, fetchedAt: f.at, replyTo: m.Headers().Get(consumer.HeaderReplyTo), span: w.startCommandSpan(m)}
-		op, err := w.decode(m)
+func (w *Worker) handleBatch(ds []*consumer.Delivery) {
+	jobs := make([]*job, 0, len(ds))
+	reqs := make([]journal.ClaimRequest, 0, len(ds))
+	for _, d := range ds {
+		j := &job{d: d}
+		op, err := w.decode(d)
 		if errors.Is(err, errNoRoute) {
 			w.m.unrouted.Inc()
 			w.log.Error("no adapter for this operation: the command stays in JetStream until a replica can serve it (see routes: in the config)",
@@ -431,7 +327,7 @@ func (w *Worker) handleBatch(f fetched) {
 			w.reject(j, err)
 			continue
 		}
-		op.ReplyTo = j.replyTo
+		op.ReplyTo = d.ReplyTo()
 		j.op = op
 		j.traceDecoded(op)
 		jobs = append(jobs, j)
@@ -440,9 +336,11 @@ func (w *Worker) handleBatch(f fetched) {
 	if len(jobs) == 0 {
 		return
 	}
+	began := time.Now()
 	claimSpan := startClaimSpan(jobs)
 	claims, err := w.d.Store.Claim(w.work, reqs)
 	endClaimSpan(claimSpan, err)
+	w.m.batch(batchClaim, len(reqs), time.Since(began))
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
 		for _, j := range jobs {
@@ -467,12 +365,12 @@ func (w *Worker) claimRequest(op operation.Operation) journal.ClaimRequest {
 
 // decode validates a command message; the subject must name the envelope's
 // operation.
-func (w *Worker) decode(m jetstream.Msg) (operation.Operation, error) {
-	op, err := w.d.Decoder.Decode(m.Data())
+func (w *Worker) decode(d *consumer.Delivery) (operation.Operation, error) {
+	op, err := w.d.Decoder.Decode(d.Data())
 	if err != nil {
 		return op, err
 	}
-	subjOp, ok := consumer.OperationFromSubject(m.Subject())
+	subjOp, ok := d.Operation()
 	if !ok || subjOp != op.Type {
 		return op, &operation.DecodeError{Code: operation.CodeKeyMismatch, Field: "operation",
 			Msg: "the subject names another operation than the envelope", Key: op.Key.String(), EventID: op.EventID, Operation: op.Type}
@@ -494,22 +392,22 @@ func (w *Worker) dispatch(j *job) {
 	j.traceDecision()
 	switch c.Decision {
 	case journal.Execute:
-		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		w.m.decided(c.Decision)
 		go w.execute(j)
 	case journal.Reconcile:
-		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		w.m.decided(c.Decision)
 		go w.reconcile(j)
 	case journal.ReplaySucceeded, journal.ReplayFailed:
-		w.m.replayed.Inc()
+		w.m.decided(c.Decision)
 		w.publishAndAck(j, w.resultFromRecord(j, c.Record, true))
 	case journal.Conflict:
-		w.m.conflicts.Inc()
+		w.m.decided(c.Decision)
 		w.log.Warn("conflict: same key, other payload; nothing executed", "operation_key", c.Record.Key, "event_id", j.op.EventID)
 		go w.publishConflict(j, c.Record)
 	case journal.InProgress:
 		// Another owner will publish, or a retryable failure waits out its
 		// backoff: this delivery comes back later and takes no attempt.
-		w.m.decisions.WithLabelValues(string(c.Decision)).Inc()
+		w.m.decided(c.Decision)
 		w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
 	default:
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
@@ -649,144 +547,33 @@ func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) ope
 	r := operation.Result{
 		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type, TargetSystem: rec.TargetSystem,
 		TargetObjectID: rec.TargetObjectID, Result: rec.Result, ErrorCode: rec.ErrorCode,
-		Attempts: rec.AttemptCount, Replayed: replayed,
-	}
-	switch rec.Status {
-	case journal.StatusSucceeded:
-		r.Status = operation.ResultSucceeded
-	case journal.StatusFailedFinal:
-		r.Status = operation.ResultFailedFinal
-	default:
-		r.Status = operation.ResultPending
+		Attempts: rec.AttemptCount, Replayed: replayed, Status: resultStatus(rec.Status),
 	}
 	return r
 }
 
-// publishAndAck publishes a result and acks the command once JetStream has
-// acknowledged the result: a command is never acked before its result is
-// durably published.
-func (w *Worker) publishAndAck(j *job, r operation.Result) {
-	crashpoint.Do(crashpoint.AckBeforePublish, func() { _ = j.msg.DoubleAck(w.work) })
-	crashpoint.Hit(crashpoint.BeforePublish)
-	w.publish(j, r, func(err error) {
-		if err != nil {
-			w.m.publishFails.Inc()
-			w.log.Error("result not published: the command will be redelivered and the result replayed",
-				"operation_key", r.OperationKey, "status", string(r.Status), "error", err.Error())
-			w.nak(j, time.Second)
-			return
-		}
-		crashpoint.Hit(crashpoint.BeforeAck)
-		if err := j.msg.Ack(); err != nil {
-			w.log.Warn("ack failed: the command will be redelivered and replayed", "operation_key", r.OperationKey, "error", err.Error())
-		}
-		w.m.results.WithLabelValues(string(r.Status)).Inc()
-		w.done(j)
-	})
-}
+// publishAndAck hands the result back to be published; the command is
+// acked once JetStream has acknowledged it (consumer.Delivery.Answer).
+func (w *Worker) publishAndAck(j *job, r operation.Result) { j.d.Answer(r) }
 
 // publishPendingAndNak tells the agent the outcome is being settled, and
 // brings the command back after delay.
 func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, attempts int) {
-	r := operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
-		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}
-	w.publish(j, r, func(err error) {
-		if err == nil {
-			w.m.results.WithLabelValues(string(r.Status)).Inc()
-		} else {
-			w.m.publishFails.Inc()
-		}
-		w.nak(j, delay)
-	})
-}
-
-// publish sends r to the results stream asynchronously (and to the command's
-// reply subject), and calls then with the PubAck's outcome.
-func (w *Worker) publish(j *job, r operation.Result, then func(error)) {
-	m, err := consumer.ResultMsg(r)
-	if err != nil {
-		then(err)
-		return
-	}
-	then = j.tracePublish(m, r, then)
-	if j.replyTo != "" && w.d.NC != nil {
-		if err := w.d.NC.Publish(j.replyTo, m.Data); err != nil {
-			w.log.Warn("reply not sent", "operation_key", r.OperationKey, "error", err.Error())
-		}
-	}
-	fut, err := w.d.JS.PublishMsgAsync(m)
-	if err != nil {
-		then(err)
-		return
-	}
-	w.pubAcks <- pubWait{fut: fut, then: then, by: time.Now().Add(pubAckTimeout)}
-}
-
-// pubAckTimeout bounds the wait for a result's PubAck. JetStream answers
-// within milliseconds; a PubAck lost on the way (a cluster changing leader)
-// must not hold the command's slot for ever. The command is then redelivered
-// and its result, replayed from the journal, published again (the results
-// stream drops the duplicate by its Nats-Msg-Id).
-const pubAckTimeout = 10 * time.Second
-
-// errPubAckTimeout: no PubAck within pubAckTimeout.
-var errPubAckTimeout = errors.New("worker: no PubAck for the result in time")
-
-// pubWait is a published result waiting for its PubAck.
-type pubWait struct {
-	fut  jetstream.PubAckFuture
-	then func(error)
-	by   time.Time
-}
-
-// ackLoop hands each published result its PubAck, oldest first: one
-// goroutine for all of them, as PubAcks come back in publish order.
-func (w *Worker) ackLoop() {
-	defer close(w.ackDone)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for p := range w.pubAcks {
-		select {
-		case <-p.fut.Ok():
-			p.then(nil)
-			continue
-		case err := <-p.fut.Err():
-			p.then(err)
-			continue
-		default:
-		}
-		timer.Reset(time.Until(p.by))
-		select {
-		case <-p.fut.Ok():
-			p.then(nil)
-		case err := <-p.fut.Err():
-			p.then(err)
-		case <-timer.C:
-			p.then(errPubAckTimeout)
-		}
-		timer.Stop()
-	}
+	j.d.AnswerThenNak(operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
+		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}, delay)
 }
 
 // nak returns the command to JetStream after delay and releases its slot.
 // On its last delivery the command is left to AckWait: JetStream then stops
 // redelivering, and the journal row stays for the reconciler.
 func (w *Worker) nak(j *job, delay time.Duration) {
-	var err error
-	if delay <= 0 {
-		err = j.msg.Nak()
-	} else {
-		err = j.msg.NakWithDelay(delay)
-	}
-	if err != nil {
-		w.log.Warn("nak failed: AckWait will redeliver", "operation_key", j.op.Key.String(), "error", err.Error())
-	}
-	w.done(j)
+	j.d.SetKey(j.op.Key.String())
+	j.d.Nak(delay)
 }
 
 // reject terminates an undecodable command after publishing its rejected
 // result: on idemgate.res.<operation> when a key could be derived, else on
-// consumer.RejectedSubject under the command's stream sequence, and to the
+// wire.RejectedSubject under the command's stream sequence, and to the
 // command's reply subject either way. Every command gets an answer. Nothing
 // in the result or the log quotes the command: the reason names fields only
 // (operation.DecodeError), and event_id and the subject appear only when they
@@ -799,34 +586,20 @@ func (w *Worker) reject(j *job, err error) {
 		de = &operation.DecodeError{Code: operation.CodeNotJSON, Msg: "undecodable command"}
 	}
 	r := de.RejectedResult()
-	if md, mdErr := j.msg.Metadata(); mdErr == nil {
-		r.CommandSeq = md.Sequence.Stream
-	}
+	r.CommandSeq = j.d.StreamSeq()
 	if r.EventID == "" && (de.Code == operation.CodeNotJSON || de.Code == operation.CodeTooLarge) {
 		// The envelope was not read; its Nats-Msg-Id is the event id by
 		// contract, and is used when it is a safe one.
-		if id := j.msg.Headers().Get(consumer.HeaderMsgID); operation.ValidateID("event_id", id) == nil {
+		if id := j.d.Header(wire.HeaderMsgID); operation.ValidateID("event_id", id) == nil {
 			r.EventID = id
 		}
 	}
 	j.traceRejected(string(de.Code))
 	log := w.log.With("reason", string(de.Code), "field", de.Field, "detail", de.Msg,
 		"operation_key", r.OperationKey, "event_id", r.EventID, "stream_seq", r.CommandSeq)
-	if de.Operation != "" && j.msg.Subject() == consumer.CommandSubject(de.Operation) {
-		log = log.With("subject", j.msg.Subject()) // any other subject may hold anything
+	if de.Operation != "" && j.d.Subject() == wire.CommandSubject(de.Operation) {
+		log = log.With("subject", j.d.Subject()) // any other subject may hold anything
 	}
 	log.Warn("command rejected")
-	w.publish(j, r, func(err error) {
-		if err != nil {
-			w.m.publishFails.Inc()
-			log.Error("rejected result not published; retrying by redelivery", "error", err.Error())
-			w.nak(j, time.Second)
-			return
-		}
-		w.m.results.WithLabelValues(string(r.Status)).Inc()
-		if err := j.msg.TermWithReason(string(de.Code)); err != nil {
-			log.Warn("term failed", "error", err.Error())
-		}
-		w.done(j)
-	})
+	j.d.Reject(r, string(de.Code))
 }

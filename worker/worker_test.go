@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -28,15 +29,16 @@ import (
 // object per key and counts real effects, with faults on demand. (The sandbox
 // emulators play this part in the end-to-end suites.)
 type target struct {
-	mu       sync.Mutex
-	objects  map[string]string // key → object id
-	effects  map[string]int
-	calls    map[string]int
-	lookups  int
-	faults   []func(op operation.Operation) error // consumed in order, before the effect
-	lostNext int                                  // responses lost after commit
-	block    chan struct{}                        // when set, Execute waits on it after committing
-	delay    time.Duration
+	mu        sync.Mutex
+	objects   map[string]string // key → object id
+	effects   map[string]int
+	calls     map[string]int
+	lookups   int
+	faults    []func(op operation.Operation) error // consumed in order, before the effect
+	lostNext  int                                  // responses lost after commit
+	lookupErr []error                              // consumed in order by Lookup
+	block     chan struct{}                        // when set, Execute waits on it after committing
+	delay     time.Duration
 }
 
 func newTarget() *target {
@@ -95,6 +97,11 @@ func (t *target) Lookup(ctx context.Context, op operation.Operation) (adapters.L
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lookups++
+	if len(t.lookupErr) > 0 {
+		err := t.lookupErr[0]
+		t.lookupErr = t.lookupErr[1:]
+		return adapters.LookupResult{}, err
+	}
 	if id, ok := t.objects[op.Key.String()]; ok {
 		return adapters.LookupResult{Status: adapters.Found, Outcome: adapters.Outcome{ObjectID: id, BusinessStatus: "succeeded"}}, nil
 	}
@@ -139,6 +146,8 @@ type bundle struct {
 	target  *target
 	ncfg    consumer.Config
 	results chan operation.Result
+	// metrics, when set, are the workers' (default: unregistered ones).
+	metrics *worker.Metrics
 }
 
 func setup(t *testing.T) *bundle {
@@ -147,7 +156,7 @@ func setup(t *testing.T) *bundle {
 	nc, js := ns.Connect(t)
 	b := &bundle{ns: ns, nc: nc, js: js, store: pgtest.Store(t), target: newTarget(), results: make(chan operation.Result, 10000)}
 	b.ncfg = consumer.Config{AckWait: 5 * time.Second, FetchWait: 100 * time.Millisecond}.WithDefaults()
-	sub, err := nc.Subscribe(consumer.ResultPrefix+">", func(m *nats.Msg) {
+	sub, err := nc.Subscribe(wire.ResultPrefix+">", func(m *nats.Msg) {
 		var r operation.Result
 		if err := json.Unmarshal(m.Data, &r); err == nil {
 			b.results <- r
@@ -185,7 +194,7 @@ func (b *bundle) workerWithLog(t *testing.T, owner string, cfg worker.Config, lo
 		Store: b.store, JS: b.js, NC: b.nc, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: "test"},
 		Adapters: map[string]adapters.Adapter{"payment.charge": b.target, "invoice.create": b.target},
-		Log:      log,
+		Log:      log, Metrics: b.metrics,
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))
@@ -200,7 +209,7 @@ func charge(event, order string, amount int) []byte {
 
 func (b *bundle) publish(t *testing.T, body []byte) {
 	t.Helper()
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("payment.charge"), body)
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("payment.charge"), body)
 	require.NoError(t, err)
 }
 
@@ -520,10 +529,10 @@ func TestCanarySecretsLeakNowhere(t *testing.T) {
 	canaries := []string{"4111111111111111", "4111 1111 1111 1111", "5500 0055 5555 5559", "tok_canary_secret", "canary-bearer-token"}
 	body := `{"event_id":"evt-canary","operation":"invoice.create","payload":{"order_id":"order-1","customer_id":"c-1",
 		"amount_minor":100,"currency":"RUB","description":"pay with card 4111 1111 1111 1111 cvv 123"}}`
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"), []byte(body))
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"), []byte(body))
 	require.NoError(t, err)
 	// A poison command carrying a card number in a field the decoder refuses.
-	_, err = b.js.Publish(context.Background(), consumer.CommandSubject("invoice.create"),
+	_, err = b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"),
 		[]byte(`{"event_id":"evt-canary-2","operation":"invoice.create","payload":{"card":"4111111111111111"}}`))
 	require.NoError(t, err)
 	var published []string
@@ -610,7 +619,7 @@ func TestUnroutedOperationIsLeftInJetStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.worker(t, "w1", worker.Config{})
-	_, err := b.js.Publish(context.Background(), consumer.CommandSubject("crm.task.create"),
+	_, err := b.js.Publish(context.Background(), wire.CommandSubject("crm.task.create"),
 		[]byte(`{"event_id":"evt-unrouted","operation":"crm.task.create","payload":{"title":"call","responsible_id":"7"}}`))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

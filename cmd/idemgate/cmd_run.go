@@ -122,7 +122,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		cons     jetstream.Consumer
 		stopNATS func()
 	)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	metrics := worker.NewMetrics(reg)
 	services := []service{
 		{name: "journal", start: func() (err error) {
@@ -136,7 +136,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		{name: "streams", start: func() (err error) {
 			cons, err = consumer.Ensure(ctx, js, c.NATS.Config)
 			if err == nil {
-				registerHealthMetrics(reg, d.store, cons, log)
+				registerHealthMetrics(reg, d.store, log)
 			}
 			return err
 		}},

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -69,4 +70,18 @@ func versionCmd(stdout io.Writer) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// buildInfoGauge is idemgate_build_info{version,commit,go}, always 1: the
+// build a scrape came from.
+func buildInfoGauge() prometheus.Collector {
+	b := readBuildInfo()
+	commit := b.Commit
+	if b.Modified {
+		commit += "-modified"
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgate", Name: "build_info",
+		Help: "The build of this binary: version, VCS commit and Go version; always 1."}, []string{"version", "commit", "go"})
+	g.WithLabelValues(b.Version, commit, b.Go).Set(1)
+	return g
 }

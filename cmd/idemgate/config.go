@@ -154,7 +154,9 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	// Lists from the file (webhook sources) take their per-item defaults.
+	// Lists from the file (webhook sources) take their per-item defaults;
+	// ingest publishes into the daemon's commands stream.
+	c.Ingest.CommandsStream = c.NATS.CommandsStream
 	c.Ingest.Config = c.Ingest.Config.WithDefaults()
 	return c, nil
 }
@@ -268,9 +270,6 @@ func (c Config) validate() error {
 		check("journal.retention_by_type."+typ, r)
 	}
 	if c.Ingest.Enabled || len(c.Ingest.Sources) > 0 {
-		if c.Ingest.Stream != c.NATS.CommandsStream {
-			errs = append(errs, fmt.Errorf("ingest.stream %q must be nats.commands_stream %q", c.Ingest.Stream, c.NATS.CommandsStream))
-		}
 		if err := c.Ingest.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -23,12 +23,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idemgate/idemgate/adapters/yookassa"
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/wire"
 )
 
 const (
@@ -275,7 +275,7 @@ ingest:
 	// A command that is not JSON: rejected and terminated.
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	_, err = js.Publish(ctx, consumer.CommandSubject("payment.charge"), []byte("not json"), jetstream.WithMsgID("evt-dash-bad"))
+	_, err = js.Publish(ctx, wire.CommandSubject("payment.charge"), []byte("not json"), jetstream.WithMsgID("evt-dash-bad"))
 	require.NoError(t, err)
 	// A lost response: unknown, then reconciled (found).
 	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Count: 1}))

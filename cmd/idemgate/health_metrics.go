@@ -5,39 +5,29 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/journal"
 )
 
 // healthCollector exports, at scrape time, what alerts need and no event
-// counts: the age of the oldest unknown operation (from the journal) and
-// the commands consumer's backlog (from JetStream). Each replica reports the
-// same shared values; alerts take their max.
+// counts: the age of the oldest unknown operation, from the journal. Each
+// replica reports the same shared value; alerts take their max.
 type healthCollector struct {
 	store journal.Store
-	cons  jetstream.Consumer
 }
 
-// healthScrapeTimeout bounds each look-up of a scrape: a journal or a
-// JetStream that does not answer leaves its gauges out, it does not hang
-// the scrape.
+// healthScrapeTimeout bounds the look-up of a scrape: a journal that does
+// not answer leaves the gauge out, it does not hang the scrape.
 const healthScrapeTimeout = 2 * time.Second
 
 var (
 	descOldestUnknown = prometheus.NewDesc("idemgate_operations_unknown_oldest_age_seconds",
 		"Age of the oldest operation whose outcome is unknown (0 when none): how long the longest reconciliation has been going on, counted from the operation's creation.", nil, nil)
-	descPending = prometheus.NewDesc("idemgate_jetstream_consumer_pending",
-		"Commands in the stream not yet delivered to the daemons' consumer.", nil, nil)
-	descAckPending = prometheus.NewDesc("idemgate_jetstream_consumer_ack_pending",
-		"Commands delivered to the daemons' consumer and not yet acknowledged.", nil, nil)
 )
 
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOldestUnknown
-	ch <- descPending
-	ch <- descAckPending
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -54,18 +44,12 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descOldestUnknown, prometheus.GaugeValue, age)
 		}
 	}
-	if c.cons != nil {
-		if info, err := c.cons.Info(ctx); err == nil {
-			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(info.NumPending))
-			ch <- prometheus.MustNewConstMetric(descAckPending, prometheus.GaugeValue, float64(info.NumAckPending))
-		}
-	}
 }
 
 // registerHealthMetrics registers the scrape-time gauges. A name another
 // part of the daemon already exports is left to that part.
-func registerHealthMetrics(reg prometheus.Registerer, store journal.Store, cons jetstream.Consumer, log *slog.Logger) {
-	if err := reg.Register(healthCollector{store: store, cons: cons}); err != nil {
+func registerHealthMetrics(reg prometheus.Registerer, store journal.Store, log *slog.Logger) {
+	if err := reg.Register(healthCollector{store: store}); err != nil {
 		log.Warn("scrape-time health gauges not registered", "error", err.Error())
 	}
 }

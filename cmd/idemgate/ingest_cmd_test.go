@@ -17,6 +17,7 @@ import (
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // TestIngestCommand: `idemgate ingest` serves the webhook server alone: a
@@ -102,7 +103,7 @@ ingest:
 	c := consumer.Config{}.WithDefaults()
 	st, err := js.Stream(ctx, c.CommandsStream)
 	require.NoError(t, err)
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(consumer.CommandSubject("crm.task.create")))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.CommandSubject("crm.task.create")))
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.State.Msgs, "one command for the notification and its repeat")
 	cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // chargeArgs is `idemgate publish` for a payment.charge with event id ev.
@@ -77,8 +78,8 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		require.NoError(t, err)
 		// A daemon that only reports the outcome pending, as one does while
 		// it settles an unknown outcome.
-		sub, err := nc.Subscribe(consumer.CommandPrefix+">", func(m *nats.Msg) {
-			reply := m.Header.Get(consumer.HeaderReplyTo)
+		sub, err := nc.Subscribe(wire.CommandPrefix+">", func(m *nats.Msg) {
+			reply := m.Header.Get(wire.HeaderReplyTo)
 			r := operation.Result{OperationKey: "test:payment.charge:evt-pending:v1", EventID: "evt-pending",
 				Operation: "payment.charge", Status: operation.ResultPending}
 			body, _ := json.Marshal(r)

@@ -97,6 +97,25 @@ func TestNoRoutesWarningTellsWhatHappens(t *testing.T) {
 	ci, err := cons.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, ci.NumAckPending, "delivered, neither acknowledged nor terminated")
+	// The scrape names the build it came from.
+	mfs, err := d.registry.Gather()
+	require.NoError(t, err)
+	want := readBuildInfo()
+	var build map[string]string
+	for _, mf := range mfs {
+		if mf.GetName() == "idemgate_build_info" {
+			m := mf.GetMetric()[0]
+			require.Equal(t, 1.0, m.GetGauge().GetValue())
+			build = map[string]string{}
+			for _, l := range m.GetLabel() {
+				build[l.GetName()] = l.GetValue()
+			}
+		}
+	}
+	require.NotNil(t, build, "idemgate_build_info is exported")
+	require.Equal(t, want.Version, build["version"])
+	require.Equal(t, want.Go, build["go"])
+	require.True(t, strings.HasPrefix(build["commit"], want.Commit), "commit %q", build["commit"])
 	res, err := js.Stream(ctx, c.NATS.ResultsStream)
 	require.NoError(t, err)
 	rinfo, err := res.Info(ctx)

@@ -21,9 +21,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // soak is one run.
@@ -565,7 +565,7 @@ func (s *soak) results(ctx context.Context, raw *bytes.Buffer) ([]ResultMsg, err
 		return nil, err
 	}
 	total := info.State.Msgs
-	cons, err := s.js.OrderedConsumer(cctx, "IDEMGATE_RESULTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{consumer.ResultPrefix + ">"}})
+	cons, err := s.js.OrderedConsumer(cctx, "IDEMGATE_RESULTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{wire.ResultPrefix + ">"}})
 	if err != nil {
 		return nil, err
 	}

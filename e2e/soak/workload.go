@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // Operations the workload sends, each routed to an emulator.
@@ -161,7 +161,7 @@ func (w *workload) next() (outgoing, error) {
 		cmd.Payload, _ = w.payload(cmd.Operation, cmd.IntentID, true)
 	case KindKeyless:
 		s.Op = "invoice.create"
-		return outgoing{s: s, subj: consumer.CommandPrefix + s.Op, body: []byte("{not json " + msgID)}, nil
+		return outgoing{s: s, subj: wire.CommandPrefix + s.Op, body: []byte("{not json " + msgID)}, nil
 	case KindPoison:
 		op := workloadOps[w.intn(len(workloadOps))]
 		if op == "payment.refund" {
@@ -196,7 +196,7 @@ func (w *workload) next() (outgoing, error) {
 			w.mu.Unlock()
 		}
 	}
-	return outgoing{s: s, subj: consumer.CommandPrefix + cmd.Operation, body: body}, nil
+	return outgoing{s: s, subj: wire.CommandPrefix + cmd.Operation, body: body}, nil
 }
 
 // run publishes at the rate until ctx ends, with publishers goroutines each
@@ -251,7 +251,7 @@ func (w *workload) publish(o outgoing) {
 	defer w.inflight.Add(-1)
 	m := nats.NewMsg(o.subj)
 	m.Data = o.body
-	m.Header.Set(consumer.HeaderReplyTo, replySubject)
+	m.Header.Set(wire.HeaderReplyTo, replySubject)
 	backoff := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

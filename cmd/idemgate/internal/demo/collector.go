@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // collector gathers every result idemgate publishes, by event id, so that a
@@ -26,7 +26,7 @@ type collector struct {
 // collect subscribes to every result subject on nc.
 func collect(nc *nats.Conn) (*collector, error) {
 	c := &collector{byEvent: make(map[string][]operation.Result), changed: make(chan struct{})}
-	sub, err := nc.Subscribe(consumer.ResultPrefix+">", c.handle)
+	sub, err := nc.Subscribe(wire.ResultPrefix+">", c.handle)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to results: %w", err)
 	}
