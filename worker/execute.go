@@ -102,6 +102,7 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	}
 	r.calls++
 	key := j.op.Key.String()
+	w.recordTrace(j) // before the call's timeout starts
 	lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 	began := time.Now()
 	actx, span := j.startAttemptSpan(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), "execute")

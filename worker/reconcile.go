@@ -148,6 +148,7 @@ func (w *Worker) reconcile(j *job) {
 	adapter := w.d.Adapters[j.op.Type]
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
+	w.recordTrace(j)
 	v := lookup(j.traced(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt)), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	w.beats.untrack(lease)

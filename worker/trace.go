@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/internal/telemetry"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -169,4 +170,24 @@ func observeTraced(o prometheus.Observer, d time.Duration, traceID string) {
 		return
 	}
 	o.Observe(d.Seconds())
+}
+
+// recordTrace stores the delivery's trace id on the attempt made under the
+// job's claim, for `idemgate trace KEY`, when tracing is on and the store
+// keeps them (journal.AttemptTraces). A failure costs the trail its trace
+// id, nothing else.
+func (w *Worker) recordTrace(j *job) {
+	sp := j.d.Span()
+	if sp == nil || !sp.SpanContext().IsValid() {
+		return
+	}
+	at, ok := w.d.Store.(journal.AttemptTraces)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.work, time.Second)
+	defer cancel()
+	if err := at.SetAttemptTrace(ctx, j.op.Key.String(), j.claim.Token, sp.SpanContext().TraceID().String()); err != nil {
+		w.log.Debug("attempt trace id not recorded", "operation_key", j.op.Key.String(), "lease_token", j.claim.Token, "error", err.Error())
+	}
 }

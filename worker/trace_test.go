@@ -21,6 +21,8 @@ import (
 	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
@@ -49,6 +51,23 @@ const (
 // value or credential anywhere. Not parallel: it installs the global tracer
 // provider.
 func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			var st journal.Store
+			if engine == "postgres" {
+				st = pgtest.Store(t)
+			} else {
+				s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
+				require.NoError(t, err)
+				t.Cleanup(s.Close)
+				st = s
+			}
+			traceOfAChargeThroughUnknownAndReconcile(t, st)
+		})
+	}
+}
+
+func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	exp := tracetest.NewInMemoryExporter()
 	p := otelsetup.Install(sdktrace.WithSyncer(otelsetup.Redacting(exp)))
 	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
@@ -56,9 +75,6 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
 	sb := sbyookassa.New(sbyookassa.Options{})
 	url, err := sb.Start("127.0.0.1:0")
 	require.NoError(t, err)
@@ -214,6 +230,16 @@ func TestTraceOfAChargeThroughUnknownAndReconcile(t *testing.T) {
 	}
 	for _, d := range deliveries {
 		require.True(t, linked[d.SpanContext.SpanID()], "delivery %s linked from its claim batch", d.SpanContext.SpanID())
+	}
+
+	// Each attempt of the trail names the trace (idemgate trace KEY).
+	atts, err := st.Attempts(context.Background(), key)
+	require.NoError(t, err)
+	require.Len(t, atts, 2, "the execute attempt and the reconcile")
+	ids, err := st.(journal.AttemptTraces).AttemptTraceIDs(context.Background(), key)
+	require.NoError(t, err)
+	for _, a := range atts {
+		require.Equal(t, traceID.String(), ids[a.Token], "attempt %d (%s)", a.Attempt, a.Kind)
 	}
 
 	// The latency histograms carry the trace id as exemplar.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
+	"github.com/idemgate/idemgate/journal"
 )
 
 // startTracing turns OpenTelemetry tracing on when the standard OTEL_*
@@ -28,4 +29,18 @@ func startTracing(ctx context.Context, log *slog.Logger) (stop func(), err error
 			log.Warn("flushing spans failed", "error", err.Error())
 		}
 	}, nil
+}
+
+// attemptTraces reads the trace ids of key's attempts (migration 0004),
+// by lease token; none when the store keeps none or cannot read them.
+func attemptTraces(ctx context.Context, st journal.Store, key string) map[int64]string {
+	at, ok := st.(journal.AttemptTraces)
+	if !ok {
+		return map[int64]string{}
+	}
+	ids, err := at.AttemptTraceIDs(ctx, key)
+	if err != nil || ids == nil {
+		return map[int64]string{}
+	}
+	return ids
 }
