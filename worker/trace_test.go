@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,6 +74,7 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
 
 	reg := prometheus.NewRegistry()
+	var logs lockedBuffer
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
 	sb := sbyookassa.New(sbyookassa.Options{})
@@ -90,7 +92,8 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	w, err := worker.New(worker.Config{Owner: "trace-test", LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second,
 		HeartbeatInterval: time.Second, Retry: worker.RetryPolicy{InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}},
 		ncfg, worker.Deps{Store: st, JS: js, NC: nc, Consumer: cons, Decoder: &operation.Decoder{Env: "test"},
-			Adapters: map[string]adapters.Adapter{"payment.charge": yk}, Metrics: worker.NewMetrics(reg)})
+			Adapters: map[string]adapters.Adapter{"payment.charge": yk}, Metrics: worker.NewMetrics(reg),
+			Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
@@ -241,6 +244,11 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	for _, a := range atts {
 		require.Equal(t, traceID.String(), ids[a.Token], "attempt %d (%s)", a.Attempt, a.Kind)
 	}
+
+	// The attempt's and the lookup's logs name the trace.
+	require.Contains(t, logs.String(), `"trace_id":"`+traceID.String()+`"`)
+	require.Regexp(t, `"msg":"outcome unknown[^\n]*"trace_id":"`+traceID.String(), logs.String())
+	require.Regexp(t, `"msg":"reconciled: found by key"[^\n]*"trace_id":"`+traceID.String(), logs.String())
 
 	// The latency histograms carry the trace id as exemplar.
 	families, err := reg.Gather()
