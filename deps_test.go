@@ -7,10 +7,13 @@ import (
 )
 
 // TestDependencyDirection keeps imports flowing one way:
-// cmd → consumer/worker/ingest/producer/gateway → journal/adapters →
-// operation → redact, with sandbox standing alone, and viper only inside cmd. operation
-// imports redact for its secret detector (keys are screened by the same
-// rules that mask logs and results); redact imports nothing of idemgate.
+// cmd → worker → consumer → operation/wire, worker → journal/adapters →
+// operation → redact, ingest/producer/gateway → wire, with sandbox standing
+// alone, and viper only inside cmd. operation imports redact for its secret
+// detector (keys are screened by the same rules that mask logs and
+// results); redact imports nothing of idemgate. wire (the wire contract)
+// and internal/startstop import the standard library only. worker reaches
+// JetStream only through consumer: it imports no nats.go package.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports ","}}`, "./...").Output()
 	if err != nil {
@@ -25,17 +28,19 @@ func TestDependencyDirection(t *testing.T) {
 		"migrations": {"journal", "consumer", "worker", "ingest", "cmd", "adapters", "sandbox"},
 		"adapters":   {"journal", "consumer", "worker", "ingest", "cmd", "producer"},
 		"sandbox":    {"adapters", "journal", "consumer", "worker", "ingest", "cmd", "producer", "operation"},
-		"consumer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox", "producer"},
-		"producer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox"},
+		"consumer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox", "producer", "gateway"},
+		"producer":   {"journal", "worker", "ingest", "cmd", "adapters", "sandbox", "consumer"},
 		"worker":     {"ingest", "cmd", "sandbox", "producer"},
-		"ingest":     {"worker", "cmd", "journal", "sandbox"},
+		"ingest":     {"worker", "cmd", "journal", "sandbox", "consumer", "producer"},
+		"wire":       {""}, // standard library only (checked below)
 		// The gateway and its faces reach the daemon through producer and
 		// read the journal; they never run a worker or call a target.
 		"gateway": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "internal"},
 	}
 	// sandbox is the emulators' framework: the standard library only (an
 	// emulator package may use more, e.g. google/uuid).
-	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true, "sandbox": true}
+	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true, "sandbox": true,
+		"wire": true, "internal/startstop": true}
 	// The idemgate packages a stdlibOnly package may still import.
 	stdlibPlus := map[string]map[string]bool{"operation": {mod + "redact": true}}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -58,6 +63,9 @@ func TestDependencyDirection(t *testing.T) {
 			}
 			if strings.Contains(imp, "spf13/viper") && top != "cmd" {
 				t.Errorf("%s imports viper: configuration is read only in cmd", rel)
+			}
+			if top == "worker" && strings.HasPrefix(imp, "github.com/nats-io/") {
+				t.Errorf("%s imports %s: the worker reaches JetStream only through consumer (Router, Delivery, PublishResult)", rel, imp)
 			}
 			if stdlibOnly[rel] && strings.Contains(strings.Split(imp, "/")[0], ".") && !stdlibPlus[rel][imp] {
 				t.Errorf("%s must import only the standard library, imports %s", rel, imp)

@@ -53,6 +53,6 @@
 // Secrets are never logged, and neither are bodies.
 //
 // Imports: the standard library, nats.go's jetstream, prometheus'
-// client_golang and idemgate's operation and redact packages. Only cmd
-// imports ingest.
+// client_golang and idemgate's operation, redact, wire (subjects and
+// headers) and internal/startstop packages. Only cmd imports ingest.
 package ingest

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/wire"
@@ -32,7 +33,7 @@ var validationEnv = strings.Repeat("e", operation.MaxEnvLen)
 
 // ErrStarted is returned by Start on a server already started (a Server is
 // started once).
-var ErrStarted = errors.New("ingest server already started")
+var ErrStarted = fmt.Errorf("ingest server %w", startstop.ErrAlreadyStarted)
 
 // Option changes how New builds a Server.
 type Option func(*options)
@@ -86,14 +87,9 @@ type Server struct {
 	decoder  operation.Decoder
 	handler  http.Handler
 
-	mu        sync.Mutex
-	srv       *http.Server
-	addr      string
-	stopCh    chan struct{}
-	stopOnce  sync.Once
-	shutOnce  sync.Once
-	serveDone chan struct{}
-	watchDone chan struct{}
+	startstop.BaseStartStop
+	mu   sync.Mutex
+	addr string
 }
 
 type source struct {
@@ -285,16 +281,16 @@ func (s *Server) Stats(source string) Stats {
 // Start listens on Config.Addr and serves in the background until ctx ends
 // or Stop is called. It returns once the listener is bound (see Addr).
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil {
+	ctx, shouldStart, started, stopped := s.StartInit(ctx)
+	if !shouldStart {
 		return ErrStarted
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
+		stopped()
 		return fmt.Errorf("ingest listen %s: %w", s.cfg.Addr, err)
 	}
-	s.srv = &http.Server{
+	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
@@ -303,30 +299,33 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	s.mu.Lock()
 	s.addr = ln.Addr().String()
-	s.stopCh = make(chan struct{})
-	s.serveDone = make(chan struct{})
-	s.watchDone = make(chan struct{})
-	srv, stopCh := s.srv, s.stopCh
+	s.mu.Unlock()
+	serveDone := make(chan struct{})
 	go func() {
-		defer close(s.serveDone)
+		defer close(serveDone)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("ingest server stopped", "error", err)
 		}
 	}()
 	go func() {
-		defer close(s.watchDone)
-		select {
-		case <-ctx.Done():
-			s.shutdown()
-		case <-stopCh:
+		started()
+		defer stopped()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			s.log.Warn("ingest shutdown timed out; closing open connections", "error", err)
+			_ = srv.Close()
 		}
+		<-serveDone
 	}()
-	s.log.Info("ingest listening", "addr", s.addr, "sources", len(s.sources))
+	s.log.Info("ingest listening", "addr", ln.Addr().String(), "sources", len(s.sources))
 	return nil
 }
 
-// Addr returns the address the started server listens on ("" before Start).
+// Addr is the address the server listens on, once started.
 func (s *Server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -336,29 +335,7 @@ func (s *Server) Addr() string {
 // Stop stops a started server: it stops accepting, lets in-flight requests
 // finish for up to Config.ShutdownTimeout, then closes what remains. It is
 // safe to call twice, and before Start.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	started := s.srv != nil
-	s.mu.Unlock()
-	if !started {
-		return
-	}
-	s.stopOnce.Do(func() { close(s.stopCh) })
-	s.shutdown()
-	<-s.watchDone
-	<-s.serveDone
-}
-
-func (s *Server) shutdown() {
-	s.shutOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-		defer cancel()
-		if err := s.srv.Shutdown(ctx); err != nil {
-			s.log.Warn("ingest shutdown timed out; closing open connections", "error", err)
-			_ = s.srv.Close()
-		}
-	})
-}
+func (s *Server) Stop() { s.BaseStartStop.Stop() }
 
 // ListenAndServe starts the server and serves until ctx ends, then stops it.
 func (s *Server) ListenAndServe(ctx context.Context) error {

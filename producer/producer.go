@@ -2,7 +2,7 @@
 // idemgate: publish a command with its Nats-Msg-Id, and await its result.
 // `idemgate publish` uses it.
 //
-// It imports consumer and operation.
+// It imports wire and operation: the wire contract, not the consumer.
 package producer
 
 import (

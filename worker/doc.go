@@ -1,8 +1,12 @@
-// Package worker turns command deliveries into at most one effect each:
-// decode → claim the fetch batch in one journal round trip → act on each
-// decision (execute, replay, conflict, pending, reconcile) → call the adapter
-// under a heartbeated lease → complete with the fencing token (group commit)
-// → publish the result → ack once JetStream acknowledged the result.
+// Package worker decides: it turns command deliveries into at most one
+// effect each: decode → claim the fetch batch in one journal round trip →
+// act on each decision (execute, replay, conflict, pending, reconcile) →
+// call the adapter under a heartbeated lease → complete with the fencing
+// token (group commit) → hand the result back to its consumer.Delivery,
+// which publishes it and acks once JetStream acknowledged it. consumer's
+// Router fetches and owns acknowledgement; heartbeats keep deliveries alive
+// through Delivery.InProgress. The worker, reconciler and janitor are
+// internal/startstop services.
 //
 // One retry schedule (RetryPolicy.NextRetry) drives every wait. A
 // retry-class failure is recorded failed_retryable with a hold on the
@@ -16,5 +20,7 @@
 // unknown is looked up before it may end failed_final. Rules classify error
 // codes, globally and per adapter.
 //
-// It imports consumer, journal, adapters and operation.
+// It imports consumer, journal, adapters, operation, wire, redact and
+// internal (crashpoint, startstop); never nats.go (JetStream is consumer's),
+// ingest, producer or cmd.
 package worker

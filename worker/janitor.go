@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -29,12 +29,10 @@ type JanitorConfig struct {
 // Janitor deletes finished operations past their retention; never started,
 // failed_retryable or unknown ones.
 type Janitor struct {
-	cfg            JanitorConfig
-	store          journal.Store
-	log            *slog.Logger
-	once, stopOnce sync.Once
-	cancel         context.CancelFunc
-	done           chan struct{}
+	cfg   JanitorConfig
+	store journal.Store
+	log   *slog.Logger
+	startstop.BaseStartStop
 }
 
 // NewJanitor builds a janitor.
@@ -54,45 +52,24 @@ func NewJanitor(cfg JanitorConfig, store journal.Store, log *slog.Logger) (*Jani
 	return &Janitor{cfg: cfg, store: store, log: log}, nil
 }
 
-// Start runs passes every Interval until Stop.
+// Start runs passes every Interval until Stop (or until ctx ends).
 func (j *Janitor) Start(ctx context.Context) error {
-	started := false
-	j.once.Do(func() {
-		started = true
-		ctx, j.cancel = context.WithCancel(ctx)
-		j.done = make(chan struct{})
-		go func() {
-			defer close(j.done)
-			t := time.NewTicker(j.cfg.Interval)
-			defer t.Stop()
-			for {
-				if n, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
-					j.log.Error("retention pass failed", "error", err.Error())
-				} else if n > 0 {
-					j.log.Info("retention pass", "deleted", n)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
-	})
-	if !started {
-		return errors.New("janitor: already started")
+	ctx, shouldStart, started, stopped := j.StartInit(ctx)
+	if !shouldStart {
+		return fmt.Errorf("janitor: %w", startstop.ErrAlreadyStarted)
 	}
+	go func() {
+		started()
+		defer stopped()
+		every(ctx, j.cfg.Interval, func() {
+			if n, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				j.log.Error("retention pass failed", "error", err.Error())
+			} else if n > 0 {
+				j.log.Info("retention pass", "deleted", n)
+			}
+		})
+	}()
 	return nil
-}
-
-// Stop ends the loop; safe to call twice.
-func (j *Janitor) Stop() {
-	j.stopOnce.Do(func() {
-		if j.cancel != nil {
-			j.cancel()
-			<-j.done
-		}
-	})
 }
 
 // RunOnce purges each type by its retention, on the database clock.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
+	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -62,9 +62,7 @@ type Reconciler struct {
 	d     Deps
 	rules map[string]classifier
 
-	once, stopOnce sync.Once
-	cancel         context.CancelFunc
-	done           chan struct{}
+	startstop.BaseStartStop
 }
 
 // NewReconciler builds a reconciler sharing the worker's dependencies.
@@ -85,43 +83,36 @@ func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, erro
 	return &Reconciler{cfg: cfg, wcfg: wcfg, d: d, rules: rules}, nil
 }
 
-// Start runs scans every Interval until Stop.
+// Start runs scans every Interval until Stop (or until ctx ends).
 func (r *Reconciler) Start(ctx context.Context) error {
-	started := false
-	r.once.Do(func() {
-		started = true
-		ctx, r.cancel = context.WithCancel(ctx)
-		r.done = make(chan struct{})
-		go func() {
-			defer close(r.done)
-			t := time.NewTicker(r.cfg.Interval)
-			defer t.Stop()
-			for {
-				if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-					r.d.Log.Error("reconcile pass failed", "error", err.Error())
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
-	})
-	if !started {
-		return errors.New("reconciler: already started")
+	ctx, shouldStart, started, stopped := r.StartInit(ctx)
+	if !shouldStart {
+		return fmt.Errorf("reconciler: %w", startstop.ErrAlreadyStarted)
 	}
+	go func() {
+		started()
+		defer stopped()
+		every(ctx, r.cfg.Interval, func() {
+			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.d.Log.Error("reconcile pass failed", "error", err.Error())
+			}
+		})
+	}()
 	return nil
 }
 
-// Stop ends the loop; safe to call twice.
-func (r *Reconciler) Stop() {
-	r.stopOnce.Do(func() {
-		if r.cancel != nil {
-			r.cancel()
-			<-r.done
+// every runs pass at once and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, pass func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		pass()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	})
+	}
 }
 
 // Settled counts what a pass did.

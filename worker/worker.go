@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
+	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
@@ -166,7 +167,9 @@ type Deps struct {
 	Redact func(json.RawMessage) json.RawMessage
 }
 
-// Worker consumes commands: claim → decide → call → complete → publish → ack.
+// Worker decides what becomes of each command its consumer.Router fetches:
+// claim → decide → call → complete, then hands the result back to the
+// Delivery, which publishes it and acks.
 type Worker struct {
 	cfg   Config
 	ncfg  consumer.Config
@@ -179,9 +182,9 @@ type Worker struct {
 	commit *committer
 	beats  *heartbeats
 
-	startOnce, stopOnce sync.Once
-	work                context.Context
-	cancelWork          context.CancelCauseFunc
+	startstop.BaseStartStop
+	work       context.Context
+	cancelWork context.CancelCauseFunc
 
 	// defaultRedact: Deps.Redact was left to redact.JSON, a pure function,
 	// so outcomes without details can be kept by business status.
@@ -244,45 +247,47 @@ func adapterRules(cfg Config, routes map[string]adapters.Adapter) (map[string]cl
 // Owner returns the worker's lease owner name.
 func (w *Worker) Owner() string { return w.cfg.Owner }
 
-// Start begins fetching and processing. It returns at once.
+// Start begins fetching and processing. It returns at once; the worker runs
+// until Stop or until ctx ends, then drains (see Stop).
 func (w *Worker) Start(ctx context.Context) error {
-	started := false
-	w.startOnce.Do(func() {
-		started = true
-		w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
-		w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m)
-		w.beats = newHeartbeats(w)
-		go w.beats.loop()
-		w.router.Start(ctx, w.handleBatch)
-	})
-	if !started {
-		return errors.New("worker: already started")
+	ctx, shouldStart, started, stopped := w.StartInit(ctx)
+	if !shouldStart {
+		return fmt.Errorf("worker: %w", startstop.ErrAlreadyStarted)
 	}
+	w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
+	w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m)
+	w.beats = newHeartbeats(w)
+	go w.beats.loop()
+	w.router.Start(ctx, w.handleBatch)
+	go func() {
+		started()
+		defer stopped()
+		<-ctx.Done()
+		w.drain()
+	}()
 	return nil
 }
 
 // Stop stops fetching, lets in-flight work finish up to ShutdownTimeout, then
 // cancels what remains. Nothing unpublished is ever acknowledged: unfinished
 // commands are redelivered and their leases expire into reconciliation.
-// Safe to call twice.
-func (w *Worker) Stop() {
-	w.stopOnce.Do(func() {
-		if w.work == nil {
-			return
-		}
-		w.router.StopFetching()
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
-		if err := w.router.Drain(ctx); err != nil {
-			w.log.Warn("shutdown timeout: cancelling in-flight operations", "timeout", w.cfg.ShutdownTimeout.String())
-			w.cancelWork(ErrShutdown)
-			_ = w.router.Drain(context.Background())
-		}
-		cancel()
+// Safe to call twice, and before Start.
+func (w *Worker) Stop() { w.BaseStartStop.Stop() }
+
+// drain is Stop's work, once the worker's context has ended.
+func (w *Worker) drain() {
+	w.router.StopFetching()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	if err := w.router.Drain(ctx); err != nil {
+		w.log.Warn("shutdown timeout: cancelling in-flight operations", "timeout", w.cfg.ShutdownTimeout.String())
 		w.cancelWork(ErrShutdown)
-		w.beats.stop()
-		w.commit.close()
-		w.router.Close() // every command is settled: nothing publishes any more
-	})
+		_ = w.router.Drain(context.Background())
+	}
+	cancel()
+	w.cancelWork(ErrShutdown)
+	w.beats.stop()
+	w.commit.close()
+	w.router.Close() // every command is settled: nothing publishes any more
 }
 
 // job is one command in flight.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
+	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
@@ -93,6 +94,28 @@ func startServices(services []service) (stop func(), err error) {
 	return stop, nil
 }
 
+// serviceOf is a startstop.Service as one of the daemon's services: build
+// makes it (nil: this one is not configured), then it is started with ctx;
+// its Stop is the service's stop.
+func serviceOf(ctx context.Context, name string, build func() (startstop.Service, error)) service {
+	var s startstop.Service
+	return service{name: name, start: func() error {
+		built, err := build()
+		if err != nil || built == nil {
+			return err
+		}
+		if err := built.Start(ctx); err != nil {
+			return err
+		}
+		s = built
+		return nil
+	}, stop: func() {
+		if s != nil {
+			s.Stop()
+		}
+	}}
+}
+
 // noRoutesWarning is logged when a daemon serves no operation type.
 const noRoutesWarning = "no routes configured: commands stay in JetStream, unacknowledged, until a replica with a route for their operation serves them (see routes: in the config)"
 
@@ -101,10 +124,12 @@ const noRoutesWarning = "no routes configured: commands stay in JetStream, unack
 //
 // Services start in this order and stop in reverse: journal, NATS (embedded
 // or connected), streams, admin endpoints, worker, reconciler, janitor,
-// webhook ingest. A service that fails to start stops those before it. At
-// shutdown ingest stops first (senders get 503 and retry), the worker drains
-// its in-flight work, and the admin endpoints answer "not ready" until the
-// end.
+// webhook ingest, the gateway's faces. A service that fails to start stops
+// those before it. The worker, reconciler, janitor and ingest are
+// startstop services: ctx ending begins their stop, and Stop waits for it.
+// At shutdown ingest stops taking webhooks (senders get 503 and retry), the
+// worker drains its in-flight work, NATS drains (its closed handler says
+// when), and the admin endpoints answer "not ready" until the end.
 func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*daemon)) error {
 	routes, err := buildAdapters(c, log)
 	if err != nil {
@@ -170,7 +195,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 				d.adminStop()
 			}
 		}},
-		{name: "worker", start: func() error {
+		serviceOf(ctx, "worker", func() (startstop.Service, error) {
 			deps := worker.Deps{
 				Store: d.store, JS: js, NC: nc, Consumer: cons,
 				Decoder:  &operation.Decoder{Env: c.Env},
@@ -179,40 +204,33 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			}
 			w, err := worker.New(c.Worker, c.NATS.Config, deps)
 			if err != nil {
-				return configError(err)
+				return nil, configError(err)
 			}
 			rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
 			if err != nil {
-				return configError(err)
+				return nil, configError(err)
 			}
 			jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType}, d.store, log)
 			if err != nil {
-				return configError(err)
+				return nil, configError(err)
 			}
 			d.worker, d.reconciler, d.janitor = w, rec, jan
-			return w.Start(ctx)
-		}, stop: func() { d.worker.Stop() }},
-		{name: "reconciler", start: func() error { return d.reconciler.Start(ctx) }, stop: func() { d.reconciler.Stop() }},
-		{name: "janitor", start: func() error { return d.janitor.Start(ctx) }, stop: func() { d.janitor.Stop() }},
-		{name: "ingest", start: func() error {
+			return w, nil
+		}),
+		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return d.reconciler, nil }),
+		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return d.janitor, nil }),
+		// Stopped first at shutdown: senders get 503 and retry elsewhere or later.
+		serviceOf(ctx, "ingest", func() (startstop.Service, error) {
 			if !c.Ingest.Enabled {
-				return nil
+				return nil, nil
 			}
 			srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg))
 			if err != nil {
-				return configError(err)
-			}
-			if err := srv.Start(ctx); err != nil {
-				return err
+				return nil, configError(err)
 			}
 			d.ingest = srv
-			log.Info("webhook ingest", "addr", srv.Addr(), "sources", len(c.Ingest.Sources))
-			return nil
-		}, stop: func() {
-			if d.ingest != nil {
-				d.ingest.Stop() // senders get 503 and retry elsewhere or later
-			}
-		}},
+			return srv, nil
+		}),
 		{name: "faces", start: func() error {
 			f, err := startFaces(c, nc, d.store, log)
 			if err != nil {

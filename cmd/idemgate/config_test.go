@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -158,4 +159,32 @@ func TestDeployComposeConfigLoads(t *testing.T) {
 	routes, err := buildAdapters(c, quietLog())
 	require.NoError(t, err)
 	require.Len(t, routes, len(c.Routes))
+}
+
+// TestIngestPublishesIntoTheDaemonsCommandsStream: ingest has no stream or
+// subject keys of its own; it publishes into nats.commands_stream, and the
+// keys it used to have are refused as unknown.
+func TestIngestPublishesIntoTheDaemonsCommandsStream(t *testing.T) {
+	t.Setenv("IDEMGATE_CONFIG", "")
+	t.Chdir(t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	c, err := loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	require.Equal(t, "IDEMGATE_COMMANDS", c.Ingest.CommandsStream, "the default commands stream")
+	c, err = loadConfig(flagsWith(t, "--config", writeFile(t, "idemgate.yaml", "nats:\n  commands_stream: ORDERS_COMMANDS\n")))
+	require.NoError(t, err)
+	require.Equal(t, "ORDERS_COMMANDS", c.Ingest.CommandsStream)
+	for _, key := range []string{"stream: IDEMGATE_COMMANDS", "subject_prefix: idemgate.cmd."} {
+		_, err := loadConfig(flagsWith(t, "--config", writeFile(t, "idemgate.yaml", "ingest:\n  "+key+"\n")))
+		require.Error(t, err, "ingest.%s is no key any more", key)
+		require.Contains(t, err.Error(), strings.Split(key, ":")[0])
+	}
+}
+
+// writeFile writes body to a new file named name in a fresh folder.
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -98,8 +99,11 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 		}
 	}
 	host, _ := os.Hostname()
+	closed := make(chan struct{})
+	var closeOnce sync.Once
 	nc, err := nats.Connect(url, nats.Name("idemgate@"+host), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
+		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond),
+		nats.ClosedHandler(func(*nats.Conn) { closeOnce.Do(func() { close(closed) }) }))
 	if err != nil {
 		if ns != nil {
 			ns.Shutdown()
@@ -112,11 +116,18 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 		return nil, nil, nil, err
 	}
 	stop := func() {
-		_ = nc.Drain()
-		for nc.IsDraining() {
-			time.Sleep(10 * time.Millisecond)
+		// Drain lets subscriptions and pending publishes finish, then closes
+		// the connection, which calls the closed handler. A connection that
+		// cannot drain (never connected, reconnecting) is closed at once.
+		if err := nc.Drain(); err != nil {
+			nc.Close()
 		}
-		nc.Close()
+		select {
+		case <-closed:
+		case <-time.After(drainWait):
+			log.Warn("nats drain did not finish; closing", "waited", drainWait.String())
+			nc.Close()
+		}
 		if ns != nil {
 			ns.Shutdown()
 			ns.WaitForShutdown()
@@ -124,6 +135,11 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 	}
 	return nc, js, stop, nil
 }
+
+// drainWait bounds the wait for a drained connection to close: past the
+// client's own drain timeout (30s), after which it closes the connection
+// itself.
+const drainWait = 35 * time.Second
 
 // toolConnectTimeout bounds a tool's connection to NATS.
 const toolConnectTimeout = 2 * time.Second
