@@ -53,6 +53,16 @@ func TestDependencyDirection(t *testing.T) {
 			if imp == "" {
 				continue
 			}
+			// The trace-context package is what libraries (producer,
+			// adapters) import: the OpenTelemetry API only. The SDK and its
+			// exporters (gRPC among them) stay in internal/telemetry/otelsetup,
+			// which only binaries and tests import.
+			if rel == "internal/telemetry" && (strings.HasPrefix(imp, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(imp, "go.opentelemetry.io/otel/exporters")) {
+				t.Errorf("internal/telemetry imports %s: the SDK belongs in internal/telemetry/otelsetup", imp)
+			}
+			if strings.HasSuffix(imp, "internal/telemetry/otelsetup") && top != "cmd" {
+				t.Errorf("%s imports otelsetup: only binaries set up the SDK", rel)
+			}
 			if strings.Contains(imp, "spf13/viper") && top != "cmd" {
 				t.Errorf("%s imports viper: configuration is read only in cmd", rel)
 			}

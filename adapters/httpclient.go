@@ -59,13 +59,16 @@ const DefaultResponseLimit = 1 << 20
 // Against a target or connector that ignores the key that is a second effect
 // nobody decided on, so build requests with NewRequest, which leaves GetBody
 // nil: the failure then comes back to the adapter and the worker decides.
+//
+// When tracing is on, calls made within a trace get an HTTP client span
+// (otelhttp) and carry the trace context to the target.
 func NewHTTPClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// Many operations run at once against one target: keep their
 	// connections instead of Go's default of two idle ones per host.
 	tr.MaxIdleConnsPerHost = 256
 	return &http.Client{
-		Transport: tr,
+		Transport: newTracedTransport(tr),
 		Timeout:   timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/operation"
@@ -19,7 +20,8 @@ type Delivery struct {
 	r         *Router
 	msg       jetstream.Msg
 	fetchedAt time.Time
-	key       string // names the delivery in logs once known
+	key       string     // names the delivery in logs once known
+	span      trace.Span // the delivery's span (trace.go); nil with tracing off
 }
 
 // Data is the command's body.
@@ -75,6 +77,7 @@ func (d *Delivery) Answer(r operation.Result) {
 	crashpoint.Hit(crashpoint.BeforePublish)
 	d.r.publish(d, r, func(err error) {
 		if err != nil {
+			d.r.publishFailed()
 			d.r.log.Error("result not published: the command will be redelivered and the result replayed",
 				"operation_key", r.OperationKey, "status", string(r.Status), "error", err.Error())
 			d.Nak(time.Second)
@@ -95,6 +98,8 @@ func (d *Delivery) AnswerThenNak(r operation.Result, delay time.Duration) {
 	d.r.publish(d, r, func(err error) {
 		if err == nil {
 			d.r.published(r.Status)
+		} else {
+			d.r.publishFailed()
 		}
 		d.Nak(delay)
 	})
@@ -106,6 +111,7 @@ func (d *Delivery) AnswerThenNak(r operation.Result, delay time.Duration) {
 func (d *Delivery) Reject(r operation.Result, reason string) {
 	d.r.publish(d, r, func(err error) {
 		if err != nil {
+			d.r.publishFailed()
 			d.r.log.Error("rejected result not published; retrying by redelivery",
 				"reason", reason, "operation_key", r.OperationKey, "stream_seq", r.CommandSeq, "error", err.Error())
 			d.Nak(time.Second)

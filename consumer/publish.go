@@ -37,6 +37,7 @@ func (r *Router) publish(d *Delivery, res operation.Result, then func(error)) {
 		then(err)
 		return
 	}
+	then = d.tracePublish(m, res, then)
 	if replyTo := d.ReplyTo(); replyTo != "" && r.nc != nil {
 		if err := r.nc.Publish(replyTo, m.Data); err != nil {
 			r.log.Warn("reply not sent", "operation_key", res.OperationKey, "error", err.Error())

@@ -32,8 +32,14 @@ type Hooks struct {
 	// Settled is called once per delivery with the time from its fetch to
 	// its ack, nak or term.
 	Settled func(time.Duration)
+	// SettledTraced replaces Settled for a delivery whose span recorded,
+	// with its trace id (for an exemplar).
+	SettledTraced func(d time.Duration, traceID string)
 	// Published is called for each result JetStream acknowledged.
 	Published func(operation.ResultStatus)
+	// PublishFailed is called for each result JetStream did not
+	// acknowledge (an error or no PubAck in time).
+	PublishFailed func()
 	// Pending is called every PendingEvery with the consumer's commands not
 	// yet delivered and delivered but not yet acknowledged (all replicas).
 	Pending func(undelivered, ackPending uint64)
@@ -200,7 +206,7 @@ func (r *Router) fetchLoop(ctx context.Context) {
 		ds := make([]Delivery, len(msgs))
 		out := make([]*Delivery, len(msgs))
 		for i, m := range msgs {
-			ds[i] = Delivery{r: r, msg: m, fetchedAt: at}
+			ds[i] = Delivery{r: r, msg: m, fetchedAt: at, span: startDeliverySpan(m)}
 			out[i] = &ds[i]
 		}
 		r.batches <- out
@@ -215,11 +221,21 @@ func (r *Router) release(n int) {
 
 // settled releases a delivery's slot; every fetched delivery passes here once.
 func (r *Router) settled(d *Delivery) {
-	if r.hooks.Settled != nil {
+	traceID := d.endSpan()
+	switch {
+	case traceID != "" && r.hooks.SettledTraced != nil:
+		r.hooks.SettledTraced(time.Since(d.fetchedAt), traceID)
+	case r.hooks.Settled != nil:
 		r.hooks.Settled(time.Since(d.fetchedAt))
 	}
 	<-r.slots
 	r.inflight.Done()
+}
+
+func (r *Router) publishFailed() {
+	if r.hooks.PublishFailed != nil {
+		r.hooks.PublishFailed()
+	}
 }
 
 func (r *Router) published(status operation.ResultStatus) {

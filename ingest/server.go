@@ -494,9 +494,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, src *source) out
 	msg := nats.NewMsg(wire.CommandSubject(route.Operation))
 	msg.Data = body
 	msg.Header.Set(wire.HeaderSource, src.name)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	tctx, endSpan := traceCommand(r, msg, src.name, route.Operation)
+	ctx, cancel := context.WithTimeout(tctx, s.cfg.PublishTimeout)
 	defer cancel()
 	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(eventID), jetstream.WithExpectStream(s.cfg.CommandsStream))
+	endSpan(err != nil)
 	if err != nil {
 		return withEvent(reject(http.StatusServiceUnavailable, ReasonPublishUnavailable,
 			"queue unavailable, retry later", fmt.Errorf("publish: %w", err)))

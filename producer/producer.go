@@ -66,7 +66,7 @@ func (c *Client) PublishWith(ctx context.Context, cmd operation.Command, opts Pu
 	if err != nil {
 		return nil, err
 	}
-	ack, err := c.js.PublishMsg(ctx, m)
+	ack, err := c.publishTraced(ctx, m, cmd.Operation)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", cmd.EventID, err)
 	}
@@ -103,7 +103,7 @@ var ErrNoStream = errors.New("no JetStream stream takes this command's subject; 
 
 // publish sends m and names a missing stream as such.
 func (c *Client) publish(ctx context.Context, cmd operation.Command, m *nats.Msg) (*jetstream.PubAck, error) {
-	ack, err := c.js.PublishMsg(ctx, m)
+	ack, err := c.publishTraced(ctx, m, cmd.Operation)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return nil, fmt.Errorf("publish %s on %s: %w", cmd.EventID, m.Subject, ErrNoStream)
 	}

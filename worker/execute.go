@@ -102,16 +102,19 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	}
 	r.calls++
 	key := j.op.Key.String()
+	w.recordTrace(j) // before the call's timeout starts
 	lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 	began := time.Now()
-	out, err := r.adapter.Execute(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), j.op)
-	w.m.calls.WithLabelValues(j.op.Type).Observe(time.Since(began).Seconds())
+	actx, span := j.startAttemptSpan(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), "execute")
+	out, err := r.adapter.Execute(actx, j.op)
+	observe(w.m.calls.WithLabelValues(j.op.Type), time.Since(began), span)
 	lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
 	w.beats.untrack(lease)
 	if err == nil {
 		w.m.called(r.adapter.Name(), "", nil)
 	}
 	if lost {
+		endAttemptSpan(span, "", nil)
 		if err != nil {
 			class, _ := r.rules.classify(err)
 			w.m.called(r.adapter.Name(), class, err)
@@ -119,9 +122,11 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 		return out, backoff.Permanent(&errLeaseLost{out: out, err: err})
 	}
 	if err == nil {
+		endAttemptSpan(span, "", nil)
 		return out, nil
 	}
 	class, ae := r.rules.classify(err)
+	endAttemptSpan(span, class, ae)
 	w.m.called(r.adapter.Name(), class, err)
 	if class != adapters.Retry {
 		return out, backoff.Permanent(&errEnded{class: class, ae: ae})
@@ -209,6 +214,9 @@ func (r *retryRun) hold(d time.Duration) error {
 
 func (r *retryRun) log() *slog.Logger {
 	l := r.w.log.With("operation_key", r.j.op.Key.String(), "attempt", r.j.claim.Attempt)
+	if ids := r.j.logAttrs(); ids != nil {
+		l = l.With(ids...)
+	}
 	if r.last != nil {
 		l = l.With("error_code", r.last.Code)
 	}
@@ -294,6 +302,7 @@ func (r *retryRun) ended(class adapters.Class, ae *adapters.Error) {
 func (r *retryRun) exhaust() {
 	w, j := r.w, r.j
 	ae := r.last
+	w.m.exhausted.Inc()
 	if j.claim.Record.EffectPossible {
 		r.log().Warn("retries exhausted after an unknown outcome: lookup before it may be final")
 		r.unknown(ae, "retries exhausted after an earlier outcome was unknown: looked up before it may be final")

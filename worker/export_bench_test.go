@@ -18,6 +18,11 @@ type observedHistogram struct {
 	f func(time.Duration)
 }
 
+func (h observedHistogram) ObserveWithExemplar(seconds float64, exemplar prometheus.Labels) {
+	h.Histogram.(prometheus.ExemplarObserver).ObserveWithExemplar(seconds, exemplar)
+	h.f(time.Duration(seconds * float64(time.Second)))
+}
+
 func (h observedHistogram) Observe(seconds float64) {
 	h.Histogram.Observe(seconds)
 	h.f(time.Duration(seconds * float64(time.Second)))

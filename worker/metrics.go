@@ -35,6 +35,10 @@ type Metrics struct {
 	batchSize     *prometheus.HistogramVec
 	batchDuration *prometheus.HistogramVec
 	pending       *prometheus.GaugeVec
+	// For alerts: retry budgets spent, and results JetStream did not
+	// acknowledge.
+	exhausted    prometheus.Counter
+	publishFails prometheus.Counter
 }
 
 // Decisions are the six claim decisions, each counted under
@@ -99,6 +103,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "journal_batch_duration_seconds",
 			Help:    "Duration of one batched journal round trip: a fetch's claim, a group commit's completions.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16)}, []string{"op"}),
+		exhausted: c("operations_retries_exhausted_total",
+			"Intents whose retry budget ran out on retry-class answers (failed_final, or looked up first after an unknown outcome)."),
+		publishFails: c("results_publish_failed_total",
+			"Results JetStream did not acknowledge (PubAck error or timeout): the command is redelivered and the result replayed."),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgate", Name: "jetstream_pending",
 			Help: "Commands of the durable consumer (all replicas), read from its info every heartbeat_interval: " +
 				"undelivered (not yet delivered) and ack_pending (delivered, not yet acknowledged)."}, []string{"state"}),
@@ -117,7 +125,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
-			m.callsByClass, m.batchSize, m.batchDuration, m.pending)
+			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails)
 	}
 	return m
 }
@@ -151,9 +159,11 @@ func (m *Metrics) batch(op string, n int, took time.Duration) {
 func (m *Metrics) routerHooks() consumer.Hooks {
 	undelivered, ackPending := m.pending.WithLabelValues("undelivered"), m.pending.WithLabelValues("ack_pending")
 	return consumer.Hooks{
-		Fetched:   func(n int) { m.fetched.Add(float64(n)) },
-		Settled:   func(d time.Duration) { m.latency.Observe(d.Seconds()) },
-		Published: func(s operation.ResultStatus) { m.results.WithLabelValues(string(s)).Inc() },
+		Fetched:       func(n int) { m.fetched.Add(float64(n)) },
+		Settled:       func(d time.Duration) { m.latency.Observe(d.Seconds()) },
+		SettledTraced: func(d time.Duration, traceID string) { observeTraced(m.latency, d, traceID) },
+		Published:     func(s operation.ResultStatus) { m.results.WithLabelValues(string(s)).Inc() },
+		PublishFailed: func() { m.publishFails.Inc() },
 		Pending: func(u, a uint64) {
 			undelivered.Set(float64(u))
 			ackPending.Set(float64(a))

@@ -46,7 +46,9 @@ func (v verdict) result() string {
 // only once the adapter's settle time (its search lag) — and, for targets
 // without a native key, the call timeout — has passed since the last attempt
 // began; before that it is indeterminate.
-func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, callTimeout time.Duration) verdict {
+func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, callTimeout time.Duration) (v verdict) {
+	ctx, span := startLookupSpan(ctx, op)
+	defer func() { endLookupSpan(span, v) }()
 	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	res, err := a.Lookup(callCtx, op)
 	cancel()
@@ -146,10 +148,14 @@ func (w *Worker) reconcile(j *job) {
 	adapter := w.d.Adapters[j.op.Type]
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
-	v := lookup(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
+	w.recordTrace(j)
+	v := lookup(j.traced(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt)), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
 	w.beats.untrack(lease)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
+	if ids := j.logAttrs(); ids != nil {
+		log = log.With(ids...)
+	}
 	rec := j.claim.Record
 	w.m.reconciled.WithLabelValues(v.result()).Inc()
 	switch v.status {

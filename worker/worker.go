@@ -334,6 +334,7 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 		}
 		op.ReplyTo = d.ReplyTo()
 		j.op = op
+		j.traceDecoded(op)
 		jobs = append(jobs, j)
 		reqs = append(reqs, w.claimRequest(op))
 	}
@@ -341,7 +342,9 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 		return
 	}
 	began := time.Now()
+	claimSpan := startClaimSpan(jobs)
 	claims, err := w.d.Store.Claim(w.work, reqs)
+	endClaimSpan(claimSpan, err)
 	w.m.batch(batchClaim, len(reqs), time.Since(began))
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
@@ -391,6 +394,7 @@ var errNoRoute = errors.New("worker: no adapter is configured for this operation
 // dispatch acts on a claim decision.
 func (w *Worker) dispatch(j *job) {
 	c := j.claim
+	j.traceDecision()
 	switch c.Decision {
 	case journal.Execute:
 		w.m.decided(c.Decision)
@@ -595,6 +599,7 @@ func (w *Worker) reject(j *job, err error) {
 			r.EventID = id
 		}
 	}
+	j.traceRejected(string(de.Code))
 	log := w.log.With("reason", string(de.Code), "field", de.Field, "detail", de.Msg,
 		"operation_key", r.OperationKey, "event_id", r.EventID, "stream_seq", r.CommandSeq)
 	if de.Operation != "" && j.d.Subject() == wire.CommandSubject(de.Operation) {

@@ -23,6 +23,11 @@ func ingestCmd(stderr io.Writer) *cobra.Command {
 				return configError(errNoSources)
 			}
 			log := newLogger(c, stderr)
+			stopTracing, err := startTracing(cmd.Context(), log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			nc, js, stop, err := natsConn(c, log, false)
 			if err != nil {
 				return err

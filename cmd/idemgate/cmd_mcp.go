@@ -120,6 +120,11 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 				}
 			}
 			log := newLogger(c, stderr)
+			stopTracing, err := startTracing(cmd.Context(), log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			nc, js, stopNATS, err := natsConn(c, log, false)
 			if err != nil {
 				return err

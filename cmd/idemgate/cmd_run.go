@@ -37,7 +37,13 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), c, newLogger(c, stderr), nil)
+			log := newLogger(c, stderr)
+			stopTracing, err := startTracing(cmd.Context(), log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			return runDaemon(cmd.Context(), c, log, nil)
 		},
 	}
 }
@@ -158,6 +164,9 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {
 			cons, err = ensureStreams(ctx, nc, js, c, log)
+			if err == nil {
+				registerHealthMetrics(reg, d.store, log)
+			}
 			return err
 		}},
 		{name: "admin", start: func() error {

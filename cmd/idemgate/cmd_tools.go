@@ -252,7 +252,12 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printTrace(stdout, rec, atts, asJSON)
+			traces := attemptTraces(cmd.Context(), st, args[0])
+			if asJSON {
+				return json.NewEncoder(stdout).Encode(jsonObject{{"operation", toolJSON(rec)}, {"attempts", toolJSON(atts)},
+					{"attempt_trace_ids", traces}})
+			}
+			return printTrace(stdout, rec, atts, traces)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
@@ -260,10 +265,9 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(jsonObject{{"operation", toolJSON(rec)}, {"attempts", toolJSON(atts)}})
-	}
+// printTrace prints an operation and its attempts; traces are the attempts'
+// trace ids by lease token (none when tracing was off).
+func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, traces map[int64]string) error {
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -292,10 +296,11 @@ func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, asJSON 
 	fmt.Fprintf(w, "lease      owner %s token %d %s %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, until, ts(rec.LeaseUntil))
 	fmt.Fprintf(w, "created    %s   completed %s\n\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tKIND\tWORKER\tTOKEN\tSTARTED\tFINISHED\tOUTCOME\tERROR\tTARGET REQUEST\tNOTE")
+	fmt.Fprintln(tw, "#\tKIND\tWORKER\tTOKEN\tSTARTED\tFINISHED\tOUTCOME\tERROR\tTARGET REQUEST\tTRACE\tNOTE")
 	for _, a := range atts {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Kind, a.Worker, a.Token,
-			ts(a.StartedAt), ts(a.FinishedAt), orDash(string(a.Outcome)), orDash(a.ErrorCode), orDash(a.TargetRequestID), orDash(a.Note))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Kind, a.Worker, a.Token,
+			ts(a.StartedAt), ts(a.FinishedAt), orDash(string(a.Outcome)), orDash(a.ErrorCode), orDash(a.TargetRequestID),
+			orDash(traces[a.Token]), orDash(a.Note))
 	}
 	return tw.Flush()
 }

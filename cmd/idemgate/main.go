@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -106,7 +107,8 @@ func newLogger(c Config, w io.Writer) *slog.Logger {
 	} else {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h).With("service", "idemgate")
+	// Records logged with a span's context carry its trace_id and span_id.
+	return slog.New(telemetry.NewLogHandler(h)).With("service", "idemgate")
 }
 
 // config loads and validates the configuration of a command.

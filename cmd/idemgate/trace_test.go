@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,4 +99,42 @@ func TestResolveWinsAndTraceKeepsTheHistory(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitOK, run(ctx, args("resolve", live, "--as", "failed_final", "--evidence", "cancelled", "--operator", "bob", "--force"), &out, &errb), errb.String())
 	require.Contains(t, out.String(), live+" resolved as failed_final by bob")
+}
+
+// TestTracePrintsAttemptTraceIDs: `idemgate trace KEY` names the trace of
+// each attempt the daemon recorded one for (tracing on), and "-" for the
+// others; --json carries them by lease token.
+func TestTracePrintsAttemptTraceIDs(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn, postgres.Config{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	const key = "test:crm.task.create:evt-traced:v1"
+	c, err := journal.ClaimOne(ctx, st, journal.ClaimRequest{Key: key, OperationType: "crm.task.create", RequestHash: "h",
+		TargetSystem: "crm", EventID: "evt-traced", Owner: "w1", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, st, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusUnknown,
+		ErrorCode: "timeout_after_request_sent"}))
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	require.NoError(t, st.SetAttemptTrace(ctx, key, c.Token, traceID))
+	c2, err := journal.ClaimOne(ctx, st, journal.ClaimRequest{Key: key, OperationType: "crm.task.create", RequestHash: "h",
+		TargetSystem: "crm", EventID: "evt-traced", Owner: "reconciler", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, journal.Reconcile, c2.Decision)
+
+	args := func(a ...string) []string { return append(a, "--journal-url", dsn, "--env", "test") }
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run(ctx, args("trace", key), &out, &errb), errb.String())
+	require.Regexp(t, `(?m)^#\s+KIND\s.*\sTRACE\s+NOTE$`, out.String())
+	require.Regexp(t, `(?m)^1\s+execute\s+w1\s.*\s`+traceID+`\s`, out.String())
+	require.Regexp(t, `(?m)^1\s+reconcile\s+reconciler\s.*\s-\s+-$`, out.String(), "no trace recorded for it")
+
+	out.Reset()
+	require.Equal(t, exitOK, run(ctx, args("trace", key, "--json"), &out, &errb), errb.String())
+	var tr struct {
+		Traces map[string]string `json:"attempt_trace_ids"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &tr), out.String())
+	require.Equal(t, map[string]string{strconv.FormatInt(c.Token, 10): traceID}, tr.Traces)
 }
