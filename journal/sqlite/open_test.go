@@ -99,7 +99,7 @@ func TestMigrations(t *testing.T) {
 
 	applied, err := sqlite.Migrate(ctx, path, nil)
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2, 3, 4}, applied)
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, applied)
 	states, err := sqlite.Migrations(ctx, path)
 	require.NoError(t, err)
 	require.Len(t, states, 5)
