@@ -48,10 +48,15 @@ const (
 // DefaultResponseLimit is the largest response body the HTTP helpers read.
 const DefaultResponseLimit = 1 << 20
 
+// DefaultIdleConns is the idle connection pool NewHTTPClient keeps per
+// target when the number of calls that may run at once is not known.
+const DefaultIdleConns = 256
+
 // NewHTTPClient returns the *http.Client adapters use: a clone of the
 // default transport (proxy from environment, keep-alives), the given overall
 // timeout, and no redirect following (a 3xx is an unexpected answer, never a
-// silently re-sent POST).
+// silently re-sent POST). It opens at most DefaultIdleConns connections per
+// host and keeps them all for reuse.
 //
 // The Transport re-sends a request on a reused connection that closed before
 // any answer when the request is "replayable": a GET, or any request carrying
@@ -60,10 +65,35 @@ const DefaultResponseLimit = 1 << 20
 // nobody decided on, so build requests with NewRequest, which leaves GetBody
 // nil: the failure then comes back to the adapter and the worker decides.
 func NewHTTPClient(timeout time.Duration) *http.Client {
+	return newHTTPClient(timeout, DefaultIdleConns, nil)
+}
+
+// newHTTPClient is NewHTTPClient with at most idle connections per host,
+// all of which the idle pool keeps (every one may be toward the same host:
+// MaxIdleConns and MaxIdleConnsPerHost alike) and dialed, when not nil, called for every new
+// connection the Transport opens.
+func newHTTPClient(timeout time.Duration, idle int, dialed func()) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Many operations run at once against one target: keep their
-	// connections instead of Go's default of two idle ones per host.
-	tr.MaxIdleConnsPerHost = 256
+	// Many operations run at once against one target. Go keeps two idle
+	// connections per host and 100 in all by default: with more calls in
+	// flight than that, every answer beyond them closes its connection and
+	// the next call dials a new one. Keep as many as may be in flight, and
+	// open no more than that: a call that finds every connection busy
+	// waits for one (nothing sent yet) instead of dialing an extra one the
+	// pool would close again.
+	tr.MaxIdleConns = idle
+	tr.MaxIdleConnsPerHost = idle
+	tr.MaxConnsPerHost = idle
+	if dialed != nil {
+		dial := tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err == nil {
+				dialed()
+			}
+			return c, err
+		}
+	}
 	return &http.Client{
 		Transport: tr,
 		Timeout:   timeout,

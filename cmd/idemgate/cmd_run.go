@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/journal"
@@ -100,15 +101,15 @@ const noRoutesWarning = "no routes configured: commands stay in JetStream, unack
 // its in-flight work, and the admin endpoints answer "not ready" until the
 // end.
 func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*daemon)) error {
-	routes, err := buildAdapters(c, log)
+	d := &daemon{registry: prometheus.NewRegistry()}
+	reg := d.registry
+	routes, err := buildAdapters(c, log, adapters.NewMetrics(reg))
 	if err != nil {
 		return configError(err)
 	}
 	if len(routes) == 0 {
 		log.Warn(noRoutesWarning)
 	}
-	d := &daemon{registry: prometheus.NewRegistry()}
-	reg := d.registry
 	var (
 		pending  func(context.Context) (bool, error)
 		nc       *nats.Conn
