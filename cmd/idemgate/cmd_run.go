@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -165,9 +164,10 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		{name: "worker", start: func() error {
 			deps := worker.Deps{
 				Store: d.store, JS: js, NC: nc, Consumer: cons,
-				Decoder:  &operation.Decoder{Env: c.Env},
+				Decoder: &operation.Decoder{Env: c.Env},
+				// Redact left nil: the worker's own redaction, done as each
+				// result is written, lets it keep results by business status.
 				Adapters: routes, Log: log, Metrics: metrics,
-				Redact: func(r json.RawMessage) json.RawMessage { return redact.JSON(r) },
 			}
 			w, err := worker.New(c.Worker, c.NATS.Config, deps)
 			if err != nil {
