@@ -218,7 +218,7 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 	}
 	early := body != nil && !body.drained(req.ContentLength)
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	answer, err := readAnswer(resp.Body, resp.ContentLength, limit)
 	if err != nil {
 		code := CodeConnectionLostWhileWaiting
 		if isTimeout(err) {
@@ -230,6 +230,31 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 		return nil, NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, fmt.Errorf("%s: answer (HTTP %d) over %d bytes", req.Method, resp.StatusCode, limit))
 	}
 	return &HTTPResponse{StatusCode: resp.StatusCode, Header: resp.Header, Body: answer, EarlyAnswer: early}, nil
+}
+
+// readAnswer reads at most limit+1 bytes of an answer into one buffer of
+// the announced size (size < 0: unknown), growing it only past that, where
+// io.ReadAll would start at 512 bytes and copy as it grows.
+func readAnswer(r io.Reader, size, limit int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 {
+		n = min(size, limit) + 1 // +1: room to see EOF (or an over-long body) without growing
+	}
+	b := make([]byte, 0, n)
+	r = io.LimitReader(r, limit+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func classifyTransport(err error, wrote bool, method string) *Error {
