@@ -24,8 +24,10 @@ import (
 // that: every answer leaves its connection in the idle pool for the next
 // call. The emulator counts the connections it accepted; the adapter's
 // metric counts the ones it dialed.
+//
+// Not parallel: 256 callers at once would starve the package's other tests,
+// whose clients time out after a second.
 func TestSteadyLoadReusesConnections(t *testing.T) {
-	t.Parallel()
 	const (
 		calls    = 2000
 		pool     = 256 // the adapter's idle pool (HTTPConfig.MaxInFlight)
