@@ -13,6 +13,8 @@
 //     → async publish of each result → ack on its PubAck;
 //   - daemon: `idemgate run` with its defaults and the emulator as target;
 //     CPU milliseconds per command from /proc/<pid>/stat;
+//   - replay: with the daemon still running, -replays more commands for the
+//     same intents under new event ids, answered from the journal;
 //   - lost: the daemon again, with -lost-rate of the emulator's answers lost
 //     after the payment is made (connection closed), -lost-commands commands
 //     for -lost-intents intents; the emulator's ledger must hold exactly one
@@ -71,6 +73,7 @@ type config struct {
 	lostRate                       float64
 	rawLoops                       int
 	skipLost                       bool
+	replays                        int
 	timeout                        time.Duration
 }
 
@@ -86,6 +89,7 @@ func main() {
 	flag.Float64Var(&c.lostRate, "lost-rate", 0.05, "share of the emulator's answers lost after the payment is made")
 	flag.IntVar(&c.rawLoops, "raw-loops", 4, "concurrent fetch loops of the raw baseline")
 	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
+	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
 	flag.Parse()
 	if c.bin == "" || c.natsBin == "" || c.journalURL == "" {
@@ -160,6 +164,10 @@ func run(c config) error {
 	fmt.Printf("daemon:       %6.0f commands/s  (%d commands in %v), %.3f ms daemon CPU per command, peak RSS %.0f MiB\n",
 		d.rate(), d.commands, d.elapsed.Round(time.Millisecond), d.cpuPerCommand(), float64(d.peakRSS)/(1<<20))
 	fmt.Printf("ratio:        %.2f× the raw baseline\n", d.rate()/raw.rate())
+	if d.replays > 0 {
+		fmt.Printf("replay:       %6.0f commands/s  (%d commands answered from the journal in %v)\n",
+			float64(d.replays)/d.replayed.Seconds(), d.replays, d.replayed.Round(time.Millisecond))
+	}
 	if d.duplicates != 0 {
 		return fmt.Errorf("daemon: %d duplicate payments in the emulator's ledger", d.duplicates)
 	}
@@ -185,6 +193,8 @@ type result struct {
 	cpu        time.Duration // the daemon's user+system CPU over elapsed
 	peakRSS    int64
 	duplicates int
+	replays    int           // commands of the replay phase
+	replayed   time.Duration // its time
 }
 
 func (r result) rate() float64 { return float64(r.commands) / r.elapsed.Seconds() }
@@ -236,7 +246,6 @@ func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg con
 	gap := max(1, min(4001, n/5))
 	intentOf := make([]int, n)
 	next := 0
-	futs := make([]jetstream.PubAckFuture, 0, 1000)
 	for p := range n {
 		if next >= intents || (p >= gap && p%5 == 0 && n-p > intents-next) {
 			intentOf[p] = intentOf[p-gap]
@@ -244,29 +253,9 @@ func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg con
 			intentOf[p] = next
 			next++
 		}
-		i := intentOf[p]
-		cmd := operation.Command{EventID: fmt.Sprintf("evt-%d", p), IntentID: fmt.Sprintf("intent-%d", i), Operation: opType,
-			ApprovalID: "appr-" + strconv.Itoa(i),
-			Payload:    json.RawMessage(fmt.Sprintf(`{"account_id":"pm-saved-1","order_id":"order-%d","amount_minor":%d,"currency":"RUB"}`, i, 1000+i))}
-		data, err := json.Marshal(cmd)
-		if err != nil {
-			return "", err
-		}
-		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: consumer.CommandSubject(opType), Data: data})
-		if err != nil {
-			return "", err
-		}
-		futs = append(futs, f)
-		if len(futs) == cap(futs) || p == n-1 {
-			for _, f := range futs {
-				select {
-				case <-f.Ok():
-				case err := <-f.Err():
-					return "", err
-				}
-			}
-			futs = futs[:0]
-		}
+	}
+	if err := b.publish(ctx, "evt", intentOf); err != nil {
+		return "", err
 	}
 	if next != intents {
 		return "", fmt.Errorf("pre-load made %d intents, want %d", next, intents)
@@ -274,9 +263,43 @@ func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg con
 	return url, nil
 }
 
+// publish sends one command per entry of intentOf, command p for intent
+// intentOf[p] under the event id <prefix>-<p>: the same payload for the same
+// intent, so a later command for an intent is a repeat.
+func (b *bench) publish(ctx context.Context, prefix string, intentOf []int) error {
+	futs := make([]jetstream.PubAckFuture, 0, 1000)
+	for p, i := range intentOf {
+		cmd := operation.Command{EventID: fmt.Sprintf("%s-%d", prefix, p), IntentID: fmt.Sprintf("intent-%d", i), Operation: opType,
+			ApprovalID: "appr-" + strconv.Itoa(i),
+			Payload:    json.RawMessage(fmt.Sprintf(`{"account_id":"pm-saved-1","order_id":"order-%d","amount_minor":%d,"currency":"RUB"}`, i, 1000+i))}
+		data, err := json.Marshal(cmd)
+		if err != nil {
+			return err
+		}
+		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: consumer.CommandSubject(opType), Data: data})
+		if err != nil {
+			return err
+		}
+		futs = append(futs, f)
+		if len(futs) == cap(futs) || p == len(intentOf)-1 {
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			futs = futs[:0]
+		}
+	}
+	return nil
+}
+
 // watch times a run: from the first result published until JetStream holds
 // no pending or unacknowledged command and done (when not nil) is true.
-func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first func(), done func() (bool, error)) (time.Duration, error) {
+func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first func(), done func() (bool, error), subscribed ...chan struct{}) (time.Duration, error) {
 	var started atomic.Int64
 	firstSeen := make(chan struct{})
 	sub, err := b.nc.Subscribe(consumer.ResultPrefix+">", func(*nats.Msg) {
@@ -291,6 +314,9 @@ func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first
 		return 0, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	for _, c := range subscribed {
+		close(c)
+	}
 	select {
 	case <-firstSeen:
 	case <-ctx.Done():
@@ -409,12 +435,28 @@ adapters:
 	}
 	elapsed, err := b.watch(ctx, cons, n, func() { cpu0 = procCPU(pid) }, settled)
 	cpu := procCPU(pid) - cpu0
+	var replay time.Duration
+	if err == nil && lostRate == 0 && b.cfg.replays > 0 {
+		// Every intent again under new event ids, the daemon running: all
+		// replays from the journal, no call.
+		again := make([]int, b.cfg.replays)
+		for p := range again {
+			again[p] = p % intents
+		}
+		pubErr := make(chan error, 1)
+		started := make(chan struct{})
+		go func() { <-started; pubErr <- b.publish(ctx, "replay", again) }()
+		replay, err = b.watch(ctx, cons, n+len(again), nil, nil, started)
+		if perr := <-pubErr; err == nil {
+			err = perr
+		}
+	}
 	close(sampling)
 	stop()
 	if err != nil {
 		return result{}, fmt.Errorf("%w\ndaemon log (tail):\n%s", err, tail(logs.String(), 30))
 	}
-	r := result{commands: n, elapsed: elapsed, cpu: cpu, peakRSS: peak.Load()}
+	r := result{commands: n, elapsed: elapsed, cpu: cpu, peakRSS: peak.Load(), replays: b.cfg.replays, replayed: replay}
 	if got := b.sb.TotalEffects(); got != intents {
 		r.duplicates = got - intents
 	}
