@@ -76,7 +76,11 @@ type Client struct {
 // NewClient returns a Client with the given overall HTTP timeout and rate
 // limit (after WithDefaults; an off limit means none).
 func NewClient(timeout time.Duration, limit RateLimit) *Client {
-	c := &Client{http: NewHTTPClient(timeout), now: time.Now}
+	return newClient(NewHTTPClient(timeout), limit)
+}
+
+func newClient(hc *http.Client, limit RateLimit) *Client {
+	c := &Client{http: hc, now: time.Now}
 	if limit.On() {
 		c.limiter = rate.NewLimiter(rate.Limit(limit.Rate), max(limit.Burst, 1))
 	}

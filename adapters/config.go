@@ -42,6 +42,14 @@ type HTTPConfig struct {
 	// YAML: rate_limit: {rate: 2, burst: 40}.
 	RateLimit RateLimit `mapstructure:"rate_limit"`
 
+	// MaxInFlight is how many calls may run at once toward this account:
+	// the client opens at most that many connections and keeps them all
+	// idle for the next calls (default DefaultIdleConns), so a steady load
+	// reuses its connections instead of dialing one per call. The binary sets it to worker.max_in_flight.
+	MaxInFlight int `mapstructure:"-"`
+	// Metrics counts the connections the client opens (nil: not counted).
+	Metrics *Metrics `mapstructure:"-"`
+
 	// Logger, Clock and Getenv are injected (defaults: discard, time.Now,
 	// os.Getenv).
 	Logger *slog.Logger        `mapstructure:"-"`
@@ -85,7 +93,12 @@ func (c HTTPConfig) Validate(urlKey, rawURL string) error {
 // authorize (nil: none), which adds the account's credentials to every
 // request the Client sends.
 func (c HTTPConfig) NewClient(authorize func(*http.Request)) *Client {
-	cl := NewClient(c.Timeout, c.RateLimit)
+	var dialed func()
+	if c.Metrics != nil {
+		opened := c.Metrics.opened.WithLabelValues(c.Name)
+		dialed = opened.Inc
+	}
+	cl := newClient(newHTTPClient(c.Timeout, cmp.Or(c.MaxInFlight, DefaultIdleConns), dialed), c.RateLimit)
 	cl.authorize = authorize
 	return cl
 }

@@ -48,10 +48,15 @@ const (
 // DefaultResponseLimit is the largest response body the HTTP helpers read.
 const DefaultResponseLimit = 1 << 20
 
+// DefaultIdleConns is the idle connection pool NewHTTPClient keeps per
+// target when the number of calls that may run at once is not known.
+const DefaultIdleConns = 256
+
 // NewHTTPClient returns the *http.Client adapters use: a clone of the
 // default transport (proxy from environment, keep-alives), the given overall
 // timeout, and no redirect following (a 3xx is an unexpected answer, never a
-// silently re-sent POST).
+// silently re-sent POST). It opens at most DefaultIdleConns connections per
+// host and keeps them all for reuse.
 //
 // The Transport re-sends a request on a reused connection that closed before
 // any answer when the request is "replayable": a GET, or any request carrying
@@ -63,10 +68,35 @@ const DefaultResponseLimit = 1 << 20
 // When tracing is on, calls made within a trace get an HTTP client span
 // (otelhttp) and carry the trace context to the target.
 func NewHTTPClient(timeout time.Duration) *http.Client {
+	return newHTTPClient(timeout, DefaultIdleConns, nil)
+}
+
+// newHTTPClient is NewHTTPClient with at most idle connections per host,
+// all of which the idle pool keeps (every one may be toward the same host:
+// MaxIdleConns and MaxIdleConnsPerHost alike) and dialed, when not nil, called for every new
+// connection the Transport opens.
+func newHTTPClient(timeout time.Duration, idle int, dialed func()) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Many operations run at once against one target: keep their
-	// connections instead of Go's default of two idle ones per host.
-	tr.MaxIdleConnsPerHost = 256
+	// Many operations run at once against one target. Go keeps two idle
+	// connections per host and 100 in all by default: with more calls in
+	// flight than that, every answer beyond them closes its connection and
+	// the next call dials a new one. Keep as many as may be in flight, and
+	// open no more than that: a call that finds every connection busy
+	// waits for one (nothing sent yet) instead of dialing an extra one the
+	// pool would close again.
+	tr.MaxIdleConns = idle
+	tr.MaxIdleConnsPerHost = idle
+	tr.MaxConnsPerHost = idle
+	if dialed != nil {
+		dial := tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err == nil {
+				dialed()
+			}
+			return c, err
+		}
+	}
 	return &http.Client{
 		Transport: newTracedTransport(tr),
 		Timeout:   timeout,
@@ -191,7 +221,7 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 	}
 	early := body != nil && !body.drained(req.ContentLength)
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	answer, err := readAnswer(resp.Body, resp.ContentLength, limit)
 	if err != nil {
 		code := CodeConnectionLostWhileWaiting
 		if isTimeout(err) {
@@ -203,6 +233,31 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 		return nil, NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, fmt.Errorf("%s: answer (HTTP %d) over %d bytes", req.Method, resp.StatusCode, limit))
 	}
 	return &HTTPResponse{StatusCode: resp.StatusCode, Header: resp.Header, Body: answer, EarlyAnswer: early}, nil
+}
+
+// readAnswer reads at most limit+1 bytes of an answer into one buffer of
+// the announced size (size < 0: unknown), growing it only past that, where
+// io.ReadAll would start at 512 bytes and copy as it grows.
+func readAnswer(r io.Reader, size, limit int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 {
+		n = min(size, limit) + 1 // +1: room to see EOF (or an over-long body) without growing
+	}
+	b := make([]byte, 0, n)
+	r = io.LimitReader(r, limit+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func classifyTransport(err error, wrote bool, method string) *Error {

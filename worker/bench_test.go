@@ -94,6 +94,18 @@ var (
 		"session parameters for the journal pool, name=value,...")
 )
 
+// commandsPerIteration is -idemgate.commands; with -short and the flag
+// left alone, 1,000: enough to exercise every path when scripts/test runs
+// each benchmark once, too few for figures.
+func commandsPerIteration() int {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "idemgate.commands" })
+	if testing.Short() && !set {
+		return 1000
+	}
+	return *benchCommands
+}
+
 // benchConfig is the worker configuration under test: the defaults, unless
 // a flag sets a field.
 func benchConfig() worker.Config {
@@ -344,7 +356,7 @@ func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
 // BenchmarkRawBaseline is the daemon's work with no daemon around it: see the
 // file comment.
 func BenchmarkRawBaseline(b *testing.B) {
-	s := newStage(b, *benchCommands*b.N, true)
+	s := newStage(b, commandsPerIteration()*b.N, true)
 	q := journalSQL(b)
 	lat := newLatencies(s.total)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -413,7 +425,7 @@ func (c *countingStore) report(b *testing.B) {
 
 // BenchmarkDaemon runs the worker with its default configuration.
 func BenchmarkDaemon(b *testing.B) {
-	s := newStage(b, *benchCommands*b.N, true)
+	s := newStage(b, commandsPerIteration()*b.N, true)
 	target := &noop{}
 	lat := newLatencies(s.total)
 	m := worker.NewMetrics(nil)
@@ -452,7 +464,10 @@ func BenchmarkDaemon(b *testing.B) {
 // the whole process (embedded NATS server included) and the peak number of
 // calls running at once.
 func BenchmarkInFlightMemory(b *testing.B) {
-	const calls = 5000
+	calls := 5000
+	if testing.Short() {
+		calls = 1000 // one MaxInFlight's worth: still holds 1,000 at once
+	}
 	s := newStage(b, calls*b.N, false)
 	target := &noop{delay: 200 * time.Millisecond}
 	lat := newLatencies(s.total)
@@ -618,8 +633,8 @@ type rawLoop struct {
 	cmds  []rawCmd
 	order []int // cmds indexes sorted by key
 	// claim arrays
-	keys, types, hashes, targets, events, approvals, owners []string
-	ttls                                                    []int64
+	keys, types, hashes, targets, events, approvals, owners, digests []string
+	ttls                                                             []int64
 	// complete arrays
 	ckeys, statuses, objects, codes, reqIDs, notes []string
 	tokens                                         []int64
@@ -635,6 +650,10 @@ type rawLoop struct {
 	sLeaseUntil, sCompleted                                                         *time.Time
 	sCreated, sUpdated                                                              time.Time
 	sLive                                                                           bool
+	sRoundsTotal                                                                    int
+	sRaisedAt                                                                       *time.Time
+	sEffectPossible                                                                 bool
+	sNow                                                                            time.Time
 }
 
 type rawCmd struct {
@@ -746,7 +765,7 @@ func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
 
 	// The claim proper for the keys the journal does not know.
 	r.keys, r.types, r.hashes, r.targets = r.keys[:0], r.types[:0], r.hashes[:0], r.targets[:0]
-	r.events, r.approvals, r.owners, r.ttls = r.events[:0], r.approvals[:0], r.owners[:0], r.ttls[:0]
+	r.events, r.approvals, r.owners, r.ttls, r.digests = r.events[:0], r.approvals[:0], r.owners[:0], r.ttls[:0], r.digests[:0]
 	for _, i := range r.order {
 		c := &r.cmds[i]
 		if c.found {
@@ -759,6 +778,9 @@ func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
 		r.targets, r.events = append(r.targets, "payments"), append(r.events, c.cmd.EventID)
 		r.approvals, r.owners = append(r.approvals, c.cmd.ApprovalID), append(r.owners, benchOwner)
 		r.ttls = append(r.ttls, (30 * time.Second).Milliseconds())
+		// No per-field digests: the stage's payloads are never conflicts,
+		// and the digests are the daemon's own work (stored as NULL).
+		r.digests = append(r.digests, "")
 	}
 	if len(r.keys) > 0 {
 		if err := r.claim(ctx); err != nil {
@@ -794,7 +816,7 @@ func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
 // claim sends the store's pipelined claim (insert, take-over, read) for r.keys.
 func (r *rawLoop) claim(ctx context.Context) error {
 	b := &pgx.Batch{}
-	b.Queue(r.q.claimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls)
+	b.Queue(r.q.claimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
 	b.Queue(r.q.claimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
 	b.Queue(r.q.selectRecords, r.keys)
 	br := r.s.pool.SendBatch(ctx, b)
@@ -831,7 +853,8 @@ func (r *rawLoop) scanRecords(rows pgx.Rows, read bool) error {
 		if err := rows.Scan(&r.sKey, &r.sType, &r.sHash, &r.sStatus, &r.sTarget,
 			&r.sObject, &r.sResult, &r.sCode, &r.sAttempts,
 			&r.sEvent, &r.sApproval, &r.sOwner, &r.sToken, &r.sLeaseUntil,
-			&r.sRounds, &r.sCreated, &r.sUpdated, &r.sCompleted, &r.sLive); err != nil {
+			&r.sRounds, &r.sCreated, &r.sUpdated, &r.sCompleted,
+			&r.sRoundsTotal, &r.sRaisedAt, &r.sEffectPossible, &r.sLive, &r.sNow); err != nil {
 			return err
 		}
 		j, ok := slices.BinarySearchFunc(r.order, r.sKey, func(i int, k string) int { return strings.Compare(r.cmds[i].key, k) })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,7 +164,9 @@ type Deps struct {
 	Log      *slog.Logger
 	Metrics  *Metrics
 	// Redact cleans normalised results before they are stored or published.
-	// Default redact.JSON.
+	// Default (nil): the rules of redact.JSON, applied while the result is
+	// written, and results without details kept by business status; a
+	// function set here gets every encoded result and defeats both.
 	Redact func(json.RawMessage) json.RawMessage
 }
 
@@ -471,9 +474,6 @@ func fillDeps(d *Deps) {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
 	}
-	if d.Redact == nil {
-		d.Redact = func(r json.RawMessage) json.RawMessage { return redact.JSON(r) }
-	}
 }
 
 // outcomeJSON is the normalised result of an outcome. An outcome without
@@ -497,8 +497,18 @@ func (w *Worker) outcomeJSON(o adapters.Outcome) json.RawMessage {
 const maxCachedOutcomes = 64
 
 // outcomeJSON is the normalised result kept and replayed: the business status
-// and safe details, redacted, never the target's raw response.
+// and safe details, redacted, never the target's raw response. The default
+// redaction (Deps.Redact nil) is done as the document is written
+// (redact.AppendMember: strings are redacted, numbers checked for card
+// numbers, names screened once each), with the bytes redact.JSON would make
+// of the encoded document; a custom Deps.Redact gets the encoded document.
 func outcomeJSON(d Deps, o adapters.Outcome) json.RawMessage {
+	if d.Redact == nil {
+		if b, err := appendOutcome(make([]byte, 0, 64+32*len(o.Details)), o); err == nil {
+			return b
+		}
+		return redact.JSON(fallbackOutcome(o))
+	}
 	m := map[string]any{"business_status": o.BusinessStatus}
 	for k, v := range o.Details {
 		if k != "business_status" {
@@ -507,9 +517,42 @@ func outcomeJSON(d Deps, o adapters.Outcome) json.RawMessage {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		b = []byte(`{"business_status":` + strconv.Quote(o.BusinessStatus) + `}`)
+		b = fallbackOutcome(o)
 	}
 	return d.Redact(b)
+}
+
+// fallbackOutcome is the result of an outcome whose details do not encode.
+func fallbackOutcome(o adapters.Outcome) []byte {
+	return []byte(`{"business_status":` + strconv.Quote(o.BusinessStatus) + `}`)
+}
+
+// appendOutcome writes the object {"business_status": …, details…} with
+// its members in name order, as encoding/json writes a map.
+func appendOutcome(dst []byte, o adapters.Outcome) ([]byte, error) {
+	var small [8]string
+	names := append(small[:0], "business_status")
+	for k := range o.Details {
+		if k != "business_status" {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	dst = append(dst, '{')
+	var err error
+	for i, k := range names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var v any = o.BusinessStatus
+		if k != "business_status" {
+			v = o.Details[k]
+		}
+		if dst, err = redact.AppendMember(dst, k, v); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
 }
 
 // completeAndPublish records a final outcome in the next group commit, then

@@ -45,34 +45,40 @@ func asAdapter[A adapters.Adapter](a A, err error) (adapters.Adapter, error) {
 }
 
 // buildAdapters builds the configured adapters and maps each routed
-// operation type to its adapter.
-func buildAdapters(c Config, log *slog.Logger) (map[string]adapters.Adapter, error) {
+// operation type to its adapter. Each adapter's client keeps as many idle
+// connections as the worker may have calls in flight (all of them may go to
+// one target) and counts the connections it opens on m (nil: uncounted).
+func buildAdapters(c Config, log *slog.Logger, m *adapters.Metrics) (map[string]adapters.Adapter, error) {
 	a := c.Adapters
 	reg, err := c.registry()
 	if err != nil {
 		return nil, err
 	}
+	inFlight := c.Worker.WithDefaults().MaxInFlight
+	inject := func(h *adapters.HTTPConfig) {
+		h.Logger, h.MaxInFlight, h.Metrics = log, inFlight, m
+	}
 	type entry = adapterEntry
 	var entries []entry
 	if cfg := a.OneC; cfg != nil {
-		entries = append(entries, entry{"onec", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(onec.New(c)) }})
+		entries = append(entries, entry{"onec", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(onec.New(c)) }})
 	}
 	if cfg := a.Bitrix24; cfg != nil {
-		entries = append(entries, entry{"bitrix24", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(bitrix24.New(c)) }})
+		entries = append(entries, entry{"bitrix24", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(bitrix24.New(c)) }})
 	}
 	if cfg := a.AmoCRM; cfg != nil {
-		entries = append(entries, entry{"amocrm", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(amocrm.New(c)) }})
+		entries = append(entries, entry{"amocrm", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(amocrm.New(c)) }})
 	}
 	if cfg := a.YooKassa; cfg != nil {
-		entries = append(entries, entry{"yookassa", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(yookassa.New(c)) }})
+		entries = append(entries, entry{"yookassa", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(yookassa.New(c)) }})
 	}
 	if cfg := a.TBank; cfg != nil {
-		entries = append(entries, entry{"tbank", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(tbank.New(c)) }})
+		entries = append(entries, entry{"tbank", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(tbank.New(c)) }})
 	}
 	if cfg := a.Stripe; cfg != nil {
-		entries = append(entries, entry{"stripe", func() (adapters.Adapter, error) { c := *cfg; c.Logger = log; return asAdapter(stripe.New(c)) }})
+		entries = append(entries, entry{"stripe", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(stripe.New(c)) }})
 	}
-	entries = append(entries, declaredAdapters(c, reg, log)...)
+	entries = append(entries, declaredAdapters(c, reg, inject)...)
 	byName := map[string]adapters.Adapter{}
 	for _, e := range entries {
 		ad, err := e.build()

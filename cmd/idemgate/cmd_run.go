@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
@@ -131,7 +131,9 @@ const noRoutesWarning = "no routes configured: commands stay in JetStream, unack
 // worker drains its in-flight work, NATS drains (its closed handler says
 // when), and the admin endpoints answer "not ready" until the end.
 func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*daemon)) error {
-	routes, err := buildAdapters(c, log)
+	d := &daemon{registry: prometheus.NewRegistry()}
+	reg := d.registry
+	routes, err := buildAdapters(c, log, adapters.NewMetrics(reg))
 	if err != nil {
 		return configError(err)
 	}
@@ -142,8 +144,6 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	if len(routes) == 0 {
 		log.Warn(noRoutesWarning)
 	}
-	d := &daemon{registry: prometheus.NewRegistry()}
-	reg := d.registry
 	var (
 		pending  func(context.Context) (bool, error)
 		nc       *nats.Conn
@@ -214,9 +214,10 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		serviceOf(ctx, "worker", func() (startstop.Service, error) {
 			deps := worker.Deps{
 				Store: d.store, JS: js, NC: nc, Consumer: cons,
-				Decoder:  &operation.Decoder{Env: c.Env, Registry: opTypes},
+				Decoder: &operation.Decoder{Env: c.Env, Registry: opTypes},
+				// Redact left nil: the worker's own redaction, done as each
+				// result is written, lets it keep results by business status.
 				Adapters: routes, Log: log, Metrics: metrics,
-				Redact: func(r json.RawMessage) json.RawMessage { return redact.JSON(r) },
 			}
 			w, err := worker.New(c.Worker, c.NATS.Config, deps)
 			if err != nil {

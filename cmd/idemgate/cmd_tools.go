@@ -405,7 +405,7 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			log := newLogger(c, stderr)
-			routes, err := buildAdapters(c, log)
+			routes, err := buildAdapters(c, log, nil)
 			if err != nil {
 				return configError(err)
 			}

@@ -106,7 +106,7 @@ func TestExampleConfigLoadsAndBuilds(t *testing.T) {
 		"all six adapters are documented")
 	require.Len(t, c.Ingest.Sources, 4, "one webhook source per scheme")
 
-	_, err = buildAdapters(c, quietLog())
+	_, err = buildAdapters(c, quietLog(), nil)
 	require.Error(t, err, "the real targets need credentials")
 	for _, env := range []string{"IDEMGATE_ONEC_PASSWORD", "IDEMGATE_BITRIX24_WEBHOOK_CODE", "IDEMGATE_AMOCRM_TOKEN",
 		"YOOKASSA_SHOP_ID", "YOOKASSA_SECRET_KEY", "TBANK_TERMINAL_KEY", "TBANK_PASSWORD", "STRIPE_SECRET_KEY",
@@ -114,7 +114,7 @@ func TestExampleConfigLoadsAndBuilds(t *testing.T) {
 		require.Contains(t, string(body), env, "the example names %s", env)
 		t.Setenv(env, "test-credential-"+strings.ToLower(env))
 	}
-	routes, err := buildAdapters(c, quietLog())
+	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	require.Len(t, routes, len(c.Routes))
 
@@ -157,7 +157,7 @@ func TestDeployComposeConfigLoads(t *testing.T) {
 	require.NoError(t, c.validate())
 	require.Equal(t, 3, c.NATS.Replicas)
 	require.Equal(t, 3, strings.Count(c.NATS.URL, "nats://"), "every cluster node is named")
-	routes, err := buildAdapters(c, quietLog())
+	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	require.Len(t, routes, len(c.Routes))
 }

@@ -318,7 +318,7 @@ func TestConsoleObjectLinks(t *testing.T) {
 	c.Routes = map[string]string{"crm.deal.create": "bitrix24", "payment.charge": "yookassa"}
 	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: "https://example.bitrix24.ru", UserID: "1", WebhookCode: redact.Secret("code")}
 	c.Adapters.YooKassa = &yookassa.Config{ShopID: "1", SecretKey: redact.Secret("k")}
-	routes, err := buildAdapters(c, quietLog())
+	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	link := objectLinks(routes)
 	require.Equal(t, "https://example.bitrix24.ru/crm/deal/details/17/",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"sort"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -23,7 +22,7 @@ func (c Config) registry() (*operation.Registry, error) {
 // declaredAdapters returns the build steps of the targets declared under
 // adapters.http.<name>, in name order. Each serves the operation types
 // routed to its name (their fields are what its templates may name).
-func declaredAdapters(c Config, reg *operation.Registry, log *slog.Logger) []adapterEntry {
+func declaredAdapters(c Config, reg *operation.Registry, inject func(*adapters.HTTPConfig)) []adapterEntry {
 	names := make([]string, 0, len(c.Adapters.HTTP))
 	for n := range c.Adapters.HTTP {
 		names = append(names, n)
@@ -40,7 +39,7 @@ func declaredAdapters(c Config, reg *operation.Registry, log *slog.Logger) []ada
 			if d.Name == "" {
 				d.Name = n
 			}
-			d.Logger = log
+			inject(&d.HTTPConfig)
 			d.Types = nil
 			for op, target := range c.Routes {
 				if target != d.Name {

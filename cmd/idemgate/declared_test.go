@@ -58,7 +58,7 @@ func TestDeclaredTypeAndTargetLoad(t *testing.T) {
 	typ, ok := reg.Lookup("shipment.create")
 	require.True(t, ok)
 	require.Equal(t, []string{"comment"}, typ.FreeTextFields())
-	routes, err := buildAdapters(c, quietLog())
+	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	require.Equal(t, "warehouse", routes["shipment.create"].TargetSystem())
 	require.True(t, routes["shipment.create"].Capabilities().NativeKey)
@@ -151,7 +151,7 @@ func TestReadmeDeclaredExample(t *testing.T) {
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, strings.Replace(yaml, "https://wms.example.com", url, 1))))
 	require.NoError(t, err)
 	t.Setenv("IDEMGATE_WAREHOUSE_TOKEN", "sandbox_warehouse_token")
-	routes, err := buildAdapters(c, quietLog())
+	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	a := routes["shipment.create"]
 	require.NotNil(t, a)

@@ -180,6 +180,8 @@ func TestDaemonEndToEnd(t *testing.T) {
 				body := httpGet(t, "http://"+d.adminAddr+path)
 				require.Contains(t, body, want, path)
 			}
+			// One call to the target: one connection opened toward it.
+			require.Contains(t, httpGet(t, "http://"+d.adminAddr+"/metrics"), `idemgate_adapter_connections_opened_total{target="yookassa"} 1`)
 			cancel()
 			require.NoError(t, <-done)
 			require.NotContains(t, logs.String(), "merchant-account-17", "payloads are never logged")

@@ -23,10 +23,18 @@ import (
 // benchCommands and benchClients: 1,000 commands, a fifth of them repeats
 // of an earlier intent (an agent retrying), sent by this many agents at once.
 const (
-	benchCommands = 1000
-	benchRepeat   = 5 // every 5th command repeats an intent: 20 %
-	benchClients  = 128
+	benchRepeat  = 5 // every 5th command repeats an intent: 20 %
+	benchClients = 128
 )
+
+// benchCommands is 1,000, or 200 with -short: enough to exercise both
+// paths when scripts/test runs every benchmark once.
+func benchCommands() int {
+	if testing.Short() {
+		return 200
+	}
+	return 1000
+}
 
 // benchCall is one command of the workload: the intent and its payload.
 type benchCall struct {
@@ -35,11 +43,11 @@ type benchCall struct {
 
 // workload is 1,000 calls, 800 intents; each repeat follows its original.
 func workload(prefix string) []benchCall {
-	calls := make([]benchCall, 0, benchCommands)
-	for i := 0; len(calls) < benchCommands; i++ {
+	calls := make([]benchCall, 0, benchCommands())
+	for i := 0; len(calls) < benchCommands(); i++ {
 		c := benchCall{intent: fmt.Sprintf("%s-%d", prefix, i), order: fmt.Sprintf("order-%s-%d", prefix, i)}
 		calls = append(calls, c)
-		if (i+1)%(benchRepeat-1) == 0 && len(calls) < benchCommands {
+		if (i+1)%(benchRepeat-1) == 0 && len(calls) < benchCommands() {
 			calls = append(calls, c) // the agent retries this intent
 		}
 	}
@@ -133,11 +141,11 @@ func BenchmarkHTTPFaceVersusJetStream(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if want := round * benchCommands * (benchRepeat - 1) / benchRepeat; d.YooKassa.TotalEffects() != want {
+			if want := round * benchCommands() * (benchRepeat - 1) / benchRepeat; d.YooKassa.TotalEffects() != want {
 				b.Fatalf("%d charges in the ledger for %d intents", d.YooKassa.TotalEffects(), want)
 			}
-			jsRate := float64(b.N*benchCommands) / jsTime.Seconds()
-			httpRate := float64(b.N*benchCommands) / httpTime.Seconds()
+			jsRate := float64(b.N*benchCommands()) / jsTime.Seconds()
+			httpRate := float64(b.N*benchCommands()) / httpTime.Seconds()
 			b.ReportMetric(jsRate, "jetstream_cmds/s")
 			b.ReportMetric(httpRate, "http_cmds/s")
 			b.ReportMetric(httpRate/jsRate, "http/jetstream")

@@ -1,0 +1,620 @@
+// Command e2ebench measures the built idemgate binary end to end with a real
+// target in the loop, beside a raw baseline doing the same work by hand in
+// one process, in the same run (see scripts/bench, which builds and runs it):
+//
+//   - the YooKassa emulator (in this process) is the target, a nats-server
+//     of its own (JetStream on a temporary store) the broker, and a fresh
+//     schema of the PostgreSQL at -journal-url the journal;
+//   - -commands payment.charge commands (every fifth a repeat of an earlier
+//     intent under a new event id) are pre-loaded before each run;
+//   - raw: JetStream fetch → the journal's own claim SQL (read, then insert
+//   - take-over + read pipelined) → one keep-alive POST /v3/payments per
+//     new intent, the batch's calls at once → the journal's completion SQL
+//     → async publish of each result → ack on its PubAck;
+//   - daemon: `idemgate run` with its defaults and the emulator as target;
+//     CPU milliseconds per command from /proc/<pid>/stat;
+//   - replay: with the daemon still running, -replays more commands for the
+//     same intents under new event ids, answered from the journal;
+//   - lost: the daemon again, with -lost-rate of the emulator's answers lost
+//     after the payment is made (connection closed), -lost-commands commands
+//     for -lost-intents intents; the emulator's ledger must hold exactly one
+//     payment per intent.
+//
+// Each run is timed from the first result published to the last command
+// acknowledged. The machine is shared: compare the ratio of one run, not
+// figures across runs.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/journal/postgres"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+	sbyk "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/wire"
+)
+
+const (
+	env    = "bench"
+	opType = "payment.charge"
+	owner  = "raw-baseline"
+)
+
+type config struct {
+	bin, natsBin, journalURL, repo string
+	commands, lostCommands         int
+	lostIntents                    int
+	lostRate                       float64
+	rawLoops                       int
+	skipLost                       bool
+	replays                        int
+	timeout                        time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.bin, "idemgate", "", "the built idemgate binary")
+	flag.StringVar(&c.natsBin, "nats-server", "", "the nats-server binary")
+	flag.StringVar(&c.journalURL, "journal-url", os.Getenv("TEST_DATABASE_URL"), "PostgreSQL URL (a fresh schema per run is made in it)")
+	flag.StringVar(&c.repo, "repo", ".", "the repository root (the journal's SQL is read from journal/postgres/queries.go)")
+	flag.IntVar(&c.commands, "commands", 20_000, "commands per run (raw and daemon); every fifth repeats an earlier intent")
+	flag.IntVar(&c.lostCommands, "lost-commands", 5000, "commands of the lost-response run")
+	flag.IntVar(&c.lostIntents, "lost-intents", 4000, "intents of the lost-response run")
+	flag.Float64Var(&c.lostRate, "lost-rate", 0.05, "share of the emulator's answers lost after the payment is made")
+	flag.IntVar(&c.rawLoops, "raw-loops", 4, "concurrent fetch loops of the raw baseline")
+	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
+	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
+	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
+	flag.Parse()
+	if c.bin == "" || c.natsBin == "" || c.journalURL == "" {
+		fmt.Fprintln(os.Stderr, "e2ebench: -idemgate, -nats-server and -journal-url (or TEST_DATABASE_URL) are required")
+		os.Exit(2)
+	}
+	if c.lostIntents > c.lostCommands || c.lostIntents < 1 || c.commands < 5 {
+		fmt.Fprintln(os.Stderr, "e2ebench: need 1 <= -lost-intents <= -lost-commands and -commands >= 5")
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ebench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one invocation's infrastructure.
+type bench struct {
+	cfg     config
+	dir     string
+	natsURL string
+	nats    *exec.Cmd
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	sb      *sbyk.Server
+	sbURL   string
+	q       queries
+}
+
+func run(c config) error {
+	dir, err := os.MkdirTemp("", "idemgate-e2ebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{cfg: c, dir: dir}
+	if b.q, err = journalSQL(filepath.Join(c.repo, "journal", "postgres", "queries.go")); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	b.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
+	b.nats = exec.Command(c.natsBin, "-js", "-sd", filepath.Join(dir, "nats"), "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+	b.nats.Stderr, b.nats.Stdout = io.Discard, io.Discard
+	if err := b.nats.Start(); err != nil {
+		return fmt.Errorf("nats-server: %w", err)
+	}
+	defer func() { _ = b.nats.Process.Kill(); _ = b.nats.Wait() }()
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second); err != nil {
+		return err
+	}
+	if b.nc, err = nats.Connect(b.natsURL); err != nil {
+		return err
+	}
+	defer b.nc.Close()
+	if b.js, err = jetstream.New(b.nc); err != nil {
+		return err
+	}
+
+	fmt.Printf("e2ebench: %d commands (20 %% repeats) per run; target: the YooKassa emulator; journal: PostgreSQL; nats-server %s\n", c.commands, b.natsURL)
+	raw, err := b.rawRun()
+	if err != nil {
+		return fmt.Errorf("raw baseline: %w", err)
+	}
+	fmt.Printf("raw baseline: %6.0f commands/s  (%d commands in %v)\n", raw.rate(), raw.commands, raw.elapsed.Round(time.Millisecond))
+	d, err := b.daemonRun(c.commands, c.commands*4/5, 0)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	fmt.Printf("daemon:       %6.0f commands/s  (%d commands in %v), %.3f ms daemon CPU per command, peak RSS %.0f MiB\n",
+		d.rate(), d.commands, d.elapsed.Round(time.Millisecond), d.cpuPerCommand(), float64(d.peakRSS)/(1<<20))
+	fmt.Printf("ratio:        %.2f× the raw baseline\n", d.rate()/raw.rate())
+	if d.replays > 0 {
+		fmt.Printf("replay:       %6.0f commands/s  (%d commands answered from the journal in %v)\n",
+			float64(d.replays)/d.replayed.Seconds(), d.replays, d.replayed.Round(time.Millisecond))
+	}
+	if d.duplicates != 0 {
+		return fmt.Errorf("daemon: %d duplicate payments in the emulator's ledger", d.duplicates)
+	}
+	if c.skipLost {
+		return nil
+	}
+	l, err := b.daemonRun(c.lostCommands, c.lostIntents, c.lostRate)
+	if err != nil {
+		return fmt.Errorf("lost responses: %w", err)
+	}
+	fmt.Printf("lost:         %6.0f commands/s  (%d commands for %d intents, %.0f %% of answers lost), %.3f ms daemon CPU per command, %d duplicate effects\n",
+		l.rate(), l.commands, c.lostIntents, c.lostRate*100, l.cpuPerCommand(), l.duplicates)
+	if l.duplicates != 0 {
+		return fmt.Errorf("lost responses: %d duplicate payments in the emulator's ledger", l.duplicates)
+	}
+	return nil
+}
+
+// result is one run's figures.
+type result struct {
+	commands   int
+	elapsed    time.Duration
+	cpu        time.Duration // the daemon's user+system CPU over elapsed
+	peakRSS    int64
+	duplicates int
+	replays    int           // commands of the replay phase
+	replayed   time.Duration // its time
+}
+
+func (r result) rate() float64 { return float64(r.commands) / r.elapsed.Seconds() }
+func (r result) cpuPerCommand() float64 {
+	return float64(r.cpu) / float64(time.Millisecond) / float64(r.commands)
+}
+
+// stage makes a fresh emulator, schema and streams, and pre-loads n
+// commands for intents intents (the rest repeat earlier intents under new
+// event ids, spread out). It returns the journal URL of the schema.
+func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg consumer.Config) (string, error) {
+	if b.sb != nil {
+		_ = b.sb.Close()
+	}
+	b.sb = sbyk.New(sbyk.Options{Options: sandbox.Options{Seed: 1}})
+	var err error
+	if b.sbURL, err = b.sb.Start(""); err != nil {
+		return "", err
+	}
+	for _, s := range []string{ncfg.CommandsStream, ncfg.ResultsStream} {
+		if err := b.js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return "", err
+		}
+	}
+	if _, err := consumer.Ensure(ctx, b.js, ncfg); err != nil {
+		return "", err
+	}
+	schema := fmt.Sprintf("e2ebench_%s_%d", name, time.Now().UnixNano())
+	conn, err := pgx.Connect(ctx, b.cfg.journalURL)
+	if err != nil {
+		return "", err
+	}
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	_ = conn.Close(ctx)
+	if err != nil {
+		return "", err
+	}
+	url := withParam(b.cfg.journalURL, "search_path", schema)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	_, err = postgres.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return "", fmt.Errorf("migrate %s: %w", schema, err)
+	}
+
+	gap := max(1, min(4001, n/5))
+	intentOf := make([]int, n)
+	next := 0
+	for p := range n {
+		if next >= intents || (p >= gap && p%5 == 0 && n-p > intents-next) {
+			intentOf[p] = intentOf[p-gap]
+		} else {
+			intentOf[p] = next
+			next++
+		}
+	}
+	if err := b.publish(ctx, "evt", intentOf); err != nil {
+		return "", err
+	}
+	if next != intents {
+		return "", fmt.Errorf("pre-load made %d intents, want %d", next, intents)
+	}
+	return url, nil
+}
+
+// publish sends one command per entry of intentOf, command p for intent
+// intentOf[p] under the event id <prefix>-<p>: the same payload for the same
+// intent, so a later command for an intent is a repeat.
+func (b *bench) publish(ctx context.Context, prefix string, intentOf []int) error {
+	futs := make([]jetstream.PubAckFuture, 0, 1000)
+	for p, i := range intentOf {
+		cmd := operation.Command{EventID: fmt.Sprintf("%s-%d", prefix, p), IntentID: fmt.Sprintf("intent-%d", i), Operation: opType,
+			ApprovalID: "appr-" + strconv.Itoa(i),
+			Payload:    json.RawMessage(fmt.Sprintf(`{"account_id":"pm-saved-1","order_id":"order-%d","amount_minor":%d,"currency":"RUB"}`, i, 1000+i))}
+		data, err := json.Marshal(cmd)
+		if err != nil {
+			return err
+		}
+		f, err := b.js.PublishMsgAsync(&nats.Msg{Subject: wire.CommandSubject(opType), Data: data})
+		if err != nil {
+			return err
+		}
+		futs = append(futs, f)
+		if len(futs) == cap(futs) || p == len(intentOf)-1 {
+			for _, f := range futs {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			futs = futs[:0]
+		}
+	}
+	return nil
+}
+
+// watch times a run: from the first result published until JetStream holds
+// no pending or unacknowledged command and done (when not nil) is true.
+func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first func(), done func() (bool, error), subscribed ...chan struct{}) (time.Duration, error) {
+	var started atomic.Int64
+	firstSeen := make(chan struct{})
+	sub, err := b.nc.Subscribe(wire.ResultSubjects, func(*nats.Msg) {
+		if started.CompareAndSwap(0, time.Now().UnixNano()) {
+			if first != nil {
+				first()
+			}
+			close(firstSeen)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for _, c := range subscribed {
+		close(c)
+	}
+	select {
+	case <-firstSeen:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("no result published: %w", ctx.Err())
+	}
+	for {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Consumer >= uint64(n) {
+			ok := true
+			if done != nil {
+				if ok, err = done(); err != nil {
+					return 0, err
+				}
+			}
+			if ok {
+				return time.Since(time.Unix(0, started.Load())), nil
+			}
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%d pending, %d unacknowledged: %w", ci.NumPending, ci.NumAckPending, ctx.Err())
+		}
+	}
+}
+
+// daemonRun runs `idemgate run` against a fresh stage; lostRate > 0 loses
+// that share of the emulator's answers after the payment is made.
+func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
+	defer cancel()
+	ncfg := consumer.Config{}.WithDefaults()
+	url, err := b.stage(ctx, "daemon", n, intents, ncfg)
+	if err != nil {
+		return result{}, err
+	}
+	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
+	if err != nil {
+		return result{}, err
+	}
+	if lostRate > 0 {
+		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
+			return result{}, err
+		}
+	}
+	shop, secret := b.sb.Credentials()
+	cfgPath := filepath.Join(b.dir, "idemgate.yaml")
+	yaml := fmt.Sprintf(`env: %s
+data_dir: %q
+log:
+  level: warn
+admin:
+  addr: ""
+nats:
+  url: %s
+journal:
+  url: %q
+routes:
+  payment.charge: yookassa
+adapters:
+  yookassa:
+    base_url: %s
+    shop_id: %s
+    secret_key: %s
+    # A lookup scans the payments made since the key was first seen (all
+    # of them, for duplicates): the emulator shares this machine's clock,
+    # so the skew allowance can be small and the scans short.
+    lookup_skew: 1s
+    lookup_max_pages: 200
+`, env, filepath.Join(b.dir, "data"), b.natsURL, url, b.sbURL, shop, secret)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		return result{}, err
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(b.cfg.bin, "run", "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	pid := cmd.Process.Pid
+	var cpu0 time.Duration
+	var peak atomic.Int64
+	sampling := make(chan struct{})
+	go func() { // peak RSS
+		for {
+			if rss := procRSS(pid); rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-sampling:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	settled := func() (bool, error) {
+		if lostRate == 0 {
+			return true, nil
+		}
+		// Lost answers settle by lookup: every intent must end succeeded.
+		return b.allSucceeded(ctx, url, intents)
+	}
+	elapsed, err := b.watch(ctx, cons, n, func() { cpu0 = procCPU(pid) }, settled)
+	cpu := procCPU(pid) - cpu0
+	var replay time.Duration
+	if err == nil && lostRate == 0 && b.cfg.replays > 0 {
+		// Every intent again under new event ids, the daemon running: all
+		// replays from the journal, no call.
+		again := make([]int, b.cfg.replays)
+		for p := range again {
+			again[p] = p % intents
+		}
+		pubErr := make(chan error, 1)
+		started := make(chan struct{})
+		go func() { <-started; pubErr <- b.publish(ctx, "replay", again) }()
+		replay, err = b.watch(ctx, cons, n+len(again), nil, nil, started)
+		if perr := <-pubErr; err == nil {
+			err = perr
+		}
+	}
+	close(sampling)
+	stop()
+	if err != nil {
+		return result{}, fmt.Errorf("%w\ndaemon log (tail):\n%s", err, tail(logs.String(), 30))
+	}
+	r := result{commands: n, elapsed: elapsed, cpu: cpu, peakRSS: peak.Load(), replays: b.cfg.replays, replayed: replay}
+	if got := b.sb.TotalEffects(); got != intents {
+		r.duplicates = got - intents
+	}
+	return r, nil
+}
+
+func (b *bench) allSucceeded(ctx context.Context, url string, intents int) (bool, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(ctx)
+	var done int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM agent_operation_log WHERE status = 'succeeded'`).Scan(&done)
+	return done == intents, err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer in %v: %w", addr, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// withParam adds name=value to a postgres:// URL's query.
+func withParam(url, name, value string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + name + "=" + value
+}
+
+// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, 100 on Linux.
+const clockTicks = 100
+
+// procRSS is a process's resident set size in bytes.
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-lines):], "\n")
+}
+
+// queries are the statements journal/postgres sends, read from its source
+// so that the baseline cannot drift from the store.
+type queries struct {
+	selectRecords, claimInsert, claimTakeOver, complete string
+}
+
+func journalSQL(path string) (queries, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		return queries{}, fmt.Errorf("journal SQL: %w", err)
+	}
+	decls := map[string]ast.Expr{}
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if i < len(vs.Values) {
+						decls[name.Name] = vs.Values[i]
+					}
+				}
+			}
+		}
+	}
+	var eval func(ast.Expr) (string, error)
+	eval = func(e ast.Expr) (string, error) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			return strconv.Unquote(e.Value)
+		case *ast.Ident:
+			v, ok := decls[e.Name]
+			if !ok {
+				return "", fmt.Errorf("journal SQL: no constant %s", e.Name)
+			}
+			return eval(v)
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				x, err := eval(e.X)
+				if err != nil {
+					return "", err
+				}
+				y, err := eval(e.Y)
+				return x + y, err
+			}
+		case *ast.ParenExpr:
+			return eval(e.X)
+		}
+		return "", fmt.Errorf("journal SQL: cannot evaluate %T", e)
+	}
+	var q queries
+	for name, dst := range map[string]*string{"selectRecords": &q.selectRecords, "claimInsert": &q.claimInsert,
+		"claimTakeOver": &q.claimTakeOver, "complete": &q.complete} {
+		if *dst, err = eval(&ast.Ident{Name: name}); err != nil {
+			return q, err
+		}
+	}
+	return q, nil
+}
+
+// keyOf is the operation key the daemon derives from a command.
+func keyOf(c *operation.Command) string {
+	intent := c.IntentID
+	if intent == "" {
+		intent = c.EventID
+	}
+	return env + ":" + c.Operation + ":" + intent + ":" + operation.DefaultKeyVersion
+}
+
+func hashOf(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return hex.EncodeToString(sum[:])
+}
