@@ -20,8 +20,10 @@ type verdict struct {
 	retryIn time.Duration
 	note    string
 	code    string
-	// settling: the target's search has not settled yet; no lookup round
-	// was spent.
+	// settling: no lookup round was spent: the target's search has not
+	// settled yet, or the adapter's own client-side rate limit held the
+	// lookup back (nothing was sent; it is tried again after the wait the
+	// limit asked for).
 	settling bool
 }
 
@@ -36,6 +38,13 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 	cancel()
 	if err != nil {
 		ae := adapters.AsError(err)
+		if ae.Code == adapters.CodeClientRateLimit {
+			// Nothing reached the target: the account's own limit had no
+			// room for the lookup. The operation waits its turn; this is
+			// not a lookup that failed to settle it.
+			return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code, settling: true,
+				note: "lookup held back by the client-side rate limit: " + ae.Code}
+		}
 		return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code,
 			note: "lookup failed: " + ae.Code}
 	}

@@ -265,7 +265,8 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 			Reconciled: true, Note: v.note, ErrorCode: rec.ErrorCode})
 	default:
 		if v.settling {
-			// Not a spent round: the search has not caught up yet.
+			// Not a spent round: the search has not caught up yet, or the
+			// client-side rate limit held the lookup back.
 			return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token,
 				Status: journal.StatusUnknown, Note: v.note, ErrorCode: rec.ErrorCode, HoldFor: v.retryIn})
 		}

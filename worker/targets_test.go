@@ -312,3 +312,82 @@ func TestExhaustedAfterAnUnknownIsLookedUpFirst(t *testing.T) {
 	require.Contains(t, last.Note, "not found by key after the retries ran out")
 	require.Len(t, executes(t, b.store, key), 4, "no attempt past max_attempts")
 }
+
+// TestClientRateLimitedLookupWaitsItsTurn: a lookup the adapter's own
+// client-side rate limit holds back (client_rate_limited: nothing was sent)
+// is not a lookup round that failed to settle the outcome. The operation
+// stays unknown, held for the wait the limit asked for, with no round
+// counted (it is never raised for an operator on that account), and the
+// lookup once the limit has room settles it: one task in the target, the
+// journal's object is the ledger's.
+func TestClientRateLimitedLookupWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	sb, free := startBitrix24(t, 5*time.Second)
+	uid, code := sb.Credentials()
+	// Two requests at once (a lookup's two searches), then one every 2 s:
+	// once the bucket is empty, the next slot is past the 1 s call timeout.
+	limited, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code),
+		HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, RateLimit: adapters.RateLimit{Rate: 0.5, Burst: 2}}})
+	require.NoError(t, err)
+
+	body, err := json.Marshal(taskCommand("evt-rl", "task-rl"))
+	require.NoError(t, err)
+	op, err := (&operation.Decoder{Env: "test"}).Decode(body)
+	require.NoError(t, err)
+	key := op.Key.String()
+	// The first attempt's owner died after the add reached the portal.
+	c, err := journal.ClaimOne(ctx, b.store, journal.ClaimRequest{Key: key, OperationType: op.Type, RequestHash: op.Fingerprint,
+		TargetSystem: "crm", Owner: "gone", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	out, err := free.Execute(ctx, op)
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, b.store, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusUnknown,
+		ErrorCode: adapters.CodeTimeoutAfterRequestSent}))
+
+	r, err := worker.NewReconciler(worker.ReconcilerConfig{}, worker.Config{Owner: "rec", CallTimeout: time.Second},
+		worker.Deps{Store: b.store, Adapters: map[string]adapters.Adapter{op.Type: limited}})
+	require.NoError(t, err)
+	// Another operation's lookup on the account has just taken the
+	// bucket's two slots.
+	other, err := (&operation.Decoder{Env: "test"}).Decode(mustJSON(t, taskCommand("evt-rl-other", "task-rl-other")))
+	require.NoError(t, err)
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = limited.Lookup(lctx, other)
+	cancel()
+	require.NoError(t, err)
+	_, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	rec, err := b.store.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusUnknown, rec.Status, trail(t, b.store, key))
+	require.Zero(t, rec.ReconcileRounds, "a lookup held back by the client's own limit is no round")
+	require.Zero(t, rec.ReconcileRoundsTotal)
+	atts, err := b.store.Attempts(ctx, key)
+	require.NoError(t, err)
+	last := atts[len(atts)-1]
+	require.Equal(t, journal.OutcomeUnknown, last.Outcome)
+	require.Contains(t, last.Note, "client-side rate limit", trail(t, b.store, key))
+	require.True(t, rec.LeaseUntil.After(last.FinishedAt.Add(time.Second)), "held for the limit's wait, not retried at once")
+
+	// Once the bucket has refilled (two slots in 4 s), the lookup runs.
+	time.Sleep(4500 * time.Millisecond)
+	waitFor(t, 30*time.Second, "the lookup to settle the task", func() (bool, string) {
+		_, err := r.RunOnce(ctx)
+		rec, gerr := b.store.Get(ctx, key)
+		return err == nil && gerr == nil && rec.Status == journal.StatusSucceeded, trail(t, b.store, key)
+	})
+	rec, err = b.store.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, out.ObjectID, rec.TargetObjectID)
+	require.Equal(t, 1, sb.Effects(key), "one task in the target")
+	require.Zero(t, rec.ReconcileRoundsTotal, "no round was spent by the limit")
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}

@@ -18,6 +18,7 @@ func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
 		listen map[string]string
 		seed   uint64
 		quiet  bool
+		plan   string
 	)
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -36,13 +37,15 @@ Each emulator keeps its target's contract and serves an admin API:
 The credentials printed are the emulators' fixed test credentials.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSandbox(cmd.Context(), listen, sandbox.Options{Seed: seed, Logger: sandboxLogger(quiet, stderr)}, stdout)
+			return runSandbox(cmd.Context(), listen, sandbox.Options{Seed: seed, Logger: sandboxLogger(quiet, stderr)},
+				sandboxes.Tuning{Bitrix24Plan: plan}, stdout)
 		},
 	}
 	f := cmd.Flags()
 	f.StringToStringVar(&listen, "listen", nil, "listen address per emulator, e.g. yookassa=127.0.0.1:8443 (the others take free loopback ports)")
 	f.Uint64Var(&seed, "seed", 0, "seed of random-rate faults (the same seed and request order give the same faults)")
 	f.BoolVar(&quiet, "quiet", false, "do not log injected and fired faults on stderr")
+	f.StringVar(&plan, "bitrix24-plan", "standard", "the Bitrix24 portal's plan, which sets its REST rate limit: standard (50 requests, leaking 2/s) or enterprise (250, leaking 5/s)")
 	return cmd
 }
 
@@ -55,8 +58,11 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 
 // runSandbox starts every emulator of sandboxes.All, prints how to use
 // each, and serves until ctx ends.
-func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer) error {
-	g := sandboxes.All(opts)
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, stdout io.Writer) error {
+	g, err := sandboxes.All(opts, tune)
+	if err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--bitrix24-plan: %w", err)}
+	}
 	if err := g.Start(listen); err != nil {
 		if errors.Is(err, sandbox.ErrUnknownTarget) {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--listen: %w", err)}
