@@ -400,9 +400,10 @@ adapters:
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
 }
 
-// adaptersYAML keeps the emulators the routes use, and gives Bitrix24 a
-// settle time above the call timeout (a dead owner's late add must land
-// before a "not found" is trusted).
+// adaptersYAML keeps the emulators the routes use, gives Bitrix24 a settle
+// time above the call timeout (a dead owner's late add must land before a
+// "not found" is trusted) and each replica its share of the portal's rate
+// limit, and YooKassa compressed lookup horizons.
 func (s *soak) adaptersYAML() string {
 	var b strings.Builder
 	keep := false
@@ -418,6 +419,13 @@ func (s *soak) adaptersYAML() string {
 					// 250 requests, leaking 5/s).
 					b.WriteString("    settle_time: 5s\n")
 					fmt.Fprintf(&b, "    rate_limit: {rate: %.3f, burst: %d}\n", 5/float64(s.cfg.replicas), 250/s.cfg.replicas)
+				}
+				if name == "yookassa" {
+					// One machine's clock: the lookup's skew compressed
+					// with the other horizons, and one call above the
+					// worker's call timeout. The first attempt's window
+					// then holds a few hundred payments at 100/s.
+					b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
 				}
 			}
 			continue
