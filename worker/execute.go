@@ -81,12 +81,22 @@ type (
 	errHandOff struct{}
 	// errStopped: the loop's context ended before an attempt.
 	errStopped struct{}
+	// errLeaseRanOut: the claim's lease had run out (or nearly) on this
+	// process's clock before the call: nothing was sent.
+	errLeaseRanOut struct{}
 )
+
+// leaseMargin is the least lease a call may start with (a quarter of the
+// lease, at most a second): a call never starts once the lease may have
+// been taken over, so a take-over's reconciler only has to wait out calls
+// that began before it.
+func (w *Worker) leaseMargin() time.Duration { return min(time.Second, w.cfg.LeaseTTL/4) }
 
 func (e *errEnded) Error() string     { return e.ae.Error() }
 func (e *errLeaseLost) Error() string { return "lease lost during the call" }
 func (errHandOff) Error() string      { return "the operation is no longer this worker's to execute" }
 func (errStopped) Error() string      { return "stopped" }
+func (errLeaseRanOut) Error() string  { return "the lease ran out before the call" }
 
 // attempt makes one call to the target; from the second on, it first claims
 // the next attempt in the journal.
@@ -99,6 +109,9 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 		if err := r.reclaim(); err != nil {
 			return adapters.Outcome{}, backoff.Permanent(err)
 		}
+	}
+	if !j.leaseBy.IsZero() && time.Until(j.leaseBy) < w.leaseMargin() && !crashpoint.Broken(crashpoint.NoFencing) {
+		return adapters.Outcome{}, backoff.Permanent(errLeaseRanOut{})
 	}
 	r.calls++
 	key := j.op.Key.String()
@@ -141,11 +154,12 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 func (r *retryRun) reclaim() error {
 	w, j := r.w, r.j
 	for waited := false; ; waited = true {
+		sent := time.Now()
 		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
 		if err != nil {
 			return fmt.Errorf("re-claim: %w", err)
 		}
-		j.setClaim(c)
+		j.setClaim(c, sent)
 		if c.Decision == journal.Execute {
 			return nil
 		}
@@ -248,6 +262,12 @@ func (r *retryRun) finish(out adapters.Outcome, err error) {
 		r.ended(ended.class, ended.ae)
 	case errors.Is(err, errHandOff{}):
 		w.dispatch(j)
+	case errors.Is(err, errLeaseRanOut{}):
+		// This process stood still past its lease (a stop, a stall):
+		// another owner may hold the operation now. Nothing was sent; the
+		// command comes back and the journal decides who acts.
+		r.log().Warn("the lease ran out before the call: nothing sent", "lease_token", j.claim.Token)
+		w.nak(j, time.Second)
 	case errors.Is(err, errStopped{}) || errors.Is(err, context.Canceled):
 		// Cut short by shutdown: the attempt was recorded with its hold
 		// (or its lease expires into reconciliation); the command comes

@@ -20,8 +20,14 @@ type verdict struct {
 	retryIn time.Duration
 	note    string
 	code    string
-	// settling: the target's search has not settled yet; no lookup round
-	// was spent.
+	// quietFor is, for a "not found", how long ago the last execute
+	// attempt ended (its completion, or the take-over that abandoned it);
+	// zero while one is open.
+	quietFor time.Duration
+	// settling: no lookup round was spent: the target's search has not
+	// settled yet, or the adapter's own client-side rate limit held the
+	// lookup back (nothing was sent; it is tried again after the wait the
+	// limit asked for).
 	settling bool
 	// failed: the lookup call itself failed (status Indeterminate).
 	failed bool
@@ -54,6 +60,13 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 	cancel()
 	if err != nil {
 		ae := adapters.AsError(err)
+		if ae.Code == adapters.CodeClientRateLimit {
+			// Nothing reached the target: the account's own limit had no
+			// room for the lookup. The operation waits its turn; this is
+			// not a lookup that failed to settle it.
+			return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code, settling: true,
+				note: "lookup held back by the client-side rate limit: " + ae.Code}
+		}
 		return verdict{status: adapters.Indeterminate, retryIn: max(ae.RetryAfter, time.Second), code: ae.Code,
 			note: "lookup failed: " + ae.Code, failed: true}
 	}
@@ -65,17 +78,16 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 		}
 		return verdict{status: adapters.Found, outcome: res, note: note, code: res.Code}
 	case adapters.NotFound:
-		if settle := settleFor(a.Capabilities(), callTimeout); settle > 0 {
-			since, err := sinceLastAttempt(ctx, store, op.Key.String())
-			if err != nil {
-				return verdict{status: adapters.Indeterminate, retryIn: settle, note: "lookup not settled: " + err.Error()}
-			}
-			if since < settle {
-				return verdict{status: adapters.Indeterminate, retryIn: settle - since, settling: true,
-					note: fmt.Sprintf("not found yet; the target's search settles after %v", settle)}
-			}
+		settle := settleFor(a.Capabilities(), callTimeout)
+		since, quiet, err := sinceLastAttempt(ctx, store, op.Key.String())
+		if err != nil {
+			return verdict{status: adapters.Indeterminate, retryIn: max(settle, time.Second), note: "lookup not settled: " + err.Error()}
 		}
-		return verdict{status: adapters.NotFound, note: "reconciled: not found by key; retrying with the same key"}
+		if since < settle {
+			return verdict{status: adapters.Indeterminate, retryIn: settle - since, settling: true,
+				note: fmt.Sprintf("not found yet; the target's search settles after %v", settle)}
+		}
+		return verdict{status: adapters.NotFound, quietFor: quiet, note: "reconciled: not found by key; retrying with the same key"}
 	default:
 		return verdict{status: adapters.Indeterminate, retryIn: time.Second, note: "lookup indeterminate"}
 	}
@@ -104,26 +116,59 @@ func settleFor(caps adapters.Capabilities, callTimeout time.Duration) time.Durat
 }
 
 // sinceLastAttempt is the database-clock time since the last call to the
-// target began.
-func sinceLastAttempt(ctx context.Context, store journal.Store, key string) (time.Duration, error) {
+// target began, and since the last execute attempt ended (completed, or
+// closed by the take-over that abandoned it; zero while one is open).
+func sinceLastAttempt(ctx context.Context, store journal.Store, key string) (began, ended time.Duration, err error) {
 	atts, err := store.Attempts(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	now, err := store.Now(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var last time.Time
+	const forever = time.Duration(1<<62 - 1)
+	var last, end time.Time
+	open := false
 	for _, a := range atts {
-		if a.Kind == "execute" && a.StartedAt.After(last) {
+		if a.Kind != "execute" {
+			continue
+		}
+		if a.StartedAt.After(last) {
 			last = a.StartedAt
 		}
+		if a.FinishedAt.IsZero() {
+			open = true
+		} else if a.FinishedAt.After(end) {
+			end = a.FinishedAt
+		}
 	}
-	if last.IsZero() {
-		return time.Duration(1<<62 - 1), nil
+	began, ended = forever, forever
+	if !last.IsZero() {
+		began = now.Sub(last)
 	}
-	return now.Sub(last), nil
+	if !end.IsZero() {
+		ended = now.Sub(end)
+	}
+	if open {
+		ended = 0
+	}
+	return began, ended, nil
+}
+
+// finalWhenQuiet keeps a "not found" from ending an operation failed_final
+// until a call timeout has passed since its last execute attempt ended: an
+// owner whose lease was taken over may have sent its request just before
+// (a worker never starts a call past its lease), and a target may commit
+// it a little later. A retry with the same key is safe at once; a final
+// verdict is not. It returns v, or a verdict to look up again after the
+// rest of that wait (no round spent).
+func finalWhenQuiet(v verdict, final bool, callTimeout time.Duration) verdict {
+	if v.status != adapters.NotFound || !final || v.quietFor >= callTimeout {
+		return v
+	}
+	return verdict{status: adapters.Indeterminate, retryIn: callTimeout - v.quietFor, settling: true,
+		note: fmt.Sprintf("not found; a final verdict waits %v after the last call ended", callTimeout)}
 }
 
 // notFoundIsFinal reports whether a lookup that found nothing ends the
@@ -150,25 +195,29 @@ func (w *Worker) reconcile(j *job) {
 	lease := w.beats.track(j, key, j.claim.Token)
 	w.recordTrace(j)
 	v := lookup(j.traced(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt)), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
-	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
+	crashpoint.Do(crashpoint.BlindRetry, func() {
+		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
+	})
 	w.beats.untrack(lease)
+	w.m.reconciled.WithLabelValues(v.result()).Inc()
+	rec := j.claim.Record
+	final, finalNote := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, j.age())
+	v = finalWhenQuiet(v, final, w.cfg.CallTimeout)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
 	if ids := j.logAttrs(); ids != nil {
 		log = log.With(ids...)
 	}
-	rec := j.claim.Record
-	w.m.reconciled.WithLabelValues(v.result()).Inc()
 	switch v.status {
 	case adapters.Found:
 		reportDuplicates(w.d, adapter, key, v.outcome.Outcome)
 		log.Info(v.note)
 		w.completeAndPublish(j, v.completion(key, j.claim.Token, w.outcomeJSON(v.outcome.Outcome)), false)
 	case adapters.NotFound:
-		if final, note := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, j.age()); final {
-			log.Warn(note, "error_code", rec.ErrorCode)
+		if final {
+			log.Warn(finalNote, "error_code", rec.ErrorCode)
 			w.m.failedFinal.Inc()
 			w.completeAndPublish(j, journal.Completion{Key: key, Token: j.claim.Token, Status: journal.StatusFailedFinal,
-				Reconciled: true, Note: note, ErrorCode: rec.ErrorCode}, false)
+				Reconciled: true, Note: finalNote, ErrorCode: rec.ErrorCode}, false)
 			return
 		}
 		log.Info(v.note)
@@ -177,13 +226,14 @@ func (w *Worker) reconcile(j *job) {
 			w.completionFailed(j, err)
 			return
 		}
+		sent := time.Now()
 		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
 		if err != nil {
 			log.Error("re-claim after reconciliation failed", "error", err.Error())
 			w.nak(j, time.Second)
 			return
 		}
-		j.setClaim(c)
+		j.setClaim(c, sent)
 		if c.Decision == journal.Execute {
 			w.execute(j)
 			return

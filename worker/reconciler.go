@@ -217,9 +217,13 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
 		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
 	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
-	crashpoint.Do(crashpoint.BlindRetry, func() { v = verdict{status: adapters.NotFound, note: "reconciled: not found by key"} })
-	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
+	crashpoint.Do(crashpoint.BlindRetry, func() {
+		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
+	})
 	r.d.Metrics.reconciled.WithLabelValues(v.result()).Inc()
+	final, finalNote := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, c.Age()+time.Since(taken))
+	v = finalWhenQuiet(v, final, r.wcfg.CallTimeout)
+	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
 	switch v.status {
 	case adapters.Found:
 		s.Found++
@@ -236,13 +240,13 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 		return publishRecord(ctx, r.d, final)
 	case adapters.NotFound:
 		s.NotFound++
-		if final, note := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, c.Age()+time.Since(taken)); final {
+		if final {
 			if err := journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token, Status: journal.StatusFailedFinal,
-				Reconciled: true, Note: note, ErrorCode: rec.ErrorCode}); err != nil {
+				Reconciled: true, Note: finalNote, ErrorCode: rec.ErrorCode}); err != nil {
 				return err
 			}
 			r.d.Metrics.failedFinal.Inc()
-			log.Warn(note, "error_code", rec.ErrorCode)
+			log.Warn(finalNote, "error_code", rec.ErrorCode)
 			final, err := r.d.Store.Get(ctx, rec.Key)
 			if err != nil {
 				return err
@@ -254,7 +258,8 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 			Reconciled: true, Note: v.note, ErrorCode: rec.ErrorCode})
 	default:
 		if v.settling {
-			// Not a spent round: the search has not caught up yet.
+			// Not a spent round: the search has not caught up yet, or the
+			// client-side rate limit held the lookup back.
 			return journal.CompleteOne(ctx, r.d.Store, journal.Completion{Key: rec.Key, Token: c.Token,
 				Status: journal.StatusUnknown, Note: v.note, ErrorCode: rec.ErrorCode, HoldFor: v.retryIn})
 		}

@@ -304,12 +304,159 @@ func TestExhaustedAfterAnUnknownIsLookedUpFirst(t *testing.T) {
 	require.Zero(t, sb.TotalEffects())
 	atts, err := b.store.Attempts(context.Background(), key)
 	require.NoError(t, err)
-	last, beforeLast := atts[len(atts)-1], atts[len(atts)-2]
-	require.Equal(t, journal.KindExecute, beforeLast.Kind, trail(t, b.store, key))
-	require.Equal(t, 4, beforeLast.Attempt)
-	require.Equal(t, journal.OutcomeUnknown, beforeLast.Outcome, "the spent retries were looked up first: %s", trail(t, b.store, key))
+	last := atts[len(atts)-1]
+	exe := executes(t, b.store, key)
+	lastExec := exe[len(exe)-1]
+	require.Equal(t, 4, lastExec.Attempt, trail(t, b.store, key))
+	require.Equal(t, journal.OutcomeUnknown, lastExec.Outcome, "the spent retries were looked up first: %s", trail(t, b.store, key))
+	for _, a := range atts {
+		if a.Token > lastExec.Token {
+			require.Equal(t, journal.KindReconcile, a.Kind, "only lookups after the last call: %s", trail(t, b.store, key))
+		}
+	}
 	require.Equal(t, journal.KindReconcile, last.Kind)
 	require.Equal(t, journal.OutcomeFailedFinal, last.Outcome)
 	require.Contains(t, last.Note, "not found by key after the retries ran out")
+	// The final verdict came a call timeout after the last call ended: a
+	// request of it that a target commits late is found, not contradicted.
+	require.GreaterOrEqual(t, last.FinishedAt.Sub(lastExec.FinishedAt), 2*time.Second, trail(t, b.store, key))
 	require.Len(t, executes(t, b.store, key), 4, "no attempt past max_attempts")
+}
+
+// TestClientRateLimitedLookupWaitsItsTurn: a lookup the adapter's own
+// client-side rate limit holds back (client_rate_limited: nothing was sent)
+// is not a lookup round that failed to settle the outcome. The operation
+// stays unknown, held for the wait the limit asked for, with no round
+// counted (it is never raised for an operator on that account), and the
+// lookup once the limit has room settles it: one task in the target, the
+// journal's object is the ledger's.
+func TestClientRateLimitedLookupWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	sb, free := startBitrix24(t, 5*time.Second)
+	uid, code := sb.Credentials()
+	// Two requests at once (a lookup's two searches), then one every 2 s:
+	// once the bucket is empty, the next slot is past the 1 s call timeout.
+	limited, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code),
+		HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, RateLimit: adapters.RateLimit{Rate: 0.5, Burst: 2}}})
+	require.NoError(t, err)
+
+	body, err := json.Marshal(taskCommand("evt-rl", "task-rl"))
+	require.NoError(t, err)
+	op, err := (&operation.Decoder{Env: "test"}).Decode(body)
+	require.NoError(t, err)
+	key := op.Key.String()
+	// The first attempt's owner died after the add reached the portal.
+	c, err := journal.ClaimOne(ctx, b.store, journal.ClaimRequest{Key: key, OperationType: op.Type, RequestHash: op.Fingerprint,
+		TargetSystem: "crm", Owner: "gone", LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	out, err := free.Execute(ctx, op)
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, b.store, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusUnknown,
+		ErrorCode: adapters.CodeTimeoutAfterRequestSent}))
+
+	r, err := worker.NewReconciler(worker.ReconcilerConfig{}, worker.Config{Owner: "rec", CallTimeout: time.Second},
+		worker.Deps{Store: b.store, Adapters: map[string]adapters.Adapter{op.Type: limited}})
+	require.NoError(t, err)
+	// Another operation's lookup on the account has just taken the
+	// bucket's two slots.
+	other, err := (&operation.Decoder{Env: "test"}).Decode(mustJSON(t, taskCommand("evt-rl-other", "task-rl-other")))
+	require.NoError(t, err)
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = limited.Lookup(lctx, other)
+	cancel()
+	require.NoError(t, err)
+	_, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	rec, err := b.store.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusUnknown, rec.Status, trail(t, b.store, key))
+	require.Zero(t, rec.ReconcileRounds, "a lookup held back by the client's own limit is no round")
+	require.Zero(t, rec.ReconcileRoundsTotal)
+	atts, err := b.store.Attempts(ctx, key)
+	require.NoError(t, err)
+	last := atts[len(atts)-1]
+	require.Equal(t, journal.OutcomeUnknown, last.Outcome)
+	require.Contains(t, last.Note, "client-side rate limit", trail(t, b.store, key))
+	require.True(t, rec.LeaseUntil.After(last.FinishedAt.Add(time.Second)), "held for the limit's wait, not retried at once")
+
+	// Once the bucket has refilled (two slots in 4 s), the lookup runs.
+	time.Sleep(4500 * time.Millisecond)
+	waitFor(t, 30*time.Second, "the lookup to settle the task", func() (bool, string) {
+		_, err := r.RunOnce(ctx)
+		rec, gerr := b.store.Get(ctx, key)
+		return err == nil && gerr == nil && rec.Status == journal.StatusSucceeded, trail(t, b.store, key)
+	})
+	rec, err = b.store.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, out.ObjectID, rec.TargetObjectID)
+	require.Equal(t, 1, sb.Effects(key), "one task in the target")
+	require.Zero(t, rec.ReconcileRoundsTotal, "no round was spent by the limit")
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// stallingStore is the journal of a process that stands still (SIGSTOP, a
+// long stall) right after its claim went out: the claim's answer reaches
+// it stall later, when its lease may long have been taken over.
+type stallingStore struct {
+	journal.Store
+	stall time.Duration
+}
+
+func (s *stallingStore) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
+	cs, err := s.Store.Claim(ctx, reqs)
+	time.Sleep(s.stall)
+	return cs, err
+}
+
+// TestStalledOwnerSendsNothingAfterItsLease: a worker stands still between
+// its claim and its call for longer than its lease (the soak caught it: a
+// replica stopped with a claim in flight). Meanwhile the reconciler takes
+// the operation over, finds no payment and, the retry budget spent, ends it
+// failed_final. The woken worker must not charge: its lease ran out on its
+// own clock, so it sends nothing. The verdict and the ledger agree: no
+// charge, failed_final.
+func TestStalledOwnerSendsNothingAfterItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	sb, a := startYooKassa(t)
+	routes := map[string]adapters.Adapter{"payment.charge": a}
+	cfg := worker.Config{LeaseTTL: time.Second, CallTimeout: 500 * time.Millisecond, Retry: worker.RetryPolicy{MaxAttempts: 1, InLease: time.Second}}
+	cons, err := consumer.Ensure(ctx, b.js, b.ncfg)
+	require.NoError(t, err)
+	wcfg := cfg
+	wcfg.Owner = "stalled"
+	w, err := worker.New(wcfg, b.ncfg, worker.Deps{
+		Store: &stallingStore{Store: b.store, stall: 3 * time.Second}, JS: b.js, NC: b.nc, Consumer: cons,
+		Decoder: &operation.Decoder{Env: "test"}, Adapters: routes,
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(w.Stop)
+	rcfg := cfg
+	rcfg.Owner = "rec"
+	r, err := worker.NewReconciler(worker.ReconcilerConfig{Interval: 100 * time.Millisecond}, rcfg,
+		worker.Deps{Store: b.store, JS: b.js, Adapters: routes})
+	require.NoError(t, err)
+	require.NoError(t, r.Start(ctx))
+	t.Cleanup(r.Stop)
+
+	const key = "test:payment.charge:order-stall:v1"
+	b.publishCommand(t, chargeCommand("evt-stall", "order-stall"))
+	res := b.await(t, key, 1)[0]
+	require.Equal(t, operation.ResultFailedFinal, res.Status, "%+v %s", res, trail(t, b.store, key))
+	// The stalled worker has woken (its claim answered 3 s in) and acted.
+	time.Sleep(4 * time.Second)
+	require.Zero(t, sb.TotalEffects(), "a charge after the failed_final verdict: %s", trail(t, b.store, key))
+	rec, err := b.store.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, journal.StatusFailedFinal, rec.Status)
 }

@@ -301,10 +301,19 @@ type job struct {
 	// claimedAt is when claim came back, on this process's monotonic clock:
 	// the operation's age now is claim.Age() plus the time since.
 	claimedAt time.Time
+	// leaseBy is when the claim's lease ends at the earliest, on this
+	// process's monotonic clock: the time the claim was sent plus the
+	// lease the database granted (zero without a lease). A process stopped
+	// between the claim and the call (SIGSTOP, a stall) sees it passed.
+	leaseBy time.Time
 }
 
-func (j *job) setClaim(c journal.Claim) {
-	j.claim, j.claimedAt = c, time.Now()
+// setClaim records a claim sent at sent (this process's clock).
+func (j *job) setClaim(c journal.Claim, sent time.Time) {
+	j.claim, j.claimedAt, j.leaseBy = c, time.Now(), time.Time{}
+	if c.Owns() && !c.Record.LeaseUntil.IsZero() && !c.Now.IsZero() {
+		j.leaseBy = sent.Add(c.Record.LeaseUntil.Sub(c.Now))
+	}
 }
 
 // age is how long ago the operation's first attempt began, on the
@@ -344,11 +353,11 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 	if len(jobs) == 0 {
 		return
 	}
-	began := time.Now()
+	sent := time.Now() // the lease is measured from before the claim went out
 	claimSpan := startClaimSpan(jobs)
 	claims, err := w.d.Store.Claim(w.work, reqs)
 	endClaimSpan(claimSpan, err)
-	w.m.batch(batchClaim, len(reqs), time.Since(began))
+	w.m.batch(batchClaim, len(reqs), time.Since(sent))
 	if err != nil {
 		w.log.Error("claim failed: commands will be redelivered", "error", err.Error(), "batch", len(jobs))
 		for _, j := range jobs {
@@ -357,7 +366,7 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 		return
 	}
 	for i, j := range jobs {
-		j.setClaim(claims[i])
+		j.setClaim(claims[i], sent)
 		w.dispatch(j)
 	}
 }

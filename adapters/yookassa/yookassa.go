@@ -292,10 +292,43 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 
 // scan returns the objects carrying op's key, oldest first and each once,
 // and whether the whole window was read.
+//
+// The lists run newest first, so reaching an object means paging through
+// everything created after it. When the worker says when the journal first
+// saw the key (Attempt.Since), the first attempt's object, if any, was
+// created within LookupSkew of it plus one call (Timeout): that window is
+// read first (created_at.gte and .lte), and a match there ends the scan.
+// Only without one is the rest, from that window's end up to now, read as
+// well, each part within LookupMaxPages. Without Since (or while the first
+// window is not over yet) the whole window from From is read as one.
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
 	from := a.cfg.From(ctx, a.cfg.Clock())
+	first := time.Time{}
+	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
+		if end := att.Since.Add(a.cfg.LookupSkew + a.cfg.Timeout); end.After(from) && end.Before(a.cfg.Clock()) {
+			first = end
+		}
+	}
+	if first.IsZero() {
+		return a.scanWindow(ctx, op, from, time.Time{})
+	}
+	matches, complete, err := a.scanWindow(ctx, op, from, first)
+	if err != nil || len(matches) > 0 || !complete {
+		return matches, complete, err
+	}
+	return a.scanWindow(ctx, op, first, time.Time{})
+}
+
+// scanWindow reads the objects created from from up to to (both inclusive;
+// a zero to: up to now) and returns those carrying op's key, oldest first,
+// and whether the whole window was read.
+func (a *Adapter) scanWindow(ctx context.Context, op operation.Operation, from, to time.Time) ([]object, bool, error) {
+	const layout = "2006-01-02T15:04:05.000Z"
 	q := url.Values{}
-	q.Set("created_at.gte", from.UTC().Format("2006-01-02T15:04:05.000Z"))
+	q.Set("created_at.gte", from.UTC().Format(layout))
+	if !to.IsZero() {
+		q.Set("created_at.lte", to.UTC().Format(layout))
+	}
 	q.Set("limit", "100")
 	path := "/v3/payments"
 	switch op.Type {

@@ -456,3 +456,56 @@ func TestLookupWindowStartsAtTheKeysFirstAttempt(t *testing.T) {
 	require.Equal(t, adapters.Found, lr.Status)
 	require.Equal(t, int32(3), pages.Load(), "without it the whole lookup window is read")
 }
+
+// A key first seen a while ago, with many payments created since: the lists
+// run newest first, but the scan reads the window of the first attempt
+// (LookupSkew around the key's first sight, plus a call) before the rest,
+// so the payment is found in one page however many came after it, and a
+// key with no payment is still "not found" only once both parts were read.
+func TestLookupReadsTheFirstAttemptsWindowFirst(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	srv := sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	var pages atomic.Int32
+	a := front(t, srv, func(c *yookassa.Config) {
+		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, 2, 5*time.Second, 10*time.Second
+	}, func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			pages.Add(1)
+		}
+	})
+	since := clock()
+	op := charge(adaptertest.Intent("early"), "pm-saved-1", 100, "RUB")
+	att := adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since})
+	out, err := a.Execute(att, op)
+	require.NoError(t, err)
+	now.Add(int64(time.Minute))
+	createPayments(t, srv, 350) // four pages newer than the key's payment
+
+	pages.Store(0)
+	lr, err := a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since}), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status, "beyond two pages of newer payments")
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
+	require.Equal(t, int32(1), pages.Load(), "the first attempt's window alone")
+
+	// No payment for this key: the rest is read too, and past the page cap
+	// that cannot be "not found".
+	missing := charge(adaptertest.Intent("missing"), "pm-saved-1", 100, "RUB")
+	lr, err = a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since}), keyOnly(missing))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Indeterminate, lr.Status)
+	require.Equal(t, yookassa.CodeLookupIncomplete, lr.Code)
+	a2 := front(t, srv, func(c *yookassa.Config) {
+		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, 5, 5*time.Second, 10*time.Second
+	}, func(*http.Request) {})
+	lr, err = a2.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since}), keyOnly(missing))
+	require.NoError(t, err)
+	require.Equal(t, adapters.NotFound, lr.Status)
+	require.Equal(t, 1+350, srv.TotalEffects())
+}

@@ -18,6 +18,7 @@ func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
 		listen map[string]string
 		seed   uint64
 		quiet  bool
+		plan   string
 	)
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -50,13 +51,14 @@ its lag).`,
 			if err != nil {
 				return configError(err)
 			}
-			return runSandbox(cmd.Context(), listen, opts, stdout, declared...)
+			return runSandbox(cmd.Context(), listen, opts, sandboxes.Tuning{Bitrix24Plan: plan}, stdout, declared...)
 		},
 	}
 	f := cmd.Flags()
 	f.StringToStringVar(&listen, "listen", nil, "listen address per emulator, e.g. yookassa=127.0.0.1:8443 (the others take free loopback ports)")
 	f.Uint64Var(&seed, "seed", 0, "seed of random-rate faults (the same seed and request order give the same faults)")
 	f.BoolVar(&quiet, "quiet", false, "do not log injected and fired faults on stderr")
+	f.StringVar(&plan, "bitrix24-plan", "standard", "the Bitrix24 portal's plan, which sets its REST rate limit: standard (50 requests, leaking 2/s) or enterprise (250, leaking 5/s)")
 	return cmd
 }
 
@@ -69,8 +71,12 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 
 // runSandbox starts every emulator of sandboxes.All and the declared
 // targets' ones, prints how to use each, and serves until ctx ends.
-func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, stdout io.Writer, declared ...sandbox.Target) error {
-	g := append(sandboxes.All(opts), declared...)
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, stdout io.Writer, declared ...sandbox.Target) error {
+	g, err := sandboxes.All(opts, tune)
+	if err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--bitrix24-plan: %w", err)}
+	}
+	g = append(g, declared...)
 	if err := g.Start(listen); err != nil {
 		if errors.Is(err, sandbox.ErrUnknownTarget) {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--listen: %w", err)}

@@ -64,7 +64,9 @@ func startSandboxCmd(t *testing.T, args ...string) (map[string]string, string, f
 func TestSandboxCommand(t *testing.T) {
 	t.Parallel()
 	urls, banner, stop := startSandboxCmd(t)
-	require.ElementsMatch(t, sandboxes.All(sandbox.Options{}).Names(), keys(urls), banner)
+	all, err := sandboxes.All(sandbox.Options{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, all.Names(), keys(urls), banner)
 	require.GreaterOrEqual(t, len(urls), 6, "1C, Bitrix24, amoCRM, YooKassa, T-Bank, Stripe")
 	for name, u := range urls {
 		resp, err := httpClient.Get(u + "/_sandbox/ledger")
@@ -124,4 +126,35 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestSandboxBitrix24PlanFlag: --bitrix24-plan enterprise gives the portal
+// Enterprise's bucket (250 requests): 60 requests at once, more than the
+// standard plan's 50, all pass; an unknown plan is a usage error.
+func TestSandboxBitrix24PlanFlag(t *testing.T) {
+	t.Parallel()
+	count429 := func(u string) int {
+		limited := 0
+		for range 60 {
+			resp, err := httpClient.Get(u + "/rest/1/sandbox4l777m8lapmdaz/crm.deal.list.json")
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				limited++
+			}
+		}
+		return limited
+	}
+	urls, _, stop := startSandboxCmd(t, "--bitrix24-plan", "enterprise")
+	require.Zero(t, count429(urls["bitrix24"]), "enterprise: 60 requests within a 250-request bucket")
+	require.Equal(t, exitOK, stop())
+	urls, _, stop = startSandboxCmd(t)
+	require.Positive(t, count429(urls["bitrix24"]), "standard: 60 requests overflow a 50-request bucket")
+	require.Equal(t, exitOK, stop())
+
+	var errOut strings.Builder
+	code := run(context.Background(), []string{"sandbox", "--bitrix24-plan", "gold"}, io.Discard, &errOut)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut.String(), `bitrix24 portal plan "gold": want standard or enterprise`)
 }

@@ -418,60 +418,99 @@ func (c *checker) checkMismatch(in *intent) {
 	}
 }
 
+// Attempt outcomes of the journal's trail (journal.AttemptOutcome). The
+// first four are statuses a completion recorded (accepted under the
+// attempt's own token); fenced and abandoned are the fencing token at work:
+// the attempt's lease was taken over (abandoned: while it was open; fenced:
+// its worker then reported, and its completion was refused).
+const (
+	outSucceeded = "succeeded"
+	outFailedFin = "failed_final"
+	outRetryable = "failed_retryable"
+	outUnknown   = "unknown"
+	outFenced    = "fenced"
+	outAbandoned = "abandoned"
+)
+
+// accepted reports whether an outcome was recorded by an accepted
+// completion (one that changed the row).
+func accepted(outcome string) bool {
+	switch outcome {
+	case outSucceeded, outFailedFin, outRetryable, outUnknown:
+		return true
+	}
+	return false
+}
+
 // checkTrail reads the attempts trail (ordered by fencing token) against the
-// journal's state machine:
+// journal's state machine (journal/postgres: claim, take-over, complete,
+// resolve). Each attempt holds one lease; the next token is issued by:
 //
-//	execute(1) ─ failed_retryable ─► execute(n+1)
-//	    └─ unknown / left open ─► reconcile(n) ─ failed_retryable ─► execute(n+1)
-//	                                  └─ unknown / left open ─► reconcile(n)
-//	succeeded / failed_final end the trail (an operator acts only on unknown).
+//	a claim of a new key                        ─► execute 1
+//	a failed_retryable row whose hold passed    ─► execute n+1
+//	an unknown row, or a started row whose
+//	  lease expired (its attempt open, or closed
+//	  abandoned/fenced by the take-over)        ─► reconcile n (lookup first)
+//	an operator's decision on a row not final   ─► operator (succeeded/failed_final)
+//	succeeded / failed_final end the trail.
+//
+// An execute after an unknown, abandoned or fenced attempt is a blind retry.
+// A fenced attempt (a completion refused for a stale token) is fencing
+// working; a completion ACCEPTED after the next token was issued, or an
+// outcome recorded under a token whose attempt says otherwise, is a stale
+// completion.
 func (c *checker) checkTrail(in *intent) {
 	t := in.trail
 	for i, a := range t {
 		switch a.Outcome {
-		case "", "succeeded", "failed_final", "failed_retryable", "unknown":
+		case "", outSucceeded, outFailedFin, outRetryable, outUnknown, outFenced, outAbandoned:
 		default:
 			c.breach(InvIllegal, in.key, "attempt %d (token %d) outcome %q", a.Attempt, a.Token, a.Outcome)
 		}
-		if a.Kind == "operator" && a.Outcome != "succeeded" && a.Outcome != "failed_final" {
+		if a.Kind == "operator" && a.Outcome != outSucceeded && a.Outcome != outFailedFin {
 			c.breach(InvIllegal, in.key, "operator attempt (token %d) outcome %q", a.Token, a.Outcome)
 		}
 		if i == 0 {
-			if a.Kind != "execute" || a.Attempt != 1 {
-				c.breach(InvIllegal, in.key, "the trail starts with %s attempt %d", a.Kind, a.Attempt)
+			if a.Kind != "execute" || a.Attempt != 1 || a.Token != 1 {
+				c.breach(InvIllegal, in.key, "the trail starts with %s attempt %d (token %d)", a.Kind, a.Attempt, a.Token)
 			}
 			continue
 		}
 		p := t[i-1]
+		if a.Token != p.Token+1 {
+			c.breach(InvIllegal, in.key, "token %d follows token %d: every take-over issues the next token", a.Token, p.Token)
+		}
 		switch p.Outcome {
-		case "succeeded", "failed_final":
+		case outSucceeded, outFailedFin:
 			c.breach(InvIllegal, in.key, "%s (token %d) after %s (token %d)", a.Kind, a.Token, p.Outcome, p.Token)
-		case "failed_retryable":
-			if a.Kind != "execute" || a.Attempt != p.Attempt+1 {
+		case outRetryable:
+			switch {
+			case a.Kind == "operator":
+			case a.Kind != "execute" || a.Attempt != p.Attempt+1:
 				c.breach(InvIllegal, in.key, "%s attempt %d after failed_retryable attempt %d", a.Kind, a.Attempt, p.Attempt)
 			}
-		case "unknown", "":
-			what := "unknown"
-			if p.Outcome == "" {
-				what = "abandoned"
+		case outUnknown, outFenced, outAbandoned, "":
+			what := p.Outcome
+			if what == "" {
+				what = "open"
 			}
 			switch a.Kind {
 			case "execute":
 				c.breach(InvBlindRetry, in.key, "execute (token %d) right after an %s attempt (token %d), no lookup", a.Token, what, p.Token)
-			case "operator":
-				if p.Outcome == "" {
-					c.breach(InvIllegal, in.key, "operator decision (token %d) over a live attempt (token %d)", a.Token, p.Token)
-				}
 			case "reconcile":
 				if a.Attempt != p.Attempt {
 					c.breach(InvIllegal, in.key, "reconcile attempt %d after attempt %d", a.Attempt, p.Attempt)
 				}
 			}
 		}
+		if p.Outcome == "" {
+			// Every take-over closes the attempts it supersedes.
+			c.breach(InvIllegal, in.key, "%s attempt (token %d) still open after token %d was issued", p.Kind, p.Token, a.Token)
+		}
 		// A lookup that answered "not found" while the target held an
 		// object with this key (made before the lookup began, key kept) sent
 		// the next execute in blind.
-		if p.Kind == "reconcile" && p.Outcome == "failed_retryable" && a.Kind == "execute" {
+		if p.Kind == "reconcile" && p.Outcome == outRetryable && a.Kind == "execute" {
 			for _, e := range in.effects {
 				if !e.KeyIgnored && e.At.Before(p.Started) {
 					c.breach(InvBlindRetry, in.key, "lookup (token %d) found nothing, but object %s existed since %s; execute (token %d) followed",
@@ -480,14 +519,21 @@ func (c *checker) checkTrail(in *intent) {
 				}
 			}
 		}
-		// Fencing: a lease's outcome is recorded only while it is current,
-		// i.e. before the next token was issued.
-		if !p.Finished.IsZero() && p.Finished.After(a.Started.Add(staleSlack)) {
-			c.breach(InvStale, in.key, "attempt with token %d completed at %s, after token %d was issued at %s",
-				p.Token, p.Finished.Format(time.RFC3339Nano), a.Token, a.Started.Format(time.RFC3339Nano))
+		// Fencing: an outcome is accepted only while its lease is current,
+		// i.e. before the next token was issued. A refused one (fenced) or
+		// one the take-over closed (abandoned) is fencing at work.
+		if accepted(p.Outcome) && !p.Finished.IsZero() && p.Finished.After(a.Started.Add(staleSlack)) {
+			c.breach(InvStale, in.key, "attempt with token %d recorded %s at %s, after token %d was issued at %s",
+				p.Token, p.Outcome, p.Finished.Format(time.RFC3339Nano), a.Token, a.Started.Format(time.RFC3339Nano))
 		}
 	}
-	if in.row != nil && len(t) > 0 && (in.row.Status == "succeeded" || in.row.Status == "failed_final") {
+	if in.row != nil && len(t) > 0 {
+		last := t[len(t)-1]
+		if last.Token != in.row.Token {
+			c.breach(InvIllegal, in.key, "row %s under token %d, the trail's last attempt holds token %d", in.row.Status, in.row.Token, last.Token)
+		}
+	}
+	if in.row != nil && len(t) > 0 && (in.row.Status == outSucceeded || in.row.Status == outFailedFin) {
 		var cur *Attempt
 		for i := range t {
 			if t[i].Token == in.row.Token {
@@ -507,12 +553,12 @@ func (c *checker) checkTrail(in *intent) {
 	}
 	for _, a := range t {
 		// Every lookup's completion says what the lookup found (the note):
-		// a reconcile attempt closed without one was closed by an
-		// executor's completion, i.e. under another lease's token.
-		if a.Kind == "reconcile" && a.Outcome != "" && a.Note == "" {
+		// a reconcile attempt whose accepted outcome has none was closed by
+		// an executor's completion, i.e. under another lease's token.
+		if a.Kind == "reconcile" && accepted(a.Outcome) && a.Note == "" {
 			c.breach(InvStale, in.key, "reconcile attempt (token %d, %s) closed as %q by a completion that did no lookup", a.Token, a.Worker, a.Outcome)
 		}
-		if a.Finished.IsZero() {
+		if a.Finished.IsZero() || a.Outcome == "" {
 			c.breach(InvOpenAttempts, in.key, "%s attempt %d (token %d, %s) never closed", a.Kind, a.Attempt, a.Token, a.Worker)
 		}
 	}

@@ -52,6 +52,43 @@ func healthy() History {
 	}
 }
 
+// TestCheckFencingAtWorkIsNoBreach: the journal's closed attempts trail
+// (migration 0002) records what fencing did: an attempt whose lease was
+// taken over while it was open is closed abandoned, and its worker's late
+// completion, refused, turns it fenced. Neither is a stale completion, an
+// illegal transition or an open attempt; a lookup follows either. An
+// operator may decide a failed_retryable operation.
+func TestCheckFencingAtWorkIsNoBreach(t *testing.T) {
+	h := healthy()
+	// k1: the executor was paused past its lease; the reconciler took over
+	// (token 2) and the executor reported at 4 s: refused, fenced.
+	h.Attempts[0].Outcome = "fenced"
+	h.Attempts[0].Finished = at(4)
+	h.Attempts[0].Note = "lease taken over before this outcome was recorded: succeeded (object inv-1)"
+	// A reconcile attempt taken over in turn (abandoned, no note), then a
+	// lookup that settled it.
+	h.Attempts[1].Outcome = "abandoned"
+	h.Attempts[1].Note = ""
+	h.Attempts[1].Finished = at(2.4)
+	h.Attempts = append(h.Attempts, Attempt{Key: h.Sent[0].Key, Attempt: 1, Token: 3, Worker: "r3", Kind: "reconcile",
+		Started: at(2.4), Finished: at(2.6), Outcome: "succeeded", Note: "reconciled: found by key"})
+	h.Rows[0].Token = 3
+	// k2: a retryable failure an operator decided.
+	h.Attempts[2].Outcome = "failed_retryable"
+	h.Attempts = append(h.Attempts, Attempt{Key: h.Sent[3].Key, Attempt: 1, Token: 2, Worker: "ops", Kind: "operator",
+		Started: at(5.45), Finished: at(5.45), Outcome: "failed_final", Note: "checked by hand"})
+	h.Rows[1].Token = 2
+	rep := Check(h, nil)
+	if !rep.Pass {
+		t.Fatalf("fencing at work failed the check: %v\n%s", rep.Breached, summary(rep))
+	}
+	// The same late report accepted (recorded as its outcome) is stale.
+	h.Attempts[0].Outcome = "succeeded"
+	if rep := Check(h, nil); !contains(rep.Breached, InvStale) {
+		t.Fatalf("an outcome accepted after the take-over passed: %v", rep.Breached)
+	}
+}
+
 func TestCheckHealthyHistoryPasses(t *testing.T) {
 	rep := Check(healthy(), nil)
 	if !rep.Pass || len(rep.Breached) > 0 {
@@ -154,6 +191,27 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 		}, true},
 		{"attempt left open", InvOpenAttempts, k2, func(h *History) {
 			h.Attempts[2].Finished = time.Time{}
+			h.Attempts[2].Outcome = ""
+		}, false},
+		{"execute right after an abandoned attempt", InvBlindRetry, k1, func(h *History) {
+			h.Attempts[0].Outcome = "abandoned"
+			h.Attempts[0].Finished = h.Attempts[1].Started
+			h.Attempts[1].Kind = "execute"
+			h.Attempts[1].Attempt = 2
+		}, false},
+		{"execute right after a fenced attempt", InvBlindRetry, k1, func(h *History) {
+			h.Attempts[0].Outcome = "fenced"
+			h.Attempts[0].Finished = at(2.2)
+			h.Attempts[1].Kind = "execute"
+			h.Attempts[1].Attempt = 2
+		}, false},
+		{"a token skipped in the trail", InvIllegal, k1, func(h *History) {
+			h.Attempts[1].Token = 3
+			h.Rows[0].Token = 3
+		}, true},
+		{"row under a token the trail does not end with", InvIllegal, k2, func(h *History) {
+			h.Rows[1].Token = 2
+			h.Rows[1].Status = "unknown"
 		}, false},
 	}
 	for _, tc := range cases {

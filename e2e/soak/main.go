@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,7 @@ type config struct {
 	out, binDir   string
 	duration      time.Duration
 	rate          float64
+	crmRate       float64
 	publishers    int
 	seed          uint64
 	nemesis       string
@@ -44,6 +46,7 @@ type config struct {
 	knownDefects  bool
 	smoke         bool
 	budget        time.Duration
+	recheck       string
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
@@ -66,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.binDir, "bin-dir", "", "folder holding idemgate (built with -tags soak) and nats-server")
 	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long the workload runs")
 	fs.Float64Var(&c.rate, "rate", 100, "commands per second")
+	fs.Float64Var(&c.crmRate, "crm-rate", 0.8, "new CRM intents (Bitrix24) per second, within the rate: the emulated Enterprise portal admits 5 requests/s and a create costs 3")
 	fs.IntVar(&c.publishers, "publishers", 64, "concurrent publishers (each retries its message until PubAck)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload, nemesis and emulator faults (0: from the clock)")
 	fs.StringVar(&c.nemesis, "nemesis", strings.Join(allNemeses, ","), "nemesis kinds: "+strings.Join(allNemeses, ",")+" (empty: none)")
@@ -80,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.knownDefects, "known-defect-faults", false, "add fault windows that provoke defects known to be open (see docs/soak.md)")
 	fs.BoolVar(&c.smoke, "smoke", false, "the CI smoke: 150s workload, every nemesis kind once, short gaps")
 	fs.DurationVar(&c.budget, "budget", 0, "fail when the whole run takes longer than this (0: no budget)")
+	fs.StringVar(&c.recheck, "recheck", "", "run no soak: check again the history saved in this output folder (writes recheck-report.md/.json there)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -135,11 +140,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.rate <= 0 || c.replicas < 1 || c.publishers < 1 {
 		return c, errors.New("--rate, --replicas and --publishers must be positive")
 	}
+	if c.crmRate < 0 {
+		return c, errors.New("--crm-rate must not be negative")
+	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
 	}
 	c.lease = 6 * time.Second
 	return c, nil
+}
+
+// knownSet is --known as a set.
+func (c config) knownSet() map[string]bool {
+	known := map[string]bool{}
+	for _, k := range strings.Split(c.known, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			known[k] = true
+		}
+	}
+	return known
 }
 
 func contains(xs []string, x string) bool {
@@ -168,6 +187,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		return 2, err
 	}
 	began := time.Now()
+	if cfg.recheck != "" {
+		rep, err := recheck(cfg.recheck, cfg.knownSet())
+		if err != nil {
+			return 3, err
+		}
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(filepath.Join(cfg.recheck, "recheck-report.json"), b, 0o644); err != nil {
+			return 3, err
+		}
+		if err := os.WriteFile(filepath.Join(cfg.recheck, "recheck-report.md"), []byte(markdown(rep)), 0o644); err != nil {
+			return 3, err
+		}
+		fmt.Fprintf(stdout, "%s\nreport: %s\n", summary(rep), filepath.Join(cfg.recheck, "recheck-report.md"))
+		if !rep.Pass {
+			return 1, nil
+		}
+		return 0, nil
+	}
 	if cfg.out == "" {
 		cfg.out, err = os.MkdirTemp("", "idemgate-soak-")
 		if err != nil {

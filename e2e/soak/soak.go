@@ -129,7 +129,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		append(s.nem.actions, faultNames(s.nem.faults)...), s.cfg.seed, s.cfg.out)
 
 	// Workload and nemesis.
-	s.wl = newWorkload(s.js, "soak", "cnry"+randHex(6), s.cfg.rate, s.cfg.seed, s.cfg.keyless)
+	s.wl = newWorkload(s.js, "soak", "cnry"+randHex(6), s.cfg.rate, s.cfg.crmRate, s.cfg.seed, s.cfg.keyless)
 	if _, err := s.nc.Subscribe(replySubject, s.wl.onReply); err != nil {
 		return Report{}, err
 	}
@@ -179,13 +179,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	if err := saveHistory(s.cfg.out, h); err != nil {
 		return Report{}, err
 	}
-	known := map[string]bool{}
-	for _, k := range strings.Split(s.cfg.known, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			known[k] = true
-		}
-	}
-	rep := Check(h, known)
+	rep := Check(h, s.cfg.knownSet())
 	info := &RunInfo{Seed: s.cfg.seed, Rate: s.cfg.rate, Duration: s.cfg.duration.String(), Nemesis: append(s.nem.actions, faultNames(s.nem.faults)...),
 		Break: s.cfg.breakName, Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
 		Horizons:   fmt.Sprintf("lease_ttl %v, call_timeout 4s, heartbeat 2s, ack_wait 15s, duplicate_window 30s, retry.max_elapsed 8s, reconciler 1s", s.cfg.lease),
@@ -273,7 +267,7 @@ func (s *soak) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.sbCmd = exec.Command(s.bin("idemgate"), "sandbox", "--seed", fmt.Sprint(s.cfg.seed))
+	s.sbCmd = exec.Command(s.bin("idemgate"), "sandbox", "--seed", fmt.Sprint(s.cfg.seed), "--bitrix24-plan", "enterprise")
 	s.sbCmd.Stderr = sbLog
 	out, err := s.sbCmd.StdoutPipe()
 	if err != nil {
@@ -406,9 +400,10 @@ adapters:
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
 }
 
-// adaptersYAML keeps the emulators the routes use, and gives Bitrix24 a
-// settle time above the call timeout (a dead owner's late add must land
-// before a "not found" is trusted).
+// adaptersYAML keeps the emulators the routes use, gives Bitrix24 a settle
+// time above the call timeout (a dead owner's late add must land before a
+// "not found" is trusted) and each replica its share of the portal's rate
+// limit, and YooKassa compressed lookup horizons.
 func (s *soak) adaptersYAML() string {
 	var b strings.Builder
 	keep := false
@@ -419,7 +414,18 @@ func (s *soak) adaptersYAML() string {
 			if keep {
 				b.WriteString(line + "\n")
 				if name == "bitrix24" {
+					// Each replica takes its share of the portal's
+					// limit (the sandbox runs an Enterprise portal:
+					// 250 requests, leaking 5/s).
 					b.WriteString("    settle_time: 5s\n")
+					fmt.Fprintf(&b, "    rate_limit: {rate: %.3f, burst: %d}\n", 5/float64(s.cfg.replicas), 250/s.cfg.replicas)
+				}
+				if name == "yookassa" {
+					// One machine's clock: the lookup's skew compressed
+					// with the other horizons, and one call above the
+					// worker's call timeout. The first attempt's window
+					// then holds a few hundred payments at 100/s.
+					b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
 				}
 			}
 			continue
@@ -608,7 +614,14 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(cctx, `SELECT operation_key, status, coalesce(target_object_id, ''), request_hash, lease_token FROM agent_operation_log`)
+	// One snapshot for the rows, the trail and the dump: a reconciler still
+	// at work (an unsettled run) cannot make them disagree.
+	tx, err := conn.BeginTx(cctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	rows, err := tx.Query(cctx, `SELECT operation_key, status, coalesce(target_object_id, ''), request_hash, lease_token FROM agent_operation_log`)
 	if err != nil {
 		return err
 	}
@@ -622,7 +635,7 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = conn.Query(cctx, `SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
+	rows, err = tx.Query(cctx, `SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
 		coalesce(outcome, ''), coalesce(error_code, ''), coalesce(note, '') FROM agent_operation_attempts`)
 	if err != nil {
 		return err
@@ -643,7 +656,7 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 	}
 	var dump bytes.Buffer
 	for _, q := range []string{`SELECT row_to_json(l)::text FROM agent_operation_log l`, `SELECT row_to_json(a)::text FROM agent_operation_attempts a`} {
-		rows, err := conn.Query(cctx, q)
+		rows, err := tx.Query(cctx, q)
 		if err != nil {
 			return err
 		}

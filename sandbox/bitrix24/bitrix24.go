@@ -22,6 +22,28 @@ const (
 	DefaultLeakPerSec = 2
 )
 
+// Portal plans: the REST limits' leaky bucket of each (TARGETS.md §2,
+// b24restdocs limits.md [OK]).
+const (
+	// PlanStandard is every plan but Enterprise: 50 requests, leaking 2/s
+	// (the emulator's default).
+	PlanStandard = "standard"
+	// PlanEnterprise: 250 requests, leaking 5/s.
+	PlanEnterprise = "enterprise"
+)
+
+// PlanLimits returns the bucket and leak rate of a portal plan, or an error
+// naming the plans for any other name.
+func PlanLimits(plan string) (bucket, leakPerSec float64, err error) {
+	switch plan {
+	case PlanStandard:
+		return DefaultBucket, DefaultLeakPerSec, nil
+	case PlanEnterprise:
+		return 250, 5, nil
+	}
+	return 0, 0, fmt.Errorf("bitrix24 portal plan %q: want %s or %s", plan, PlanStandard, PlanEnterprise)
+}
+
 // Options configure the emulator.
 type Options struct {
 	sandbox.Options

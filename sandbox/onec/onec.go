@@ -82,6 +82,10 @@ type Server struct {
 	mu       sync.Mutex
 	docs     []*document
 	register map[string]*document // the key register of the HTTP service
+	// markers indexes the oldest document whose comment carries each
+	// "[op:<key>]" marker: the HTTP service's fallback for a key the
+	// register lacks, without reading every document.
+	markers  map[string]*document
 	keyLocks map[string]*sync.Mutex
 }
 
@@ -117,6 +121,7 @@ func (s *Server) resetState() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.docs = nil
+	s.markers = make(map[string]*document)
 	s.register = make(map[string]*document)
 	s.keyLocks = make(map[string]*sync.Mutex)
 }
@@ -279,7 +284,30 @@ func (s *Server) newDocument(key string, q invoiceRequest) *document {
 		Version:     1,
 	}
 	s.docs = append(s.docs, d)
+	for _, k := range markersIn(d.Comment) {
+		if s.markers[k] == nil {
+			s.markers[k] = d // the oldest document carrying the marker
+		}
+	}
 	return d
+}
+
+// markersIn returns every key k for which comment contains "[op:k]".
+func markersIn(comment string) []string {
+	var keys []string
+	for i := 0; ; {
+		j := strings.Index(comment[i:], "[op:")
+		if j < 0 {
+			return keys
+		}
+		start := i + j + len("[op:")
+		for e := start; e < len(comment); e++ {
+			if comment[e] == ']' {
+				keys = append(keys, comment[start:e])
+			}
+		}
+		i = start
+	}
 }
 
 func invoiceAnswer(d *document, replayed bool) map[string]any {
@@ -296,11 +324,10 @@ func (s *Server) getInvoice(w http.ResponseWriter, r *http.Request) {
 	d := s.register[key]
 	by := "register"
 	if d == nil {
-		for _, doc := range s.docs {
-			if strings.Contains(doc.Comment, "[op:"+key+"]") && !doc.Deleted {
-				d, by = doc, "marker"
-				break
-			}
+		// Documents are never deleted here (DeletionMark stays false), so
+		// the oldest document with the marker is the index's.
+		if doc := s.markers[key]; doc != nil && !doc.Deleted {
+			d, by = doc, "marker"
 		}
 	}
 	s.mu.Unlock()

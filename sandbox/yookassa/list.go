@@ -98,7 +98,7 @@ func serveList[T listable](s *Server, w http.ResponseWriter, r *http.Request, fi
 	s.mu.Lock()
 	items, next := listNewestFirst(objects(), before, limit, func(o T) bool {
 		return win.match(o.listedAt()) && (want == "" || o.listedBy() == want)
-	})
+	}, func(o T) bool { return win.older(o.listedAt()) })
 	s.mu.Unlock()
 	out := map[string]any{"type": "list", "items": items}
 	if next != "" {
@@ -133,6 +133,12 @@ func (win window) match(t time.Time) bool {
 		(win.lte.IsZero() || !t.After(win.lte)) && (win.lt.IsZero() || t.Before(win.lt))
 }
 
+// older reports whether t is before the window's lower bound: objects
+// created earlier (all that follow, newest first) cannot match either.
+func (win window) older(t time.Time) bool {
+	return (!win.gte.IsZero() && t.Before(win.gte)) || (!win.gt.IsZero() && !t.After(win.gt))
+}
+
 // page reads limit and cursor: limit 1..100 (default 10). The cursor is
 // opaque to clients; here it names the creation sequence number of the last
 // object of the previous page, and the next page holds the matching objects
@@ -153,10 +159,12 @@ func page(q url.Values) (limit int, before int, bad string) {
 	return limit, before, ""
 }
 
-// listNewestFirst walks objs newest first from just before the cursor
-// position, and returns snapshots of up to limit that match and the cursor
-// of the next page ("" at the end).
-func listNewestFirst[T listable](objs []T, before, limit int, match func(T) bool) ([]any, string) {
+// listNewestFirst walks objs (in creation order) newest first from just
+// before the cursor position, and returns snapshots of up to limit that
+// match and the cursor of the next page ("" at the end). The walk stops at
+// the first object past the window's lower bound (done): a list narrowed
+// to a recent window reads that window, not every object.
+func listNewestFirst[T listable](objs []T, before, limit int, match, done func(T) bool) ([]any, string) {
 	start := len(objs) - 1
 	if before >= 0 && before-1 < start {
 		start = before - 1
@@ -164,6 +172,9 @@ func listNewestFirst[T listable](objs []T, before, limit int, match func(T) bool
 	items := []any{}
 	last := -1
 	for i := start; i >= 0; i-- {
+		if done(objs[i]) {
+			break
+		}
 		if !match(objs[i]) {
 			continue
 		}

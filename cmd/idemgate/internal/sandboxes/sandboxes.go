@@ -27,17 +27,35 @@ import (
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
-// All builds every target emulator with the shared options, not started,
-// in a fixed order.
-func All(opts sandbox.Options) sandbox.Group {
+// Tuning sets what one emulator models beyond the shared options.
+type Tuning struct {
+	// Bitrix24Plan is the emulated portal's plan (sbbitrix24.PlanStandard,
+	// the default, or PlanEnterprise): its REST rate limit.
+	Bitrix24Plan string
+}
+
+// All builds every target emulator with the shared options (and at most one
+// Tuning), not started, in a fixed order. An unknown plan is an error.
+func All(opts sandbox.Options, tune ...Tuning) (sandbox.Group, error) {
+	var t Tuning
+	if len(tune) > 0 {
+		t = tune[0]
+	}
+	b24 := sbbitrix24.Options{Options: opts}
+	if t.Bitrix24Plan != "" {
+		var err error
+		if b24.Bucket, b24.LeakPerSec, err = sbbitrix24.PlanLimits(t.Bitrix24Plan); err != nil {
+			return nil, err
+		}
+	}
 	return sandbox.Group{
 		sbonec.New(sbonec.Options{Options: opts}),
-		sbbitrix24.New(sbbitrix24.Options{Options: opts}),
+		sbbitrix24.New(b24),
 		sbamocrm.New(sbamocrm.Options{Options: opts}),
 		sbyookassa.New(sbyookassa.Options{Options: opts}),
 		sbtbank.New(sbtbank.Options{Options: opts}),
 		sbstripe.New(sbstripe.Options{Options: opts}),
-	}
+	}, nil
 }
 
 // Credential is one test credential of an emulator.

@@ -14,7 +14,8 @@ import (
 // description: an emulator added to All and not to Describe fails here.
 func TestEveryEmulatorIsServedAndDescribed(t *testing.T) {
 	t.Parallel()
-	g := All(sandbox.Options{})
+	g, err := All(sandbox.Options{})
+	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"onec", "bitrix24", "amocrm", "yookassa", "tbank", "stripe"}, g.Names())
 	require.NoError(t, g.Start(nil))
 	t.Cleanup(func() { require.NoError(t, g.Close()) })
