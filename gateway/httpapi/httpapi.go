@@ -14,7 +14,11 @@
 // Errors are RFC 9457 problem+json, with the Answer in an "answer" member
 // where there is one. Bearer token auth as for MCP; bodies are limited.
 //
-// Imports: gateway and operation; never worker, consumer, adapters or cmd.
+// An incoming W3C traceparent/tracestate is continued: the command's publish
+// span is the agent's span's child.
+//
+// Imports: gateway, operation and internal/telemetry; never worker,
+// consumer, adapters or cmd.
 package httpapi
 
 import (
@@ -30,6 +34,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -139,7 +144,9 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait.Seconds())))
 	}
-	a := s.g.Submit(r.Context(), gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approval, Payload: payload, Wait: wait})
+	// An agent's traceparent is continued: the command's publish is its child.
+	ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
+	a := s.g.Submit(ctx, gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approval, Payload: payload, Wait: wait})
 	if a.Replayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}

@@ -13,10 +13,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
 	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -274,4 +278,38 @@ func TestHTTPPreferWait(t *testing.T) {
 	require.Equal(t, "wait=2", r.header.Get("Preference-Applied"))
 	require.Equal(t, http.StatusOK, r.code)
 	require.Equal(t, 1, b.d.YooKassa.TotalEffects())
+}
+
+// TestHTTPContinuesTheAgentsTrace: with tracing on, a POST carrying the
+// agent's traceparent publishes its command under a span that is the
+// agent's span's child, in the agent's trace, and the charge is made once.
+// Not parallel: it installs the global tracer provider.
+func TestHTTPContinuesTheAgentsTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	p := otelsetup.Install(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+
+	b := setup(t, daemontest.Engines[0], gateway.Config{PollAfter: 200 * time.Millisecond})
+	const agentTrace, agentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	r := post(t, b, "payment.charge", `"http-traced-1"`, chargeBody("order-traced-1", 4200),
+		"Idempotency-Approval", "appr-traced-1", "traceparent", "00-"+agentTrace+"-"+agentSpan+"-01")
+	require.Equal(t, http.StatusOK, r.code, "%+v", r)
+	require.Equal(t, 1, b.d.YooKassa.TotalEffects())
+
+	var publish []sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		publish = publish[:0]
+		for _, s := range exp.GetSpans().Snapshots() {
+			if s.Name() == "publish idemgate.cmd.payment.charge" {
+				publish = append(publish, s)
+			}
+		}
+		return len(publish) > 0
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, publish, 1)
+	s := publish[0]
+	require.Equal(t, trace.SpanKindProducer, s.SpanKind())
+	require.Equal(t, agentTrace, s.SpanContext().TraceID().String(), "the command joins the agent's trace")
+	require.Equal(t, agentSpan, s.Parent().SpanID().String(), "its publish is the agent's span's child")
+	require.True(t, s.Parent().IsRemote())
 }

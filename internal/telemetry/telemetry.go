@@ -14,6 +14,7 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync/atomic"
 
@@ -105,6 +106,16 @@ func Extract(ctx context.Context, h nats.Header) context.Context {
 		return ctx
 	}
 	return Propagator().Extract(ctx, Header(h))
+}
+
+// ExtractHTTP returns ctx with the trace context an HTTP request's headers
+// carry (an agent's traceparent), if any, so that the command it submits
+// continues the agent's trace.
+func ExtractHTTP(ctx context.Context, h http.Header) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return Propagator().Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // Attribute keys of idemgate's spans. Values are never key intent parts,
