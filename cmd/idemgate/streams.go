@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,11 +12,16 @@ import (
 	"github.com/idemgate/idemgate/consumer"
 )
 
+// streamsStartWait bounds how long start-up waits for JetStream to answer
+// the stream and consumer set-up.
+const streamsStartWait = 2 * time.Minute
+
 // ensureStreams checks nats.replicas against the servers behind nc, then
 // creates or checks the streams and the durable consumer. A replica count
 // the cluster cannot hold, or a stream that exists with another one, is a
 // configuration error (exit 78); R1 streams on a cluster are logged as a
-// warning.
+// warning. A JetStream that is still forming (a request timed out, a 503
+// "temporarily unavailable") is asked again for up to streamsStartWait.
 func ensureStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c Config, log *slog.Logger) (jetstream.Consumer, error) {
 	chk, err := consumer.CheckCluster(ctx, nc, c.NATS.Config)
 	if err != nil {
@@ -31,7 +37,9 @@ func ensureStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c
 	if chk.Warning != "" {
 		log.Warn(chk.Warning)
 	}
-	cons, err := consumer.Ensure(ctx, js, c.NATS.Config)
+	cons, err := consumer.EnsureRetrying(ctx, js, c.NATS.Config, streamsStartWait, func(err error, wait time.Duration) {
+		log.Warn("nats: streams not ready yet; trying again", "error", err.Error(), "retry_in", wait.Round(time.Millisecond).String())
+	})
 	var mismatch *consumer.ReplicasMismatchError
 	if errors.As(err, &mismatch) {
 		return nil, configError(err)

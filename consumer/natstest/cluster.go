@@ -19,9 +19,22 @@ type Cluster struct {
 
 // StartCluster starts n JetStream servers named n1…nN in cluster "idemgate"
 // (each option applied to every server's options) and waits until they
-// have elected a meta leader; they are shut down when
-// the test ends.
+// have elected a meta leader that every server follows; they are shut
+// down when the test ends.
 func StartCluster(tb testing.TB, n int, opts ...func(*server.Options)) *Cluster {
+	tb.Helper()
+	c := NewCluster(tb, n, opts...)
+	for i := range c.Servers {
+		c.Start(tb, i)
+	}
+	c.WaitFormed(tb)
+	return c
+}
+
+// NewCluster builds the servers of StartCluster without starting any, for
+// a test of what a client meets while a cluster forms: Start each, then
+// WaitFormed.
+func NewCluster(tb testing.TB, n int, opts ...func(*server.Options)) *Cluster {
 	tb.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -53,32 +66,46 @@ func StartCluster(tb testing.TB, n int, opts ...func(*server.Options)) *Cluster 
 		if err != nil {
 			tb.Fatalf("nats server n%d: %v", i+1, err)
 		}
-		go ns.Start()
 		c.Servers = append(c.Servers, ns)
 		tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	}
-	for _, ns := range c.Servers {
-		if !ns.ReadyForConnections(10 * time.Second) {
-			tb.Fatalf("nats server %s not ready", ns.Name())
-		}
+	return c
+}
+
+// Start starts server i (from 0) and waits until it takes connections.
+func (c *Cluster) Start(tb testing.TB, i int) {
+	tb.Helper()
+	ns := c.Servers[i]
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		tb.Fatalf("nats server %s not ready", ns.Name())
 	}
+}
+
+// WaitFormed waits until one server is the JetStream meta leader and every
+// server is current with it: a stream request sent before that may be
+// dropped by a server that has not learnt the leader yet.
+func (c *Cluster) WaitFormed(tb testing.TB) {
+	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		leader := false
+		leaders, current := 0, 0
 		for _, ns := range c.Servers {
 			if ns.JetStreamIsLeader() {
-				leader = true
+				leaders++
+			}
+			if ns.JetStreamIsCurrent() {
+				current++
 			}
 		}
-		if leader {
-			break
+		if leaders == 1 && current == len(c.Servers) {
+			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("nats cluster: no JetStream meta leader in 30s")
+			tb.Fatalf("nats cluster: not formed in 30s (%d meta leaders, %d of %d servers current)", leaders, current, len(c.Servers))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return c
 }
 
 // URLs is the client URL of every server, comma-separated as nats.url takes it.
