@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -89,8 +90,27 @@ func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
 				ErrorCode: string(operation.CodeInvalidField), NextAction: gateway.FixInput,
 				Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the input and call again — the same intent_id may be reused.", bad)})
 		}
-		return toolResult(g.Submit(ctx, r))
+		return toolResult(g.Submit(traced(ctx, req), r))
 	}
+}
+
+// traced returns ctx continuing the agent's trace, so the command it
+// submits joins it: W3C trace context in the call's _meta (traceparent,
+// tracestate: MCP's convention, on any transport), else in the headers of
+// the HTTP request that carried the call.
+func traced(ctx context.Context, req *sdk.CallToolRequest) context.Context {
+	h := http.Header{}
+	if req.Params != nil {
+		for _, k := range []string{"traceparent", "tracestate"} {
+			if v, ok := req.Params.Meta[k].(string); ok && v != "" {
+				h.Set(k, v)
+			}
+		}
+	}
+	if h.Get("traceparent") == "" && req.Extra != nil {
+		h = req.Extra.Header
+	}
+	return telemetry.ExtractHTTP(ctx, h)
 }
 
 // request splits a tool call's arguments into the intent, the approval
