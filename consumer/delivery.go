@@ -126,9 +126,14 @@ func (d *Delivery) Reject(r operation.Result, reason string) {
 }
 
 // Nak returns the command to JetStream after delay (at once when delay is
-// not positive) and settles it. On its last delivery the command is left to
-// AckWait: JetStream then stops redelivering.
+// not positive) and settles it. On its last delivery (nats.max_deliver) the
+// command is requeued instead (requeue.go): JetStream would not deliver it
+// again, and a command must not be left without a result.
 func (d *Delivery) Nak(delay time.Duration) {
+	if d.lastDelivery() {
+		go d.requeue()
+		return
+	}
 	var err error
 	if delay <= 0 {
 		err = d.msg.Nak()

@@ -40,6 +40,12 @@ type Hooks struct {
 	// PublishFailed is called for each result JetStream did not
 	// acknowledge (an error or no PubAck in time).
 	PublishFailed func()
+	// Requeued is called for each command requeued on its last delivery.
+	Requeued func()
+	// GivenUp is called for each command given up with no result: older
+	// than nats.commands_max_age on its last delivery, or its requeue
+	// failed.
+	GivenUp func()
 	// Pending is called every PendingEvery with the consumer's commands not
 	// yet delivered and delivered but not yet acknowledged (all replicas).
 	Pending func(undelivered, ackPending uint64)

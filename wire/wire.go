@@ -40,7 +40,19 @@ const (
 	HeaderOperationKey = "Idemgate-Operation-Key"
 	// HeaderSource names the ingest source a command came from.
 	HeaderSource = "Idemgate-Source"
+	// HeaderFirstStored is set on a requeued command: when the stream first
+	// stored it (RFC 3339), so that its age counts from then.
+	HeaderFirstStored = "Idemgate-First-Stored"
+	// HeaderRequeues counts how often a command was requeued.
+	HeaderRequeues = "Idemgate-Requeues"
 )
+
+// RequeueMsgID is the Nats-Msg-Id of the copy that requeues the command
+// stored at seq in stream: the same for every try of that requeue, so a
+// copy whose PubAck was lost is not stored twice.
+func RequeueMsgID(stream string, seq uint64) string {
+	return "_requeue:" + stream + ":" + strconv.FormatUint(seq, 10)
+}
 
 // rejectedIDPrefix identifies a keyless rejected result by its command's
 // stream sequence.

@@ -39,6 +39,8 @@ type Metrics struct {
 	// acknowledge.
 	exhausted    prometheus.Counter
 	publishFails prometheus.Counter
+	requeued     prometheus.Counter
+	givenUp      prometheus.Counter
 }
 
 // Decisions are the six claim decisions, each counted under
@@ -107,6 +109,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Intents whose retry budget ran out on retry-class answers (failed_final, or looked up first after an unknown outcome)."),
 		publishFails: c("results_publish_failed_total",
 			"Results JetStream did not acknowledge (PubAck error or timeout): the command is redelivered and the result replayed."),
+		requeued: c("commands_requeued_total",
+			"Commands requeued on their last delivery (nats.max_deliver) with no final result yet: a copy is stored, then the original terminated."),
+		givenUp: c("commands_given_up_total",
+			"Commands given up with no result: older than nats.commands_max_age on their last delivery, or their requeue failed (logged with the stream sequence)."),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgate", Name: "jetstream_pending",
 			Help: "Commands of the durable consumer (all replicas), read from its info every heartbeat_interval: " +
 				"undelivered (not yet delivered) and ack_pending (delivered, not yet acknowledged)."}, []string{"state"}),
@@ -125,7 +131,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
-			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails)
+			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp)
 	}
 	return m
 }
@@ -164,6 +170,8 @@ func (m *Metrics) routerHooks() consumer.Hooks {
 		SettledTraced: func(d time.Duration, traceID string) { observeTraced(m.latency, d, traceID) },
 		Published:     func(s operation.ResultStatus) { m.results.WithLabelValues(string(s)).Inc() },
 		PublishFailed: func() { m.publishFails.Inc() },
+		Requeued:      func() { m.requeued.Inc() },
+		GivenUp:       func() { m.givenUp.Inc() },
 		Pending: func(u, a uint64) {
 			undelivered.Set(float64(u))
 			ackPending.Set(float64(a))
