@@ -66,11 +66,7 @@ func (c *Client) PublishWith(ctx context.Context, cmd operation.Command, opts Pu
 	if err != nil {
 		return nil, err
 	}
-	ack, err := c.publishTraced(ctx, m, cmd.Operation)
-	if err != nil {
-		return nil, fmt.Errorf("publish %s: %w", cmd.EventID, err)
-	}
-	return ack, nil
+	return c.publish(ctx, cmd, m)
 }
 
 func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg, error) {
@@ -96,6 +92,13 @@ func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg,
 	}
 	return m, nil
 }
+
+// MsgID is the Nats-Msg-Id that tells a copy of a command from a changed
+// one: the operation key and the request's fingerprint. A copy (same key,
+// same payload) is the same message, which the stream's duplicate window
+// drops; a changed payload is another message, which reaches the daemon to
+// be answered conflict.
+func MsgID(op operation.Operation) string { return op.Key.String() + "#" + op.Fingerprint }
 
 // ErrNoStream: no JetStream stream takes commands on the command's subject
 // (the daemon creates the streams when it starts).
@@ -172,6 +175,15 @@ func orEvent(key, event string) string {
 // answered with the earlier command's result, marked Replayed. A missing
 // stream is ErrNoStream; a context that ends first is a *WaitError.
 func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key string, onPending func(operation.Result)) (operation.Result, error) {
+	return c.PublishAndWaitWith(ctx, cmd, key, "", onPending)
+}
+
+// PublishAndWaitWith is PublishAndWait with msgID as the Nats-Msg-Id (""
+// for the event id). With MsgID(op) a changed payload sent again under the
+// same event id is not taken for a copy within the duplicate window: it
+// reaches the daemon and is answered conflict, instead of being answered
+// with the first payload's result.
+func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, key, msgID string, onPending func(operation.Result)) (operation.Result, error) {
 	results := make(chan operation.Result, 16)
 	inbox := c.nc.NewRespInbox()
 	handle := func(m *nats.Msg) {
@@ -198,7 +210,7 @@ func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key 
 	if err := c.nc.FlushWithContext(ctx); err != nil {
 		return operation.Result{}, fmt.Errorf("flush: %w", err)
 	}
-	m, err := c.msg(cmd, inbox)
+	m, err := c.msgWith(cmd, PublishOptions{MsgID: msgID, ReplyTo: inbox})
 	if err != nil {
 		return operation.Result{}, err
 	}

@@ -156,14 +156,14 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			if !wait {
-				ack, err := cl.Publish(ctx, command)
+				ack, err := cl.PublishWith(ctx, command, producer.PublishOptions{MsgID: producer.MsgID(parsed)})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(stdout, "published %s as stream sequence %d (duplicate=%v), key %s\n", command.EventID, ack.Sequence, ack.Duplicate, parsed.Key)
 				return nil
 			}
-			res, err := cl.PublishAndWait(ctx, command, parsed.Key.String(), func(r operation.Result) {
+			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.MsgID(parsed), func(r operation.Result) {
 				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
 			})
 			if err != nil {
@@ -180,7 +180,7 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&file, "file", "", "command envelope JSON file")
-	f.StringVar(&event, "event", "", "event_id (also the Nats-Msg-Id)")
+	f.StringVar(&event, "event", "", "event_id (the Nats-Msg-Id is the operation key and the payload's fingerprint: a copy is dropped, a changed payload is answered conflict)")
 	f.StringVar(&op, "operation", "", "operation type, e.g. payment.charge")
 	f.StringVar(&intent, "intent", "", "intent_id (default: the event id)")
 	f.StringVar(&approval, "approval", "", "approval_id for money-moving operations")

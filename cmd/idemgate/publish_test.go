@@ -156,6 +156,19 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	require.Equal(t, first.TargetObjectID, again.TargetObjectID, "the duplicate gets the stored result")
 	require.True(t, again.Replayed)
 
+	// The same event id with a changed amount, inside the duplicate window:
+	// not taken for a copy (the first result replayed) but answered
+	// conflict, and nothing charged.
+	changed := []string{"publish", "--operation", "payment.charge", "--event", "evt-pub-2", "--approval", "appr-1", "--env", "test", "--wait",
+		"--payload", `{"account_id":"merchant-account-17","order_id":"order-evt-pub-2","amount_minor":999000,"currency":"RUB"}`}
+	var conflict operation.Result
+	code, out, stderr = runTool(t, append(changed, nats...)...)
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &conflict))
+	require.Equal(t, operation.ResultConflict, conflict.Status, "%s", out)
+	require.Equal(t, []string{"amount_minor"}, conflict.ConflictFields)
+	require.Equal(t, 2, sb.TotalEffects())
+
 	code, out, stderr = runTool(t, append(chargeArgs("evt-pub-3", "--env", "staging", "--wait"), nats...)...)
 	require.Equal(t, exitOK, code, stderr)
 	require.Contains(t, out, `"operation_key": "test:payment.charge:evt-pub-3:v1"`)
