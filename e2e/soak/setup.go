@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,20 +106,17 @@ func (s *soak) setup(ctx context.Context) error {
 		s.startReplica(i)
 	}
 	// The first replica creates the streams; wait for the consumer.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	err = childproc.Poll(ctx, 90*time.Second, 200*time.Millisecond, func() (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		_, err := s.js.Consumer(cctx, "IDEMGATE_COMMANDS", "idemgate-worker")
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the replicas did not create the durable consumer in time: %w (see %s)", err, filepath.Join(s.cfg.out, "logs"))
-		}
-		if !sleep(ctx, 200*time.Millisecond) {
-			return ctx.Err()
-		}
+		return err == nil, err
+	})
+	if errors.Is(err, childproc.ErrTimeout) {
+		return fmt.Errorf("the replicas did not create the durable consumer: %w (see %s)", err, filepath.Join(s.cfg.out, "logs"))
+	}
+	if err != nil {
+		return err
 	}
 	for _, a := range s.adminAddr {
 		if err := childproc.WaitTCP(ctx, a, 60*time.Second); err != nil {

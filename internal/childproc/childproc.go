@@ -184,23 +184,42 @@ func WaitTCP(ctx context.Context, addr string, d time.Duration) error {
 }
 
 func waitTCP(ctx context.Context, addr string, d time.Duration, alive func() error) error {
-	deadline := time.Now().Add(d)
-	for {
+	err := Poll(ctx, d, 50*time.Millisecond, func() (bool, error) {
 		conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return nil
+			return true, nil
 		}
-		if err := alive(); err != nil {
+		if aerr := alive(); aerr != nil {
+			return true, aerr
+		}
+		return false, err
+	})
+	if errors.Is(err, ErrTimeout) {
+		return fmt.Errorf("%s did not accept connections: %w", addr, err)
+	}
+	return err
+}
+
+// ErrTimeout is Poll's error when its time ran out.
+var ErrTimeout = errors.New("timed out")
+
+// Poll calls try every interval until try reports done (try's error is then
+// Poll's), ctx ends, or d passes (ErrTimeout, with try's last error).
+func Poll(ctx context.Context, d, interval time.Duration, try func() (done bool, err error)) error {
+	deadline := time.Now().Add(d)
+	for {
+		done, err := try()
+		if done {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not accept connections in %v: %w", addr, d, err)
+			return fmt.Errorf("%w after %v: %w", ErrTimeout, d, err)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -2,6 +2,7 @@ package childproc
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -66,8 +67,9 @@ func TestRestartCountsOnlyUnaskedExits(t *testing.T) {
 	}
 }
 
-// TestWaitTCP: WaitTCP returns once something listens, and the process's
-// WaitTCP gives up at once when the process is gone.
+// TestWaitTCP: WaitTCP returns once something listens and times out when
+// nothing does; the process's WaitTCP gives up at once when the process is
+// gone.
 func TestWaitTCP(t *testing.T) {
 	port, err := FreePort()
 	if err != nil {
@@ -84,6 +86,9 @@ func TestWaitTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
+	if err := WaitTCP(ctx, addr, 300*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("WaitTCP on a closed port: %v, want ErrTimeout", err)
+	}
 
 	p := &Process{Name: "true", Bin: "/bin/true", Log: filepath.Join(t.TempDir(), "true.log")}
 	if err := p.Start(); err != nil {

@@ -11,6 +11,7 @@ package natsproc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -122,27 +123,20 @@ func (c *Cluster) waitPlacement(ctx context.Context, n int, d time.Duration) err
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(d)
-	for {
+	err = childproc.Poll(ctx, d, 200*time.Millisecond, func() (bool, error) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		_, err := js.CreateStream(pctx, jetstream.StreamConfig{Name: "NATSPROC_PROBE", Subjects: []string{"natsproc.probe"},
 			Replicas: n, Storage: jetstream.MemoryStorage})
 		if err == nil {
 			err = js.DeleteStream(pctx, "NATSPROC_PROBE")
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the cluster cannot place %d replicas after %v: %w", n, d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil, err
+	})
+	if errors.Is(err, childproc.ErrTimeout) {
+		return fmt.Errorf("the cluster cannot place %d replicas: %w", n, err)
 	}
+	return err
 }
 
 // URLs is every node's client URL, comma-separated as nats.url takes it.
