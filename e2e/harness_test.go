@@ -242,12 +242,6 @@ func (c *cluster) startFleet(names []string, config func(owner string) string) [
 	return ds
 }
 
-// spawn starts `idemgate run` for name on configFile's configuration.
-func (c *cluster) spawn(name string) *daemon {
-	c.t.Helper()
-	return c.spawnWith(name, c.configFile(name))
-}
-
 // spawnWith starts `idemgate run` on the configuration file cfg; stopped
 // (and its output checked) when the test ends.
 func (c *cluster) spawnWith(name, cfg string) *daemon {
