@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/natsproc"
 	"github.com/idemgate/idemgate/journal"
-	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
@@ -45,75 +43,16 @@ func targetNamed(t *testing.T, name string) target {
 	return target{}
 }
 
-// fleetConfig writes the configuration of one of several daemon replicas
-// sharing natsURL (one server or a comma-separated list) and the journal
-// at dsn; extra is appended at the top level (YAML).
-func fleetConfig(c *cluster, owner, natsURL string, natsReplicas, replicas int, dsn string, extra string) string {
-	return fleetConfigWith(c, owner, natsURL, natsReplicas, replicas, dsn, extra, defaultHorizons)
+// fleet is the configuration of one of replicas daemons sharing natsURL
+// (one server or a comma-separated list, streams of natsReplicas) and the
+// cluster's journal.
+func (c *cluster) fleet(natsURL string, natsReplicas, replicas int) daemonConfig {
+	return daemonConfig{natsURL: natsURL, natsReplicas: natsReplicas, replicas: replicas, dsn: c.dsn, h: defaultHorizons}
 }
 
-// horizons are a daemon's timings (see the constants of harness_test.go).
-type horizons struct {
-	ackWait, leaseTTL, callTimeout, heartbeat, inLease time.Duration
-}
-
-var defaultHorizons = horizons{ackWait, leaseTTL, callTimeout, heartbeatInterval, retryInLease}
-
-func fleetConfigWith(c *cluster, owner, natsURL string, natsReplicas, replicas int, dsn string, extra string, h horizons) string {
-	c.t.Helper()
-	dataDir := filepath.Join(c.dir, owner)
-	require.NoError(c.t, os.MkdirAll(dataDir, 0o700))
-	yaml := fmt.Sprintf(`env: test
-data_dir: %q
-replicas: %d
-log:
-  level: info
-  format: json
-admin:
-  addr: 127.0.0.1:0
-nats:
-  url: %q
-  replicas: %d
-  ack_wait: %s
-  fetch_wait: 100ms
-journal:
-  url: %q
-worker:
-  owner: %q
-  lease_ttl: %s
-  call_timeout: %s
-  heartbeat_interval: %s
-  shutdown_timeout: 2s
-  retry:
-    in_lease: %s
-reconciler:
-  interval: %s
-routes:
-  %s: %s
-adapters:
-%s%s`, dataDir, replicas, natsURL, natsReplicas, h.ackWait, dsn, owner, h.leaseTTL, h.callTimeout, h.heartbeat,
-		h.inLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, extra)
-	p := filepath.Join(c.dir, owner+".yaml")
-	require.NoError(c.t, os.WriteFile(p, []byte(yaml), 0o600))
-	return p
-}
-
-// spawnWith starts `idemgate run` on a configuration file written by
-// fleetConfig; stopped (and its output checked) when the test ends.
-func (c *cluster) spawnWith(name, cfg string) *daemon {
-	c.t.Helper()
-	d := &daemon{name: name, out: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(binary, "run", "--config", cfg)
-	d.cmd.Env = c.env()
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	require.NoError(c.t, d.cmd.Start(), "start %s", name)
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	c.mu.Lock()
-	c.daemons = append(c.daemons, d)
-	c.mu.Unlock()
-	t, sb, tgt := c.t, c.sb, c.tgt
-	t.Cleanup(func() { stopDaemon(t, sb, tgt, d) })
-	return d
+// configWith is startFleet's config for dc.
+func (c *cluster) configWith(dc daemonConfig) func(owner string) string {
+	return func(owner string) string { return c.writeConfig(owner, dc) }
 }
 
 // sent is one command of a load run and what JetStream said of it.
@@ -162,9 +101,7 @@ func TestNATSClusterNodeLoss(t *testing.T) {
 	c := &cluster{t: t, tgt: tgt, dir: dir}
 	c.sb = tgt.start(t)
 	c.dsn = pgtest.Schema(t)
-	c.store, err = postgres.Open(ctx, c.dsn, postgres.Config{})
-	require.NoError(t, err)
-	t.Cleanup(c.store.Close)
+	c.openStore(ctx)
 
 	// One publishing connection per node, each given only that node: the
 	// cluster's gossip lets it move to another node when its own dies.
@@ -186,14 +123,8 @@ func TestNATSClusterNodeLoss(t *testing.T) {
 		pubs = append(pubs, pubConn{node: nd.Name, client: pc, js: js})
 	}
 
-	names := []string{"cluster-replica-a", "cluster-replica-b", "cluster-replica-c"}
-	var ds []*daemon
-	for _, n := range names {
-		ds = append(ds, c.spawnWith(n, fleetConfig(c, n, cl.URLs(), 3, 3, c.dsn, "")))
-	}
-	for _, d := range ds {
-		c.waitRunning(d)
-	}
+	ds := c.startFleet([]string{"cluster-replica-a", "cluster-replica-b", "cluster-replica-c"},
+		c.configWith(c.fleet(cl.URLs(), 3, 3)))
 	t.Logf("3 nats-server processes and 3 replicas running after %v", time.Since(began).Round(time.Millisecond))
 
 	cons := consumer.Config{}.WithDefaults()

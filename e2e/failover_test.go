@@ -15,12 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/internal/pgproc"
 	"github.com/idemgate/idemgate/journal"
-	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/producer"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -79,29 +76,19 @@ func pgQuery(ctx context.Context, s *pgproc.Server, sql string, args ...any) (st
 	return fmt.Sprint(v), nil
 }
 
-// failoverWorld is a cluster whose journal is the pair and whose NATS is an
-// embedded server.
-func failoverWorld(t *testing.T, p *pgPair) *cluster {
+// failoverWorld starts a primary and its standby, and a cluster whose
+// journal is the pair and whose NATS is an embedded server; ctx ends with
+// the test's budget.
+func failoverWorld(t *testing.T) (*pgPair, *cluster, context.Context) {
 	t.Helper()
+	p := startPGPair(t)
 	tgt := targetNamed(t, "1c_invoice")
 	c := &cluster{t: t, tgt: tgt, dir: t.TempDir(), dsn: p.url}
 	c.sb = tgt.start(t)
-	c.ns = natstest.Start(t)
-	c.nc, _ = c.ns.Connect(t)
-	var err error
-	c.client, err = producer.New(c.nc, "")
-	require.NoError(t, err)
-	return c
-}
-
-// openStore opens the test's own view of the journal through the
-// multi-host URL (after the daemons migrated it).
-func (c *cluster) openStore(ctx context.Context) {
-	c.t.Helper()
-	st, err := postgres.Open(ctx, c.dsn, postgres.Config{})
-	require.NoError(c.t, err)
-	c.store = st
-	c.t.Cleanup(st.Close)
+	c.embeddedNATS()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return p, c, ctx
 }
 
 // TestPostgresFailover (budget ≤ 2 min): two daemon replicas on a
@@ -114,19 +101,9 @@ func (c *cluster) openStore(ctx context.Context) {
 func TestPostgresFailover(t *testing.T) {
 	skipShort(t)
 	began := time.Now()
-	p := startPGPair(t)
-	c := failoverWorld(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	p, c, ctx := failoverWorld(t)
 
-	names := []string{"failover-replica-a", "failover-replica-b"}
-	var ds []*daemon
-	for _, n := range names {
-		ds = append(ds, c.spawnWith(n, fleetConfig(c, n, c.ns.URL(), 1, 2, c.dsn, "")))
-	}
-	for _, d := range ds {
-		c.waitRunning(d)
-	}
+	ds := c.startFleet([]string{"failover-replica-a", "failover-replica-b"}, c.configWith(c.fleet(c.ns.URL(), 1, 2)))
 	c.openStore(ctx)
 
 	const (
@@ -275,18 +252,15 @@ func TestPostgresFailover(t *testing.T) {
 func TestPostgresAsyncFailoverLosesCompletion(t *testing.T) {
 	skipShort(t)
 	began := time.Now()
-	p := startPGPair(t)
-	c := failoverWorld(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	p, c, ctx := failoverWorld(t)
 
 	// A long call (the target holds the create) leaves time to cut the
 	// replication between the claim and the completion.
 	const hold = 5 * time.Second
-	h := horizons{ackWait: 30 * time.Second, leaseTTL: 12 * time.Second, callTimeout: 10 * time.Second,
+	dc := c.fleet(c.ns.URL(), 1, 1)
+	dc.h = horizons{ackWait: 30 * time.Second, leaseTTL: 12 * time.Second, callTimeout: 10 * time.Second,
 		heartbeat: time.Second, inLease: 3 * time.Second}
-	d := c.spawnWith("async-replica", fleetConfigWith(c, "async-replica", c.ns.URL(), 1, 1, c.dsn, "", h))
-	c.waitRunning(d)
+	c.startFleet([]string{"async-replica"}, c.configWith(dc))
 	c.openStore(ctx)
 
 	const intent = "async-lost-1"

@@ -104,36 +104,84 @@ func newCluster(t *testing.T, tgt target) *cluster {
 	t.Helper()
 	c := &cluster{t: t, tgt: tgt, dir: t.TempDir()}
 	c.dsn = pgtest.Schema(t)
-	c.ns = natstest.Start(t)
-	c.nc, _ = c.ns.Connect(t)
-	var err error
-	c.client, err = producer.New(c.nc, "")
-	require.NoError(t, err)
+	c.embeddedNATS()
 	c.sb = tgt.start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.store, err = postgres.Open(ctx, c.dsn, postgres.Config{})
-	require.NoError(t, err)
-	t.Cleanup(c.store.Close)
+	c.openStore(ctx)
 	return c
 }
 
-// configFile writes a daemon (or tool) configuration for owner and returns
-// its path.
+// embeddedNATS gives the cluster an embedded JetStream server and a
+// producer connected to it.
+func (c *cluster) embeddedNATS() {
+	c.t.Helper()
+	c.ns = natstest.Start(c.t)
+	c.nc, _ = c.ns.Connect(c.t)
+	var err error
+	c.client, err = producer.New(c.nc, "")
+	require.NoError(c.t, err)
+}
+
+// openStore opens the test's own view of the journal at c.dsn (where the
+// daemons migrate it, after they did).
+func (c *cluster) openStore(ctx context.Context) {
+	c.t.Helper()
+	st, err := postgres.Open(ctx, c.dsn, postgres.Config{})
+	require.NoError(c.t, err)
+	c.store = st
+	c.t.Cleanup(st.Close)
+}
+
+// horizons are a daemon's timings.
+type horizons struct {
+	ackWait, leaseTTL, callTimeout, heartbeat, inLease time.Duration
+}
+
+var defaultHorizons = horizons{ackWait, leaseTTL, callTimeout, heartbeatInterval, retryInLease}
+
+// daemonConfig is what the configuration files of the tests differ in.
+type daemonConfig struct {
+	natsURL      string // one server or a comma-separated list
+	natsReplicas int    // the streams' replicas; 0 leaves the default
+	replicas     int    // daemon replicas sharing the journal
+	dsn          string
+	maxInFlight  int    // 0 leaves the default
+	extra        string // further top-level configuration (YAML)
+	h            horizons
+}
+
+// configFile writes a daemon (or tool) configuration for owner on the
+// cluster's embedded NATS and journal and returns its path. One command is
+// in flight per replica: a twin command sent at once must go to the other
+// replica while the first is being executed (check 8).
 func (c *cluster) configFile(owner string) string {
+	return c.writeConfig(owner, daemonConfig{natsURL: c.ns.URL(), replicas: 2, dsn: c.dsn, maxInFlight: 1,
+		extra: c.sb.configYAML, h: defaultHorizons})
+}
+
+// writeConfig writes owner's configuration file and returns its path.
+func (c *cluster) writeConfig(owner string, dc daemonConfig) string {
 	c.t.Helper()
 	dataDir := filepath.Join(c.dir, owner)
 	require.NoError(c.t, os.MkdirAll(dataDir, 0o700))
+	var natsReplicas, maxInFlight string
+	if dc.natsReplicas > 0 {
+		natsReplicas = fmt.Sprintf("\n  replicas: %d", dc.natsReplicas)
+	}
+	if dc.maxInFlight > 0 {
+		maxInFlight = fmt.Sprintf("\n  max_in_flight: %d", dc.maxInFlight)
+	}
 	yaml := fmt.Sprintf(`env: test
 data_dir: %q
-replicas: 2
+replicas: %d
 log:
   level: info
   format: json
 admin:
   addr: 127.0.0.1:0
 nats:
-  url: %q
+  url: %q%s
   ack_wait: %s
   fetch_wait: 100ms
 journal:
@@ -142,10 +190,7 @@ worker:
   owner: %q
   lease_ttl: %s
   call_timeout: %s
-  heartbeat_interval: %s
-  # One command in flight per replica: a twin command sent at once must go
-  # to the other replica while the first is being executed (check 8).
-  max_in_flight: 1
+  heartbeat_interval: %s%s
   shutdown_timeout: 2s
   retry:
     in_lease: %s
@@ -154,8 +199,8 @@ reconciler:
 routes:
   %s: %s
 adapters:
-%s%s`, dataDir, c.ns.URL(), ackWait, c.dsn, owner, leaseTTL, callTimeout, heartbeatInterval,
-		retryInLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, c.sb.configYAML)
+%s%s`, dataDir, dc.replicas, dc.natsURL, natsReplicas, dc.h.ackWait, dc.dsn, owner, dc.h.leaseTTL, dc.h.callTimeout,
+		dc.h.heartbeat, maxInFlight, dc.h.inLease, reconcileInterval, c.tgt.operation, c.tgt.adapter, c.sb.adapterYAML, dc.extra)
 	p := filepath.Join(c.dir, owner+".yaml")
 	require.NoError(c.t, os.WriteFile(p, []byte(yaml), 0o600))
 	return p
@@ -176,13 +221,20 @@ type daemon struct {
 	adminAddr string
 }
 
-// startDaemons starts replicas named <prefix>-a, <prefix>-b… at once and
-// waits until each runs.
+// startDaemons starts replicas named <prefix>-a, <prefix>-b… at once on
+// configFile's configuration and waits until each runs.
 func (c *cluster) startDaemons(names ...string) []*daemon {
+	c.t.Helper()
+	return c.startFleet(names, c.configFile)
+}
+
+// startFleet starts one replica per name at once, each on the configuration
+// file config writes for it, and waits until each runs.
+func (c *cluster) startFleet(names []string, config func(owner string) string) []*daemon {
 	c.t.Helper()
 	ds := make([]*daemon, len(names))
 	for i, n := range names {
-		ds[i] = c.spawn(n)
+		ds[i] = c.spawnWith(n, config(n))
 	}
 	for _, d := range ds {
 		c.waitRunning(d)
@@ -190,9 +242,10 @@ func (c *cluster) startDaemons(names ...string) []*daemon {
 	return ds
 }
 
-func (c *cluster) spawn(name string) *daemon {
+// spawnWith starts `idemgate run` on the configuration file cfg; stopped
+// (and its output checked) when the test ends.
+func (c *cluster) spawnWith(name, cfg string) *daemon {
 	c.t.Helper()
-	cfg := c.configFile(name)
 	d := &daemon{name: name, out: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "run", "--config", cfg)
 	d.cmd.Env = c.env()
@@ -202,8 +255,8 @@ func (c *cluster) spawn(name string) *daemon {
 	c.mu.Lock()
 	c.daemons = append(c.daemons, d)
 	c.mu.Unlock()
-	t := c.t
-	t.Cleanup(func() { stopDaemon(t, c.sb, c.tgt, d) })
+	t, sb, tgt := c.t, c.sb, c.tgt
+	t.Cleanup(func() { stopDaemon(t, sb, tgt, d) })
 	return d
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestCheckFencingAtWorkIsNoBreach(t *testing.T) {
 	}
 	// The same late report accepted (recorded as its outcome) is stale.
 	h.Attempts[0].Outcome = "succeeded"
-	if rep := Check(h, nil); !contains(rep.Breached, InvStale) {
+	if rep := Check(h, nil); !slices.Contains(rep.Breached, InvStale) {
 		t.Fatalf("an outcome accepted after the take-over passed: %v", rep.Breached)
 	}
 }

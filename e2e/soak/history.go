@@ -1,6 +1,14 @@
 package main
 
-import "time"
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
 
 // History is everything a soak run recorded, as the checker reads it: what
 // the workload sent, what the targets did (their ledgers), what the daemons
@@ -123,4 +131,62 @@ type Window struct {
 	End    time.Time `json:"end"`
 	// Note says how it went (e.g. the crash point was reached).
 	Note string `json:"note,omitempty"`
+}
+
+// The history files a run saves (JSON lines), which recheck reads back.
+const (
+	sentFile     = "history-sent.jsonl"     // every command and its reply
+	resultsFile  = "history-results.jsonl"  // the results stream
+	effectsFile  = "history-effects.jsonl"  // the targets' ledgers
+	attemptsFile = "history-attempts.jsonl" // the journal's attempts trail
+)
+
+// saveHistory keeps what the checker read, for whoever investigates a breach
+// or rechecks the run.
+func saveHistory(dir string, h History) error {
+	return errors.Join(writeJSONL(dir, sentFile, h.Sent), writeJSONL(dir, resultsFile, h.Results),
+		writeJSONL(dir, effectsFile, h.Effects), writeJSONL(dir, attemptsFile, h.Attempts))
+}
+
+// writeJSONL writes items into dir/name, one JSON document a line.
+func writeJSONL[T any](dir, name string, items []T) error {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// readJSONL appends to into each line of dir/name, decoded.
+func readJSONL[T any](dir, name string, into *[]T) error {
+	return eachLine(dir, name, func(l []byte) error {
+		var v T
+		err := json.Unmarshal(l, &v)
+		*into = append(*into, v)
+		return err
+	})
+}
+
+// eachLine calls each with every line of dir/name.
+func eachLine(dir, name string, each func([]byte) error) error {
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		if err := each(sc.Bytes()); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return sc.Err()
 }

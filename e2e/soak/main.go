@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -90,12 +91,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if c.smoke {
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
+	// def applies a mode's default to a flag the command line did not set.
+	def := func(name string, apply func()) {
+		if !set[name] {
+			apply()
 		}
+	}
+	if c.smoke {
 		def("duration", func() { c.duration = 150 * time.Second })
 		def("gap", func() { c.gap = 5 * time.Second })
 		def("fault-window", func() { c.faultFor = 10 * time.Second })
@@ -105,11 +107,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.breakName != "" {
 		// A broken variant is short and aims its nemesis at the broken
 		// guarantee.
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
-		}
 		def("duration", func() { c.duration = 30 * time.Second })
 		def("settle", func() { c.settle = 25 * time.Second })
 		def("gap", func() { c.gap = 3 * time.Second })
@@ -128,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	for _, k := range strings.Split(c.nemesis, ",") {
-		if k = strings.TrimSpace(k); k != "" && !contains(allNemeses, k) {
+		if k = strings.TrimSpace(k); k != "" && !slices.Contains(allNemeses, k) {
 			return c, fmt.Errorf("--nemesis %q: one of %s", k, strings.Join(allNemeses, ","))
 		}
 	}
@@ -161,22 +158,8 @@ func (c config) knownSet() map[string]bool {
 	return known
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 func knownInvariant(name string) bool {
-	for _, o := range invariantOrder {
-		if o.name == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(invariantOrder, func(o invariantDoc) bool { return o.name == name })
 }
 
 // run is main without the exit: 0 pass, 1 breach, 2 usage, 3 the harness

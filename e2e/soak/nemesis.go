@@ -153,6 +153,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
+	}
+}
+
 // processTrack runs the process actions until ctx ends; the action under
 // way always completes its recovery.
 func (n *nemesis) processTrack(ctx context.Context) {
@@ -179,8 +193,8 @@ func (n *nemesis) do(action string) {
 			return
 		}
 		defer n.release(r)
-		s.replicas[r].kill9()
-		w.Detail = s.replicas[r].name
+		_ = s.replicas[r].Kill9()
+		w.Detail = s.replicas[r].Name
 		time.Sleep(time.Second) // down for a moment, as a crashed process is
 		s.startReplica(r)
 	case strings.HasPrefix(action, NemCrash+":"):
@@ -191,19 +205,19 @@ func (n *nemesis) do(action string) {
 		}
 		defer n.release(r)
 		p := s.replicas[r]
-		p.kill9()
+		_ = p.Kill9()
 		at := 2 + n.intn(20)
-		w.Detail = fmt.Sprintf("%s at pass %d of %s", p.name, at, point)
-		if err := p.start(s.replicaEnv(r, fmt.Sprintf("IDEMGATE_SOAK_CRASH=%s:%d", point, at))...); err != nil {
+		w.Detail = fmt.Sprintf("%s at pass %d of %s", p.Name, at, point)
+		if err := p.Start(s.replicaEnv(r, fmt.Sprintf("IDEMGATE_SOAK_CRASH=%s:%d", point, at))...); err != nil {
 			w.Note = err.Error()
 			break
 		}
-		p.expect()
-		if p.wait(25 * time.Second) {
+		p.Expect()
+		if p.Wait(25 * time.Second) {
 			w.Note = "crash point reached"
 		} else {
 			w.Note = "crash point not reached in 25s: killed"
-			p.kill9()
+			_ = p.Kill9()
 		}
 		s.startReplica(r)
 	case action == NemPause:
@@ -214,30 +228,30 @@ func (n *nemesis) do(action string) {
 		defer n.release(r)
 		p := s.replicas[r]
 		d := s.cfg.lease + 4*time.Second
-		w.Detail = fmt.Sprintf("%s stopped %v (lease %v)", p.name, d, s.cfg.lease)
-		if err := p.signal(syscall.SIGSTOP, false); err != nil {
+		w.Detail = fmt.Sprintf("%s stopped %v (lease %v)", p.Name, d, s.cfg.lease)
+		if err := p.Signal(syscall.SIGSTOP, false); err != nil {
 			w.Note = err.Error()
 			break
 		}
 		time.Sleep(d) // the replica stays stopped past its lease
-		_ = p.signal(syscall.SIGCONT, false)
+		_ = p.Signal(syscall.SIGCONT, false)
 	case action == NemPG:
 		w.Detail = fmt.Sprintf("PostgreSQL down %v", s.cfg.pgDown)
-		if err := s.pg.stop(); err != nil {
+		if err := s.pg.StopImmediate(); err != nil {
 			w.Note = err.Error()
 		}
 		time.Sleep(s.cfg.pgDown) // the database stays down this long
-		if err := s.pg.start(); err != nil {
+		if err := s.pg.Start(); err != nil {
 			w.Note += " restart: " + err.Error()
 		}
 	case action == NemNATS:
 		w.Detail = "nats-server kill -9, restarted on its store after 2s"
-		s.nats.kill9()
+		_ = s.nats.Kill9()
 		time.Sleep(2 * time.Second) // the broker stays down a moment
-		if err := s.nats.start(); err != nil {
+		if err := s.nats.Start(); err != nil {
 			w.Note = err.Error()
 		}
-		_ = waitTCP(context.Background(), s.natsAddr, 30*time.Second)
+		_ = s.nats.WaitReady(context.Background(), 30*time.Second)
 	}
 	w.End = time.Now()
 	n.record(w)
@@ -275,26 +289,17 @@ func (n *nemesis) faultTrack(ctx context.Context) {
 // supervise restarts replicas that died on their own (or whose crash
 // action is over) and records each unexpected exit.
 func (n *nemesis) supervise(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, 500*time.Millisecond, func() {
 		for i, p := range n.s.replicas {
-			if n.isBusy(i) || p.running() {
+			if n.isBusy(i) || p.Running() {
 				continue
 			}
-			p.mu.Lock()
-			unexpected, last := p.unexpected, p.lastExit
-			p.mu.Unlock()
-			n.s.logf("supervisor: %s not running (unexpected exits so far %d, last %s): restarting", p.name, unexpected, last)
-			n.record(Window{Kind: "replica_exit", Detail: p.name, Note: last, Start: time.Now(), End: time.Now()})
+			_, unexpected, last := p.Stats()
+			n.s.logf("supervisor: %s not running (unexpected exits so far %d, last %s): restarting", p.Name, unexpected, last)
+			n.record(Window{Kind: "replica_exit", Detail: p.Name, Note: last, Start: time.Now(), End: time.Now()})
 			n.s.startReplica(i)
 		}
-	}
+	})
 }
 
 // injectFaults posts rules to one emulator's admin API.

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,56 +32,13 @@ func recheck(dir string, known map[string]bool) (Report, error) {
 		}
 	}
 	h.NativeOnly = map[string]bool{"onec": true, "yookassa": true}
-	load := func(name string, each func([]byte) error) error {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<26)
-		for sc.Scan() {
-			if err := each(sc.Bytes()); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		return sc.Err()
-	}
-	if err := load("history-sent.jsonl", func(l []byte) error {
-		var s Sent
-		err := json.Unmarshal(l, &s)
-		h.Sent = append(h.Sent, s)
-		return err
-	}); err != nil {
-		return Report{}, err
-	}
-	if err := load("history-results.jsonl", func(l []byte) error {
-		var r ResultMsg
-		err := json.Unmarshal(l, &r)
-		h.Results = append(h.Results, r)
-		return err
-	}); err != nil {
-		return Report{}, err
-	}
-	if err := load("history-effects.jsonl", func(l []byte) error {
-		var e Effect
-		err := json.Unmarshal(l, &e)
-		h.Effects = append(h.Effects, e)
-		return err
-	}); err != nil {
-		return Report{}, err
-	}
-	if err := load("history-attempts.jsonl", func(l []byte) error {
-		var a Attempt
-		err := json.Unmarshal(l, &a)
-		h.Attempts = append(h.Attempts, a)
-		return err
-	}); err != nil {
+	if err := errors.Join(readJSONL(dir, sentFile, &h.Sent), readJSONL(dir, resultsFile, &h.Results),
+		readJSONL(dir, effectsFile, &h.Effects), readJSONL(dir, attemptsFile, &h.Attempts)); err != nil {
 		return Report{}, err
 	}
 	// Journal rows from the dump (its attempts lines have no request_hash).
 	var dump []byte
-	if err := load("logs/journal-dump.jsonl", func(l []byte) error {
+	if err := eachLine(dir, "logs/journal-dump.jsonl", func(l []byte) error {
 		dump = append(append(dump, l...), '\n')
 		var r struct {
 			Key    string  `json:"operation_key"`

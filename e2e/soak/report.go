@@ -43,14 +43,7 @@ func summary(rep Report) string {
 	fmt.Fprintf(&b, "soak: %s — %d commands, %d intents, %d effects, %d results\n", verdict(rep),
 		rep.Counts.Commands, rep.Counts.Intents, rep.Counts.Effects, rep.Counts.Results)
 	for _, iv := range rep.Invariants {
-		mark := "ok  "
-		if iv.Breached {
-			mark = "FAIL"
-			if iv.Known {
-				mark = "KNWN"
-			}
-		}
-		fmt.Fprintf(&b, "  %s %-28s %d\n", mark, iv.Name, iv.Count)
+		fmt.Fprintf(&b, "  %s %-28s %d\n", iv.label("ok  ", "FAIL", "KNWN"), iv.Name, iv.Count)
 		if iv.Breached {
 			for _, e := range iv.Examples[:min(3, len(iv.Examples))] {
 				fmt.Fprintf(&b, "         %s\n", e)
@@ -61,6 +54,18 @@ func summary(rep Report) string {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
 	return b.String()
+}
+
+// label is ok, breached or known, as the invariant held, was breached, or
+// was breached by a known defect (--known).
+func (iv Invariant) label(ok, breached, known string) string {
+	switch {
+	case !iv.Breached:
+		return ok
+	case iv.Known:
+		return known
+	}
+	return breached
 }
 
 func ms(d time.Duration) string {
@@ -85,14 +90,7 @@ func markdown(rep Report) string {
 		c.Commands, kv(c.ByKind), c.Intents, kv(c.ByOp), c.Effects, c.Results, c.Replies, c.Attempts, kv(c.Final))
 	fmt.Fprintf(&b, "## Invariants\n\n| invariant | checks | count | verdict |\n|---|---|---:|---|\n")
 	for _, iv := range rep.Invariants {
-		v := "ok"
-		if iv.Breached {
-			v = "**BREACHED**"
-			if iv.Known {
-				v = "breached (known defect)"
-			}
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", iv.Name, iv.Says, iv.Count, v)
+		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", iv.Name, iv.Says, iv.Count, iv.label("ok", "**BREACHED**", "breached (known defect)"))
 	}
 	for _, iv := range rep.Invariants {
 		if !iv.Breached {

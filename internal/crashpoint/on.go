@@ -5,6 +5,7 @@ package crashpoint
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,36 +37,18 @@ func init() {
 				crashAfter = k
 			}
 		}
-		if !knownPoint(crashAt) {
+		if !slices.Contains(Points, crashAt) {
 			fmt.Fprintf(os.Stderr, "%s=%q: unknown crash point\n", EnvCrash, v)
 			os.Exit(78)
 		}
 	}
 	if v := os.Getenv(EnvBreak); v != "" {
 		breakName = Break(v)
-		if !knownBreak(breakName) {
+		if !slices.Contains(Breaks, breakName) {
 			fmt.Fprintf(os.Stderr, "%s=%q: unknown break\n", EnvBreak, v)
 			os.Exit(78)
 		}
 	}
-}
-
-func knownPoint(p Point) bool {
-	for _, x := range Points {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
-
-func knownBreak(b Break) bool {
-	for _, x := range Breaks {
-		if x == b {
-			return true
-		}
-	}
-	return false
 }
 
 func hit(p Point) {

@@ -3,24 +3,26 @@
 // store: the server is built from the nats-server module in go.mod, so the
 // version under test is the one the embedded server uses.
 //
-// It is machinery for tests: nothing outside _test.go files imports it.
+// NewServer gives the fault soak (e2e/soak) its standalone server on the
+// same terms.
+//
+// It is machinery for tests and the soak: no daemon code imports it.
 package natsproc
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/internal/childproc"
 )
 
 // Build builds nats-server from the module in go.mod into dir and returns
@@ -34,19 +36,29 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// Node is one nats-server process, restartable on the same ports and store.
+// Node is one nats-server process, restartable on the same ports and store
+// (Kill9, Running, Term and Signal come from childproc.Process).
 type Node struct {
-	Name        string
+	childproc.Process
 	ClientPort  int
-	ClusterPort int
+	ClusterPort int // 0 for a standalone server
 	Store       string
-	Log         string
-	bin         string
-	args        []string
+}
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+// NewServer prepares a standalone JetStream server (not started) on a free
+// loopback port, with its store and its log at the paths given.
+func NewServer(bin, name, store, log string) (*Node, error) {
+	cp, err := childproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	nd := &Node{ClientPort: cp, Store: store}
+	nd.Process = childproc.Process{Name: name, Bin: bin, Log: log, Args: nd.serverArgs()}
+	return nd, nil
+}
+
+func (nd *Node) serverArgs() []string {
+	return []string{"-js", "-sd", nd.Store, "-a", "127.0.0.1", "-p", fmt.Sprint(nd.ClientPort)}
 }
 
 // Cluster is n nodes routed to one another in cluster "idemgate".
@@ -60,17 +72,15 @@ type Cluster struct {
 func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error) {
 	c := &Cluster{Name: "idemgate"}
 	for i := range n {
-		cp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		rp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
 		name := fmt.Sprintf("n%d", i+1)
-		c.Nodes = append(c.Nodes, &Node{Name: name, ClientPort: cp, ClusterPort: rp,
-			Store: filepath.Join(dir, name), Log: filepath.Join(dir, name+".log"), bin: bin})
+		nd, err := NewServer(bin, name, filepath.Join(dir, name), filepath.Join(dir, name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		if nd.ClusterPort, err = childproc.FreePort(); err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, nd)
 	}
 	for _, nd := range c.Nodes {
 		var routes []string
@@ -79,10 +89,9 @@ func StartCluster(ctx context.Context, bin, dir string, n int) (*Cluster, error)
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", o.ClusterPort))
 			}
 		}
-		nd.args = []string{"-js", "-sd", nd.Store, "-a", "127.0.0.1", "-p", fmt.Sprint(nd.ClientPort),
-			"-n", nd.Name, "--cluster_name", c.Name,
+		nd.Args = append(nd.serverArgs(), "-n", nd.Name, "--cluster_name", c.Name,
 			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", nd.ClusterPort),
-			"--routes", strings.Join(routes, ",")}
+			"--routes", strings.Join(routes, ","))
 		if err := nd.Start(); err != nil {
 			c.Stop()
 			return nil, err
@@ -114,27 +123,20 @@ func (c *Cluster) waitPlacement(ctx context.Context, n int, d time.Duration) err
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(d)
-	for {
+	err = childproc.Poll(ctx, d, 200*time.Millisecond, func() (bool, error) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		_, err := js.CreateStream(pctx, jetstream.StreamConfig{Name: "NATSPROC_PROBE", Subjects: []string{"natsproc.probe"},
 			Replicas: n, Storage: jetstream.MemoryStorage})
 		if err == nil {
 			err = js.DeleteStream(pctx, "NATSPROC_PROBE")
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the cluster cannot place %d replicas after %v: %w", n, d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil, err
+	})
+	if errors.Is(err, childproc.ErrTimeout) {
+		return fmt.Errorf("the cluster cannot place %d replicas: %w", n, err)
 	}
+	return err
 }
 
 // URLs is every node's client URL, comma-separated as nats.url takes it.
@@ -168,95 +170,13 @@ func (nd *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", nd.Clie
 
 // Start starts the node (again) on its ports and store, appending to its log.
 func (nd *Node) Start() error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
 	if err := os.MkdirAll(nd.Store, 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(nd.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(nd.bin, nd.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", nd.Name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(exited)
-	}()
-	nd.cmd, nd.exited = cmd, exited
-	return nil
+	return nd.Process.Start()
 }
 
-// Running reports whether the node's process is alive.
-func (nd *Node) Running() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil {
-		return false
-	}
-	select {
-	case <-nd.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// Kill9 sends SIGKILL (no shutdown, no flush) and waits for the exit.
-func (nd *Node) Kill9() error {
-	if !nd.Running() {
-		return nil
-	}
-	nd.mu.Lock()
-	cmd, exited := nd.cmd, nd.exited
-	nd.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s did not exit after SIGKILL", nd.Name)
-	}
-}
-
-// WaitReady waits until the node accepts TCP connections.
+// WaitReady waits until the node accepts connections.
 func (nd *Node) WaitReady(ctx context.Context, d time.Duration) error {
-	addr := fmt.Sprintf("127.0.0.1:%d", nd.ClientPort)
-	deadline := time.Now().Add(d)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if !nd.Running() {
-			return fmt.Errorf("%s exited before accepting connections (log %s)", nd.Name, nd.Log)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not accept connections in %v: %w", nd.Name, d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return nd.WaitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", nd.ClientPort), d)
 }

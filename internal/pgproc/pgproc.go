@@ -1,15 +1,16 @@
 // Package pgproc runs throwaway PostgreSQL servers on loopback for tests
 // that stop a server abruptly, stream WAL to a standby and promote it: the
 // machine's own PostgreSQL binaries (/usr/lib/postgresql/*/bin), run as the
-// postgres user when the test runs as root, as scripts/test does.
+// postgres user when the test runs as root, as scripts/test does. The fault
+// soak (e2e/soak) runs its database, which its nemesis stops like a crash,
+// with InitPrimary too.
 //
-// It is machinery for tests: nothing outside _test.go files imports it.
+// It is machinery for tests and the soak: no daemon code imports it.
 package pgproc
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,6 +19,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/idemgate/idemgate/internal/childproc"
 )
 
 // BinDir finds the newest PostgreSQL server binaries (PGPROC_BIN overrides).
@@ -74,7 +77,7 @@ func newServer(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := childproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +195,4 @@ func (s *Server) tailLog() string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -1,0 +1,108 @@
+// Answers read from the journal: by key, by intent, the unresolved list,
+// and the steps of an attempts trail.
+
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// Lookup answers from the journal for an operation key; trail adds the
+// attempts trail. Read only.
+func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
+	k, err := operation.ParseKey(key)
+	if err != nil {
+		reason := err.Error()
+		var ke *operation.KeyError
+		if errors.As(err, &ke) {
+			reason = ke.Reason
+		}
+		return g.rules.rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
+	}
+	rec, err := g.store.Get(ctx, key)
+	if errors.Is(err, journal.ErrNotFound) {
+		if g.sent.has(key, g.now()) {
+			return g.queued(key, k.Operation, "")
+		}
+		return g.rules.notFound(key, k.Operation)
+	}
+	if err != nil {
+		g.log.Warn("gateway: journal read failed", "operation_key", key, "error", err.Error())
+		return g.rules.unavailable(key, k.Operation, "read the journal")
+	}
+	a := g.rules.fromRecord(rec, g.now())
+	if trail {
+		atts, err := g.store.Attempts(ctx, key)
+		if err != nil {
+			g.log.Warn("gateway: attempts read failed", "operation_key", key, "error", err.Error())
+		}
+		a.Trail = steps(atts)
+	}
+	return a
+}
+
+// KeyFor derives the operation key of an intent, as the daemon does.
+func (g *Gateway) KeyFor(opType, intentID string) (string, error) {
+	k, err := operation.DeriveKey(g.cfg.Env, operation.Command{EventID: intentID, Operation: opType, IntentID: intentID}, g.reg)
+	if err != nil {
+		return "", err
+	}
+	return k.String(), nil
+}
+
+// LookupIntent answers from the journal for an operation type and intent id.
+func (g *Gateway) LookupIntent(ctx context.Context, opType, intentID string, trail bool) Answer {
+	key, err := g.KeyFor(opType, intentID)
+	if err != nil {
+		var de *operation.DecodeError
+		if errors.As(err, &de) {
+			return g.rules.rejected("", opType, string(de.Code), decodeReason(de))
+		}
+		return g.rules.rejected("", opType, string(operation.CodeBadKey), err.Error())
+	}
+	return g.Lookup(ctx, key, trail)
+}
+
+// Unresolved lists what a person or the agent must act on: unknown
+// operations lookups could not settle (human_review) and retryable
+// failures no delivery is retrying (retry_same_intent), up to limit of each.
+func (g *Gateway) Unresolved(ctx context.Context, limit int) ([]Answer, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	unknown, err := g.store.ListUnresolved(ctx, g.cfg.ReviewAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unresolved: %w", err)
+	}
+	idle, err := g.store.ListIdleRetryable(ctx, g.cfg.IdleAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list idle retries: %w", err)
+	}
+	now := g.now()
+	out := make([]Answer, 0, len(unknown)+len(idle))
+	for _, rec := range slices.Concat(unknown, idle) {
+		out = append(out, g.rules.fromRecord(rec, now))
+	}
+	return out, nil
+}
+
+// maxSteps bounds the trail in an answer: the newest are kept.
+const maxSteps = 20
+
+func steps(atts []journal.Attempt) []Step {
+	if len(atts) > maxSteps {
+		atts = atts[len(atts)-maxSteps:]
+	}
+	out := make([]Step, 0, len(atts))
+	for _, a := range atts {
+		out = append(out, Step{Attempt: a.Attempt, Kind: string(a.Kind), Outcome: string(a.Outcome), ErrorCode: a.ErrorCode,
+			Note: a.Note, StartedAt: a.StartedAt.UTC(), FinishedAt: a.FinishedAt.UTC()})
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+// Submit: a request built into a command, validated, published, and the
+// wait for its outcome (the result, the journal, or pending past the bound).
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/producer"
+)
+
+// Request is one call of an operation.
+type Request struct {
+	// Operation is the registered operation type, e.g. "payment.charge".
+	Operation string
+	// IntentID names the business intent: one per intent, reused on every
+	// retry, never one per attempt.
+	IntentID string
+	// ApprovalID approves a money-moving operation; stored, not fingerprinted.
+	ApprovalID string
+	// Payload holds the operation's fields, a JSON object.
+	Payload json.RawMessage
+	// Wait bounds the wait for the outcome; 0 means Config.Wait. Capped at
+	// Config.MaxWait.
+	Wait time.Duration
+}
+
+// MsgID is the Nats-Msg-Id of a command the gateway publishes: the
+// operation key and the fingerprint. A retry with the same payload is the
+// same message, which the stream's duplicate window drops; a changed
+// payload is another message, which reaches the daemon to be answered
+// conflict.
+func MsgID(op operation.Operation) string { return op.Key.String() + "#" + op.Fingerprint }
+
+// Submit publishes the command for req and waits, up to the bound, for its
+// outcome. It always answers: failures to hand the command over are an
+// unavailable answer, never an error.
+func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
+	if req.IntentID == "" {
+		return g.rules.rejected("", req.Operation, string(operation.CodeMissingField),
+			"intent_id: required: one intent_id per business intent, reused on every retry")
+	}
+	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
+		ApprovalID: req.ApprovalID, Payload: req.Payload}
+	op, err := g.dec.DecodeCommand(cmd)
+	if err != nil {
+		var de *operation.DecodeError
+		if !errors.As(err, &de) {
+			g.log.Error("gateway: decoder misconfigured", "error", err.Error())
+			return g.rules.unavailable("", req.Operation, "check the command")
+		}
+		return g.rules.rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
+	}
+	key := op.Key.String()
+	token, replies := g.await()
+	defer g.forget(token)
+
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PublishTimeout)
+	ack, err := g.prod.PublishWith(pctx, cmd, producer.PublishOptions{MsgID: MsgID(op), ReplyTo: g.inbox + "." + token})
+	cancel()
+	if err != nil {
+		g.log.Warn("gateway: command not handed to JetStream", "operation_key", key, "error", err.Error())
+		return g.rules.unavailable(key, op.Type, "hand the command to JetStream")
+	}
+	g.sent.add(key, g.now())
+	timer := time.NewTimer(g.waitFor(req.Wait))
+	defer timer.Stop()
+
+	var watched chan operation.Result
+	if ack.Duplicate {
+		// The daemon answers the original message, not this copy: follow
+		// the results of the key, then read the journal (a result published
+		// before the watch began is already there).
+		ch, stop, err := g.watchKey(op.Type, key)
+		if err != nil {
+			g.log.Warn("gateway: results watch failed", "operation_key", key, "error", err.Error())
+		} else {
+			defer stop()
+			watched = ch
+		}
+		if a, ok := g.settled(ctx, op, true); ok {
+			return a
+		}
+	}
+	for {
+		select {
+		case r := <-replies:
+			if r.Status == operation.ResultPending || r.OperationKey != key {
+				continue
+			}
+			return g.rules.fromResult(r)
+		case <-watched:
+			// Any result for the key, maybe answering another request's
+			// payload: the journal row says what it means for this one.
+			if a, ok := g.settled(ctx, op, true); ok {
+				return a
+			}
+		case <-timer.C:
+			return g.pendingAnswer(ctx, op, ack.Duplicate)
+		case <-ctx.Done():
+			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
+				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
+		case <-g.done:
+			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
+				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
+		}
+	}
+}
+
+// waitFor is the bound of one call.
+func (g *Gateway) waitFor(asked time.Duration) time.Duration {
+	if asked <= 0 {
+		return g.cfg.Wait
+	}
+	return min(asked, g.cfg.MaxWait)
+}
+
+// settled answers from the journal row when it settles the call: a final
+// row with this request's fingerprint, or a row with another (a conflict).
+func (g *Gateway) settled(ctx context.Context, op operation.Operation, replayed bool) (Answer, bool) {
+	rec, err := g.store.Get(ctx, op.Key.String())
+	if err != nil {
+		if !errors.Is(err, journal.ErrNotFound) && ctx.Err() == nil {
+			g.log.Warn("gateway: journal read failed", "operation_key", op.Key.String(), "error", err.Error())
+		}
+		return Answer{}, false
+	}
+	if rec.RequestHash != op.Fingerprint {
+		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op)), true
+	}
+	if !rec.Status.Terminal() {
+		return Answer{}, false
+	}
+	res := resultOf(rec)
+	res.Replayed = replayed
+	return g.rules.fromResult(res), true
+}
+
+// conflictFields names the fields of op that differ from the key's first
+// request, by the digests the journal stored with it.
+func (g *Gateway) conflictFields(ctx context.Context, op operation.Operation) []string {
+	stored, err := g.store.FieldDigests(ctx, op.Key.String())
+	if err != nil {
+		g.log.Warn("gateway: field digests not read", "operation_key", op.Key.String(), "error", err.Error())
+		return nil
+	}
+	return operation.ConflictFields(stored, op.FieldDigests())
+}
+
+// pendingAnswer is the answer when the bound passed: the journal row's
+// story when there is one (an unknown outcome past review needs a person),
+// else "queued".
+func (g *Gateway) pendingAnswer(ctx context.Context, op operation.Operation, duplicate bool) Answer {
+	key := op.Key.String()
+	rec, err := g.store.Get(ctx, key)
+	switch {
+	case err == nil && rec.RequestHash != op.Fingerprint:
+		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op))
+	case err == nil && rec.Status.Terminal():
+		// Settled just now: its result is on the way.
+		return g.rules.fromResult(resultWith(rec, duplicate))
+	case err == nil:
+		a := g.rules.fromRecord(rec, g.now())
+		a.JournalStatus = ""
+		return a
+	}
+	return g.queued(key, op.Type, op.TargetSystem)
+}
+
+// queued is the answer for a command published but not claimed yet.
+func (g *Gateway) queued(key, opType, target string) Answer {
+	a := g.rules.fromResult(operation.Result{OperationKey: key, Operation: opType,
+		Status: operation.ResultPending, TargetSystem: target})
+	a.Reason = strings.Replace(a.Reason, "the target is being called or its answer looked up", "the command is queued for the daemon", 1)
+	return a
+}
+
+func resultWith(rec journal.Record, replayed bool) operation.Result {
+	r := resultOf(rec)
+	r.Replayed = replayed
+	return r
+}
+
+// decodeReason names the field the way the caller sent it: the gateway
+// sends the intent as the event id too.
+func decodeReason(de *operation.DecodeError) string {
+	field := de.Field
+	if field == "event_id" {
+		field = "intent_id"
+	}
+	msg := strings.ReplaceAll(de.Msg, "event_id", "intent_id")
+	if field == "" {
+		return string(de.Code) + ": " + msg
+	}
+	return field + ": " + msg
+}
