@@ -147,6 +147,7 @@ type daemonConfig struct {
 	replicas     int    // daemon replicas sharing the journal
 	dsn          string
 	maxInFlight  int    // 0 leaves the default
+	maxDeliver   int    // nats.max_deliver; 0 leaves the default
 	extra        string // further top-level configuration (YAML)
 	h            horizons
 }
@@ -168,6 +169,9 @@ func (c *cluster) writeConfig(owner string, dc daemonConfig) string {
 	var natsReplicas, maxInFlight string
 	if dc.natsReplicas > 0 {
 		natsReplicas = fmt.Sprintf("\n  replicas: %d", dc.natsReplicas)
+	}
+	if dc.maxDeliver > 0 {
+		natsReplicas += fmt.Sprintf("\n  max_deliver: %d", dc.maxDeliver)
 	}
 	if dc.maxInFlight > 0 {
 		maxInFlight = fmt.Sprintf("\n  max_in_flight: %d", dc.maxInFlight)
