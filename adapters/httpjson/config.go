@@ -252,7 +252,7 @@ func (c Config) compile() (*compiled, error) {
 		if c.Auth.SecretEnv == "" && c.Auth.SecretFile == "" {
 			return nil, c.fail("auth.%s needs secret_env or secret_file (credentials are never written in the config)", c.Auth.Scheme)
 		}
-		if c.Auth.Scheme == "basic" && (c.Auth.User == "" || strings.ContainsAny(c.Auth.User, ":\r\n")) {
+		if c.Auth.Scheme == "basic" && (c.Auth.User == "" || !adapters.BasicUserOK(c.Auth.User)) {
 			return nil, c.fail("auth.user is required for basic and must not hold ':' or line breaks")
 		}
 		if c.Auth.Scheme == "header" && !operation.ValidToken(c.Auth.Header, 128) {
