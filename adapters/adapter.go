@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idemgate/idemgate/operation"
@@ -211,6 +212,20 @@ func (e *Error) Unwrap() error { return e.Err }
 // NewError returns an *Error with the given code and class.
 func NewError(code string, class Class, err error) *Error {
 	return &Error{Code: code, Class: class, Err: err}
+}
+
+// NotSent returns err as the failure of a search an adapter makes before it
+// creates: no create was sent, so the call may be retried (class Retry).
+// Authorization stays final, and so does every code in keep (a target's
+// own answer that a retry must not hurry, e.g. Bitrix24's overload_limit).
+func NotSent(err error, keep ...string) error {
+	e := AsError(err)
+	if e.Code == CodeAuthorizationDenied || slices.Contains(keep, e.Code) {
+		return e
+	}
+	c := *e
+	c.Class = Retry
+	return &c
 }
 
 // AsError extracts an *Error from err. An error that is not one is treated as

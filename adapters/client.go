@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -138,6 +139,11 @@ func (c *Client) JSON(ctx context.Context, method, url string, v any, header htt
 func BasicAuth(user string, password redact.Secret) func(*http.Request) {
 	return func(r *http.Request) { r.SetBasicAuth(user, password.Reveal()) }
 }
+
+// BasicUserOK reports whether user can travel as BasicAuth's user: without
+// ':' (which separates the user from the password) and without a line
+// break.
+func BasicUserOK(user string) bool { return !strings.ContainsAny(user, ":\r\n") }
 
 // BearerAuth authorizes each request with a Bearer token.
 func BearerAuth(token redact.Secret) func(*http.Request) {

@@ -57,6 +57,11 @@ type HTTPConfig struct {
 	Getenv func(string) string `mapstructure:"-"`
 }
 
+// HTTP returns c itself. A Config that embeds HTTPConfig has the method
+// too, so the binary reaches the shared part of any adapter's Config to
+// inject the logger, the in-flight bound and the metrics.
+func (c *HTTPConfig) HTTP() *HTTPConfig { return c }
+
 // WithDefaults returns c with a zero Name, Timeout or RateLimit part taken
 // from def (the adapter's defaults) and the injected fields defaulted.
 func (c HTTPConfig) WithDefaults(def HTTPConfig) HTTPConfig {

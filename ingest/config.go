@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -197,33 +198,15 @@ type FieldMap struct {
 // WithDefaults returns c with zero fields set to their defaults. It does not
 // read secret files; New does.
 func (c Config) WithDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.ReadHeaderTimeout == 0 {
-		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.CommandsStream == "" {
-		c.CommandsStream = wire.CommandsStream
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.CommandsStream = cmp.Or(c.CommandsStream, wire.CommandsStream)
 	srcs := make([]Source, len(c.Sources))
 	for i, s := range c.Sources {
 		srcs[i] = s.WithDefaults()
@@ -326,7 +309,7 @@ func (s Source) validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if !validSourceName(s.Name) {
+	if !operation.ValidName(s.Name) {
 		bad("name must be 1-32 of [a-z0-9_-]")
 	}
 	switch s.Scheme {
@@ -443,19 +426,6 @@ func (f FieldMap) validate() error {
 		return fmt.Errorf("unknown convert %q (want string, int or minor_units)", f.Convert)
 	}
 	return nil
-}
-
-func validSourceName(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // parsePrefixes parses CIDRs and single addresses.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -93,8 +94,8 @@ func (y *YooKassaRefetcher) Refetch(ctx context.Context, ref ObjectRef) (json.Ra
 	if !ok {
 		return nil, fmt.Errorf("yookassa refetch: no object kind for this event type")
 	}
-	if !safeObjectID(ref.ID) {
-		// Not an id YooKassa issues; nothing to fetch.
+	if !operation.ValidToken(ref.ID, 64) {
+		// Not an id YooKassa issues (1-64 of [A-Za-z0-9_-]); nothing to fetch.
 		return nil, fmt.Errorf("yookassa refetch: %w (ill-formed id)", ErrObjectNotFound)
 	}
 	ctx, cancel := context.WithTimeout(ctx, y.timeout)
@@ -131,18 +132,4 @@ func (y *YooKassaRefetcher) Refetch(ctx context.Context, ref ObjectRef) (json.Ra
 		return nil, fmt.Errorf("yookassa refetch %s: answer is not a JSON object", coll)
 	}
 	return body, nil
-}
-
-// safeObjectID accepts the ids providers issue: 1–64 of [A-Za-z0-9_-].
-func safeObjectID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

@@ -84,15 +84,23 @@ func VerifyStripe(header string, body []byte, secrets []redact.Secret, now time.
 	if len(sigs) == 0 {
 		return fmt.Errorf("%w: no v1 signature", ErrSignatureMissing)
 	}
-	matched := false
-	for _, secret := range secrets {
+	return verifySigned(secrets, func(secret redact.Secret) []byte {
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write([]byte(strconv.FormatInt(ts, 10)))
 		mac.Write([]byte{'.'})
 		mac.Write(body)
-		want := mac.Sum(nil)
+		return mac.Sum(nil)
+	}, sigs, ts, now, tolerance)
+}
+
+// verifySigned checks that one of sigs is the MAC that one of keys makes
+// (mac), comparing every candidate without stopping early, then that the
+// signed timestamp ts is within tolerance of now.
+func verifySigned[K any](keys []K, mac func(K) []byte, sigs [][]byte, ts int64, now time.Time, tolerance time.Duration) error {
+	matched := false
+	for _, key := range keys {
+		want := mac(key)
 		for _, sig := range sigs {
-			// Compare against every candidate without stopping early.
 			if hmac.Equal(sig, want) {
 				matched = true
 			}
@@ -158,19 +166,7 @@ func VerifyStandard(id, timestamp, signatures string, body []byte, keys [][]byte
 	if len(sigs) == 0 {
 		return fmt.Errorf("%w: no v1 signature", ErrSignatureMissing)
 	}
-	matched := false
-	for _, key := range keys {
-		want := standardMAC(key, id, timestamp, body)
-		for _, sig := range sigs {
-			if hmac.Equal(sig, want) {
-				matched = true
-			}
-		}
-	}
-	if !matched {
-		return ErrSignatureMismatch
-	}
-	return checkTolerance(ts, now, tolerance)
+	return verifySigned(keys, func(key []byte) []byte { return standardMAC(key, id, timestamp, body) }, sigs, ts, now, tolerance)
 }
 
 // TBankToken returns a T-Bank Token over a request or notification: the

@@ -77,7 +77,7 @@ func (d TypeDecl) Type(name string) (Type, error) {
 	if err := ValidateOperationName(name); err != nil {
 		return Type{}, fmt.Errorf("%w: operations.%s: %w", ErrInvalidType, name, err)
 	}
-	if !validTarget(d.TargetSystem) {
+	if !ValidName(d.TargetSystem) {
 		return Type{}, fmt.Errorf("%w: operations.%s.target_system must be 1-32 of [a-z0-9_-]", ErrInvalidType, name)
 	}
 	fields, err := declFields(name, "", d.Fields, false)

@@ -307,7 +307,7 @@ func validateType(t Type) error {
 	if err := ValidateOperationName(t.Name); err != nil {
 		return fmt.Errorf("%w: name: %w", ErrInvalidType, err)
 	}
-	if !validTarget(t.TargetSystem) {
+	if !ValidName(t.TargetSystem) {
 		return fmt.Errorf("%w: %s: target system must be 1-32 of [a-z0-9_-]", ErrInvalidType, t.Name)
 	}
 	return validateFields(t.Name, "", t.Fields, false)
@@ -367,19 +367,6 @@ func validateFields(typ, prefix string, fields []Field, nested bool) error {
 		}
 	}
 	return nil
-}
-
-func validTarget(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func validFieldName(s string) bool {

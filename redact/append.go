@@ -39,6 +39,25 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 	return appendValue(dst, v)
 }
 
+// appendArray appends xs as a JSON array, each element by appendElem; a
+// nil slice is null.
+func appendArray[T any](dst []byte, xs []T, appendElem func([]byte, T) ([]byte, error)) ([]byte, error) {
+	if xs == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	for i, x := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = appendElem(dst, x); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
 func appendValue(dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
@@ -66,35 +85,9 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, JSON(x)...), nil
 	case []string:
-		if x == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, s := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendText(dst, s); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendArray(dst, x, appendText)
 	case []any:
-		if x == nil {
-			return append(dst, "null"...), nil
-		}
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendValue(dst, e); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendArray(dst, x, appendValue)
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil

@@ -123,11 +123,7 @@ func (w *jsonWriter) object() error {
 			return err
 		}
 	}
-	if _, err := w.dec.Token(); err != nil { // '}'
-		return err
-	}
-	w.buf.WriteByte('}')
-	return nil
+	return w.end('}')
 }
 
 func (w *jsonWriter) array() error {
@@ -142,10 +138,16 @@ func (w *jsonWriter) array() error {
 			return err
 		}
 	}
-	if _, err := w.dec.Token(); err != nil { // ']'
+	return w.end(']')
+}
+
+// end consumes the delimiter that closes an object or an array, and writes
+// it.
+func (w *jsonWriter) end(delim byte) error {
+	if _, err := w.dec.Token(); err != nil {
 		return err
 	}
-	w.buf.WriteByte(']')
+	w.buf.WriteByte(delim)
 	return nil
 }
 

@@ -86,17 +86,6 @@ func (a *Adapter) statusError(resp *adapters.HTTPResponse) *adapters.Error {
 	return e
 }
 
-// notSent: a failed search before the create sent no create.
-func notSent(err error) error {
-	e := adapters.AsError(err)
-	if e.Code == adapters.CodeAuthorizationDenied {
-		return e
-	}
-	c := *e
-	c.Class = adapters.Retry
-	return &c
-}
-
 // lookupError: a failed search is never a final answer about the operation.
 func lookupError(err error) error {
 	e := adapters.AsError(err)
@@ -139,7 +128,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 
 	f, err := search()
 	if err != nil {
-		return adapters.Outcome{}, notSent(err)
+		return adapters.Outcome{}, adapters.NotSent(err)
 	}
 	if len(f.items) > 0 {
 		if !f.items[0].sameAs(op, key) {

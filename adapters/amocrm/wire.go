@@ -90,45 +90,43 @@ type taskOut struct {
 }
 
 // parseLeads reads {"_embedded":{"leads":[…]}}.
-func parseLeads(b []byte) ([]leadOut, error) {
-	var r struct {
-		Embedded *struct {
-			Leads []leadOut `json:"leads"`
-		} `json:"_embedded"`
-	}
-	if err := adapters.DecodeJSON(b, &r, adapters.ReconcileBeforeRetry, "amoCRM lead list"); err != nil {
-		return nil, err
-	}
-	if r.Embedded == nil {
-		return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM lead list without _embedded")
-	}
-	for _, l := range r.Embedded.Leads {
-		if l.ID <= 0 {
-			return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM lead without a usable id")
-		}
-	}
-	return r.Embedded.Leads, nil
-}
+func parseLeads(b []byte) ([]leadOut, error) { return parseList[leadOut, leadList](b, "lead") }
 
 // parseTasks reads {"_embedded":{"tasks":[…]}}.
-func parseTasks(b []byte) ([]taskOut, error) {
+func parseTasks(b []byte) ([]taskOut, error) { return parseList[taskOut, taskList](b, "task") }
+
+type leadList struct {
+	Leads []leadOut `json:"leads"`
+}
+
+type taskList struct {
+	Tasks []taskOut `json:"tasks"`
+}
+
+func (l leadList) items() []leadOut { return l.Leads }
+func (l taskList) items() []taskOut { return l.Tasks }
+func (l leadOut) objectID() int64   { return l.ID }
+func (t taskOut) objectID() int64   { return t.ID }
+
+// parseList reads a list answer, {"_embedded": L}, whose objects (what:
+// lead, task) must each carry a usable id.
+func parseList[T interface{ objectID() int64 }, L interface{ items() []T }](b []byte, what string) ([]T, error) {
 	var r struct {
-		Embedded *struct {
-			Tasks []taskOut `json:"tasks"`
-		} `json:"_embedded"`
+		Embedded *L `json:"_embedded"`
 	}
-	if err := adapters.DecodeJSON(b, &r, adapters.ReconcileBeforeRetry, "amoCRM task list"); err != nil {
+	if err := adapters.DecodeJSON(b, &r, adapters.ReconcileBeforeRetry, "amoCRM "+what+" list"); err != nil {
 		return nil, err
 	}
 	if r.Embedded == nil {
-		return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM task list without _embedded")
+		return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM %s list without _embedded", what)
 	}
-	for _, t := range r.Embedded.Tasks {
-		if t.ID <= 0 {
-			return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM task without a usable id")
+	items := (*r.Embedded).items()
+	for _, it := range items {
+		if it.objectID() <= 0 {
+			return nil, adapters.Unexpected(adapters.ReconcileBeforeRetry, "amoCRM %s without a usable id", what)
 		}
 	}
-	return r.Embedded.Tasks, nil
+	return items, nil
 }
 
 // parseCreated reads the one created object of a batch POST answer.

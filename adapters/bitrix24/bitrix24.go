@@ -288,7 +288,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	retried := adapters.Retried(ctx)
 	f, err := a.search(ctx, ent, key, retried)
 	if err != nil {
-		return adapters.Outcome{}, notSent(err)
+		return adapters.Outcome{}, adapters.NotSent(err, "overload_limit")
 	}
 	if len(f.items) > 0 {
 		for _, field := range ent.compare {
@@ -370,17 +370,6 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // CodeLookupIncomplete: the marker scan read LookupMaxPages pages without
 // finding the key, so absence is not proven.
 const CodeLookupIncomplete = "lookup_incomplete"
-
-// notSent: a failed search before the add sent no add.
-func notSent(err error) error {
-	e := adapters.AsError(err)
-	if e.Code == adapters.CodeAuthorizationDenied || e.Code == "overload_limit" {
-		return e
-	}
-	c := *e
-	c.Class = adapters.Retry
-	return &c
-}
 
 func outcome(entity, id string, replayed bool) adapters.Outcome {
 	status := "created"

@@ -243,7 +243,7 @@ func (c Config) compile() (*compiled, error) {
 	if err := c.HTTPConfig.Validate("base_url", c.BaseURL); err != nil {
 		return nil, c.fail("%v", err)
 	}
-	if !validClass(c.TargetSystem) {
+	if !operation.ValidName(c.TargetSystem) {
 		return nil, c.fail("target_system must be 1-32 of [a-z0-9_-]")
 	}
 	switch c.Auth.Scheme {
@@ -252,10 +252,10 @@ func (c Config) compile() (*compiled, error) {
 		if c.Auth.SecretEnv == "" && c.Auth.SecretFile == "" {
 			return nil, c.fail("auth.%s needs secret_env or secret_file (credentials are never written in the config)", c.Auth.Scheme)
 		}
-		if c.Auth.Scheme == "basic" && (c.Auth.User == "" || strings.ContainsAny(c.Auth.User, ":\r\n")) {
+		if c.Auth.Scheme == "basic" && (c.Auth.User == "" || !adapters.BasicUserOK(c.Auth.User)) {
 			return nil, c.fail("auth.user is required for basic and must not hold ':' or line breaks")
 		}
-		if c.Auth.Scheme == "header" && !validHeaderName(c.Auth.Header) {
+		if c.Auth.Scheme == "header" && !operation.ValidToken(c.Auth.Header, 128) {
 			return nil, c.fail("auth.header must be a header name")
 		}
 	default:
@@ -263,7 +263,7 @@ func (c Config) compile() (*compiled, error) {
 	}
 	switch c.Key.In {
 	case KeyInHeader:
-		if !validHeaderName(c.Key.Name) {
+		if !operation.ValidToken(c.Key.Name, 128) {
 			return nil, c.fail("key.name must be a header name, e.g. Idempotency-Key")
 		}
 	case KeyInBody, KeyInQuery:
@@ -308,7 +308,7 @@ func (c Config) compile() (*compiled, error) {
 		return nil, err
 	}
 	for name, h := range c.Execute.Headers {
-		if !validHeaderName(name) {
+		if !operation.ValidToken(name, 128) {
 			return nil, c.fail("execute.headers: %q is not a header name", name)
 		}
 		t, err := parseText(h)
@@ -465,32 +465,6 @@ func (c Config) checkRefs(where string, refs []*ref, inBody bool) error {
 		}
 	}
 	return nil
-}
-
-func validClass(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // validPath accepts a gjson path: 1-256 printable bytes.

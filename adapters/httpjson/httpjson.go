@@ -154,7 +154,7 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	if adapters.Retried(ctx) {
 		found, err := a.find(ctx, c)
 		if err != nil {
-			return adapters.Outcome{}, notSent(err)
+			return adapters.Outcome{}, adapters.NotSent(err)
 		}
 		if len(found) > 0 {
 			return a.keep(c, found, true)
@@ -444,16 +444,4 @@ func (a *Adapter) lookupOne(ctx context.Context, i int, c *call) ([]object, erro
 		return true
 	})
 	return out, bad
-}
-
-// notSent: a failed lookup before create sent no create, so it may be
-// retried (authorization stays final).
-func notSent(err error) error {
-	e := adapters.AsError(err)
-	if e.Code == adapters.CodeAuthorizationDenied {
-		return e
-	}
-	c := *e
-	c.Class = adapters.Retry
-	return &c
 }

@@ -92,7 +92,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.Mode != ModeHTTPService && c.Mode != ModeOData:
 		return fmt.Errorf("%w: mode must be %q or %q", ErrInvalidConfig, ModeHTTPService, ModeOData)
-	case c.User == "" || strings.ContainsAny(c.User, ":\r\n"):
+	case c.User == "" || !adapters.BasicUserOK(c.User):
 		return fmt.Errorf("%w: user is required and must not contain ':' or line breaks", ErrInvalidConfig)
 	case c.MaxKeyLen < 16:
 		return fmt.Errorf("%w: max_key_len must be at least 16", ErrInvalidConfig)

@@ -322,7 +322,7 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 	retried := adapters.Retried(ctx)
 	found, err := a.searchOData(ctx, key, retried)
 	if err != nil {
-		return adapters.Outcome{}, notSentIfLookupFailed(err)
+		return adapters.Outcome{}, adapters.NotSent(err)
 	}
 	if len(found) > 0 {
 		if !sameInvoice(found[0], b) {
@@ -375,18 +375,6 @@ func (a *Adapter) executeOData(ctx context.Context, op operation.Operation, b in
 			"operation_key", op.Key.String(), "target_system", "1c", "target_object_id", ent.Ref)
 	}
 	return out, nil
-}
-
-// notSentIfLookupFailed: a failed search before create sent no create, so
-// every such failure may be retried (authorization stays final).
-func notSentIfLookupFailed(err error) error {
-	e := adapters.AsError(err)
-	if e.Code == adapters.CodeAuthorizationDenied {
-		return e
-	}
-	c := *e
-	c.Class = adapters.Retry
-	return &c
 }
 
 func sameInvoice(e odataEntity, b invoiceBody) bool {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -82,7 +81,7 @@ func (c Config) Validate() error {
 	if err := cmp.Or(c.HTTPConfig.Validate("base_url", c.BaseURL), c.LookupScan.Validate()); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if strings.ContainsAny(c.ShopID, ":\r\n") {
+	if !adapters.BasicUserOK(c.ShopID) {
 		return fmt.Errorf("%w: shop_id must not contain ':' or line breaks", ErrInvalidConfig)
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -44,6 +45,23 @@ func asAdapter[A adapters.Adapter](a A, err error) (adapters.Adapter, error) {
 	return a, nil
 }
 
+// configured is the build step of the adapter a section configures (none
+// when cfg is nil): a copy of cfg, inject applied to its shared HTTP part,
+// built by newAdapter.
+func configured[C any, P interface {
+	*C
+	HTTP() *adapters.HTTPConfig
+}, A adapters.Adapter](section string, cfg *C, newAdapter func(C) (A, error), inject func(*adapters.HTTPConfig)) []adapterEntry {
+	if cfg == nil {
+		return nil
+	}
+	return []adapterEntry{{section, func() (adapters.Adapter, error) {
+		c := *cfg
+		inject(P(&c).HTTP())
+		return asAdapter(newAdapter(c))
+	}}}
+}
+
 // buildAdapters builds the configured adapters and maps each routed
 // operation type to its adapter. Each adapter's client keeps as many idle
 // connections as the worker may have calls in flight (all of them may go to
@@ -58,27 +76,15 @@ func buildAdapters(c Config, log *slog.Logger, m *adapters.Metrics) (map[string]
 	inject := func(h *adapters.HTTPConfig) {
 		h.Logger, h.MaxInFlight, h.Metrics = log, inFlight, m
 	}
-	type entry = adapterEntry
-	var entries []entry
-	if cfg := a.OneC; cfg != nil {
-		entries = append(entries, entry{"onec", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(onec.New(c)) }})
-	}
-	if cfg := a.Bitrix24; cfg != nil {
-		entries = append(entries, entry{"bitrix24", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(bitrix24.New(c)) }})
-	}
-	if cfg := a.AmoCRM; cfg != nil {
-		entries = append(entries, entry{"amocrm", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(amocrm.New(c)) }})
-	}
-	if cfg := a.YooKassa; cfg != nil {
-		entries = append(entries, entry{"yookassa", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(yookassa.New(c)) }})
-	}
-	if cfg := a.TBank; cfg != nil {
-		entries = append(entries, entry{"tbank", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(tbank.New(c)) }})
-	}
-	if cfg := a.Stripe; cfg != nil {
-		entries = append(entries, entry{"stripe", func() (adapters.Adapter, error) { c := *cfg; inject(&c.HTTPConfig); return asAdapter(stripe.New(c)) }})
-	}
-	entries = append(entries, declaredAdapters(c, reg, inject)...)
+	entries := slices.Concat(
+		configured("onec", a.OneC, onec.New, inject),
+		configured("bitrix24", a.Bitrix24, bitrix24.New, inject),
+		configured("amocrm", a.AmoCRM, amocrm.New, inject),
+		configured("yookassa", a.YooKassa, yookassa.New, inject),
+		configured("tbank", a.TBank, tbank.New, inject),
+		configured("stripe", a.Stripe, stripe.New, inject),
+		declaredAdapters(c, reg, inject),
+	)
 	byName := map[string]adapters.Adapter{}
 	for _, e := range entries {
 		ad, err := e.build()

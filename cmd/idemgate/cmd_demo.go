@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}
 	}
 	for _, id := range o.only {
-		if !contains(demo.IDs(), id) {
+		if !slices.Contains(demo.IDs(), id) {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--scenario %q: one of %s", id, strings.Join(demo.IDs(), ", "))}
 		}
 	}
@@ -110,15 +111,6 @@ func demoExit(rep demo.Report, runErr error) error {
 		return &exitError{code: exitFailure, err: fmt.Errorf("%d guarantee(s) failed: %s", len(failed), strings.Join(failed, "; "))}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // isTerminal reports whether w is a terminal (for the spinner).

@@ -100,70 +100,59 @@ commands to its JetStream and reads its journal.
 --transport stdio (the default) speaks MCP on stdin/stdout: an MCP client launches
 "idemgate mcp --config …". Logs go to stderr. --transport http serves Streamable
 HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := config(cmd)
-			if err != nil {
-				return err
-			}
-			switch transport {
-			case "stdio", "http":
-			default:
-				return &exitError{code: exitUsage, err: fmt.Errorf("--transport %q: stdio or http", transport)}
-			}
-			if addr != "" {
-				c.MCP.Addr = addr
-			}
-			if transport == "http" {
-				if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token.Reveal()); err != nil {
-					return configError(fmt.Errorf("unsafe: mcp.addr: %w (set mcp.token or IDEMGATE_MCP_TOKEN)", err))
-				}
-			}
-			log := newLogger(c, stderr)
-			stopTracing, err := startTracing(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer stopTracing()
-			nc, js, stopNATS, err := natsConn(c, log, false)
-			if err != nil {
-				return err
-			}
-			defer stopNATS()
-			// Commands wait in the stream until a daemon takes them.
-			if _, err := ensureStreams(cmd.Context(), nc, js, c, log); err != nil {
-				return err
-			}
-			store, _, err := openJournal(cmd.Context(), c, log, false)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			g, err := newGateway(c, nc, store, log)
-			if err != nil {
-				return err
-			}
-			defer g.Close()
-			srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
-			if err != nil {
-				return configError(err)
-			}
-			if transport == "stdio" {
-				log.Info("mcp: serving on stdio", "tools", len(g.Types())+2)
-				if err := srv.Run(cmd.Context(), &sdk.StdioTransport{}); err != nil && cmd.Context().Err() == nil {
-					return fmt.Errorf("mcp: %w", err)
-				}
-				return nil
-			}
-			f := &faces{log: log}
-			defer f.stop()
-			if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
-				return err
-			}
-			<-cmd.Context().Done()
-			return nil
-		},
 	}
+	check := func(c *Config) error {
+		switch transport {
+		case "stdio", "http":
+		default:
+			return &exitError{code: exitUsage, err: fmt.Errorf("--transport %q: stdio or http", transport)}
+		}
+		if addr != "" {
+			c.MCP.Addr = addr
+		}
+		if transport == "http" {
+			if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token.Reveal()); err != nil {
+				return configError(fmt.Errorf("unsafe: mcp.addr: %w (set mcp.token or IDEMGATE_MCP_TOKEN)", err))
+			}
+		}
+		return nil
+	}
+	serving(cmd, stderr, check, func(ctx context.Context, c Config, log *slog.Logger) error {
+		// Commands wait in the stream until a daemon takes them.
+		nc, _, stopNATS, err := commandStreams(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer stopNATS()
+		store, _, err := openJournal(ctx, c, log, false)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		g, err := newGateway(c, nc, store, log)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
+		if err != nil {
+			return configError(err)
+		}
+		if transport == "stdio" {
+			log.Info("mcp: serving on stdio", "tools", len(g.Types())+2)
+			if err := srv.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("mcp: %w", err)
+			}
+			return nil
+		}
+		f := &faces{log: log}
+		defer f.stop()
+		if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
 	cmd.Flags().StringVar(&transport, "transport", "stdio", "stdio or http (Streamable HTTP at /mcp)")
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address for --transport http (default mcp.addr)")
 	return cmd

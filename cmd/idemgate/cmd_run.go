@@ -28,24 +28,12 @@ import (
 )
 
 func runCmd(stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
+	return serving(&cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: consume commands, execute each intent at most once, publish outcomes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := config(cmd)
-			if err != nil {
-				return err
-			}
-			log := newLogger(c, stderr)
-			stopTracing, err := startTracing(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer stopTracing()
-			return runDaemon(cmd.Context(), c, log, nil)
-		},
-	}
+	}, stderr, nil, func(ctx context.Context, c Config, log *slog.Logger) error {
+		return runDaemon(ctx, c, log, nil)
+	})
 }
 
 // daemon is a running idemgate: tests and the demo start it in-process.

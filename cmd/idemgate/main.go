@@ -111,6 +111,33 @@ func newLogger(c Config, w io.Writer) *slog.Logger {
 	return slog.New(telemetry.NewLogHandler(h)).With("service", "idemgate")
 }
 
+// serving sets up a long-running subcommand (run, ingest, mcp) the one way
+// they share: it reads the configuration, lets check refuse or adjust it
+// (nil: no check), logs through the redactor on stderr, traces when the
+// OTEL_* environment asks, then runs serve until it returns.
+func serving(cmd *cobra.Command, stderr io.Writer, check func(*Config) error, serve func(ctx context.Context, c Config, log *slog.Logger) error) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := config(cmd)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(&c); err != nil {
+				return err
+			}
+		}
+		log := newLogger(c, stderr)
+		stopTracing, err := startTracing(cmd.Context(), log)
+		if err != nil {
+			return err
+		}
+		defer stopTracing()
+		return serve(cmd.Context(), c, log)
+	}
+	return cmd
+}
+
 // config loads and validates the configuration of a command.
 func config(cmd *cobra.Command) (Config, error) {
 	c, err := loadConfig(cmd.Flags())

@@ -46,3 +46,19 @@ func ensureStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c
 	}
 	return cons, err
 }
+
+// commandStreams connects to nats.url (never the embedded server) and makes
+// sure the streams exist, for a front door that publishes commands a daemon
+// elsewhere takes: nothing is accepted before the commands stream can hold
+// it. stop closes the connection.
+func commandStreams(ctx context.Context, c Config, log *slog.Logger) (nc *nats.Conn, js jetstream.JetStream, stop func(), err error) {
+	nc, js, stop, err = natsConn(c, log, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, err := ensureStreams(ctx, nc, js, c, log); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return nc, js, stop, nil
+}

@@ -3,10 +3,11 @@
 // writes the lowercase names other clients read), the span attributes the
 // daemon records, and trace ids for logs.
 //
-// It uses the OpenTelemetry API only. The SDK — the tracer provider, the
-// OTLP exporter chosen by the standard OTEL_* environment, the redaction
-// of exported spans — is in the otelsetup subpackage, which the daemon
-// binary imports; libraries (producer) stay light.
+// It uses the OpenTelemetry API only, and wire for the rule that reads a
+// header name in any casing. The SDK — the tracer provider, the OTLP
+// exporter chosen by the standard OTEL_* environment, the redaction of
+// exported spans — is in the otelsetup subpackage, which the daemon binary
+// imports; libraries (producer) stay light.
 //
 // Tracing is off until otelsetup turns it on (Enabled): the daemon's hot
 // path then does nothing but one atomic load per command.
@@ -23,6 +24,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgate/idemgate/wire"
 )
 
 // ScopeName is the instrumentation scope of idemgate's spans.
@@ -55,18 +58,9 @@ func Propagator() propagation.TextMapPropagator { return otel.GetTextMapPropagat
 // uses and reads them case-insensitively.
 type Header nats.Header
 
-// Get returns the first value of key, matching the name case-insensitively.
-func (h Header) Get(key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	for k, v := range h {
-		if len(v) > 0 && strings.EqualFold(k, key) {
-			return v[0]
-		}
-	}
-	return ""
-}
+// Get returns the first value of key, matching the name case-insensitively
+// (wire.Get).
+func (h Header) Get(key string) string { return wire.Get(h, key) }
 
 // Set sets key (lowercased), replacing any other spelling of it.
 func (h Header) Set(key, value string) {

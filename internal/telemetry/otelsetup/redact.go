@@ -85,21 +85,21 @@ func (s redactedSpan) Status() sdktrace.Status {
 }
 
 func (s redactedSpan) Events() []sdktrace.Event {
-	evs := s.ReadOnlySpan.Events()
-	out := make([]sdktrace.Event, len(evs))
-	for i, e := range evs {
-		e.Attributes = redactAttrs(e.Attributes)
-		out[i] = e
-	}
-	return out
+	return redactEach(s.ReadOnlySpan.Events(), func(e *sdktrace.Event) *[]attribute.KeyValue { return &e.Attributes })
 }
 
 func (s redactedSpan) Links() []sdktrace.Link {
-	ls := s.ReadOnlySpan.Links()
-	out := make([]sdktrace.Link, len(ls))
-	for i, l := range ls {
-		l.Attributes = redactAttrs(l.Attributes)
-		out[i] = l
+	return redactEach(s.ReadOnlySpan.Links(), func(l *sdktrace.Link) *[]attribute.KeyValue { return &l.Attributes })
+}
+
+// redactEach returns a copy of items, the attributes of each (attrs)
+// redacted.
+func redactEach[T any](items []T, attrs func(*T) *[]attribute.KeyValue) []T {
+	out := make([]T, len(items))
+	for i, it := range items {
+		a := attrs(&it)
+		*a = redactAttrs(*a)
+		out[i] = it
 	}
 	return out
 }

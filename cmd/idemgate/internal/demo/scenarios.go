@@ -101,15 +101,8 @@ func paymentDuplicates(ctx context.Context, s *session, row *Row) error {
 	m := mark(y)
 	in := s.intent(opCharge, "charge-dup", chargePayload("order-48291", 125000))
 	row.Intents = 1
-	first, err := s.command(in, "charge-dup-1")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: charge %s for order-48291 (intent %s)", rub(125000), in.id)
-	if _, err := s.publish(ctx, row, first); err != nil {
-		return err
-	}
-	results, err := s.await(ctx, "charge", eventIDs(first))
+	first, results, err := s.send(ctx, row, in, "charge-dup-1", "charge")
 	if err != nil {
 		return err
 	}
@@ -201,29 +194,15 @@ func paymentConflict(ctx context.Context, s *session, row *Row) error {
 	m := mark(y)
 	in := s.intent(opCharge, "charge-conflict", chargePayload("order-48293", 50000))
 	row.Intents = 1
-	first, err := s.command(in, "charge-conflict-1")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: charge %s for order-48293", rub(50000))
-	if _, err := s.publish(ctx, row, first); err != nil {
-		return err
-	}
-	results, err := s.await(ctx, "charge", eventIDs(first))
+	first, results, err := s.send(ctx, row, in, "charge-conflict-1", "charge")
 	if err != nil {
 		return err
 	}
 	changed := in
 	changed.payload = chargePayload("order-48293", 500000)
-	second, err := s.command(changed, "charge-conflict-2")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: the same intent again, now for %s (a bug, or a tampered retry)", rub(500000))
-	if _, err := s.publish(ctx, row, second); err != nil {
-		return err
-	}
-	more, err := s.await(ctx, "conflict", eventIDs(second))
+	second, more, err := s.send(ctx, row, changed, "charge-conflict-2", "conflict")
 	if err != nil {
 		return err
 	}
@@ -430,27 +409,13 @@ func invoiceScenario(ctx context.Context, s *session, row *Row) error {
 		"due_date": "2030-01-31", "description": "Подписка, январь",
 	})
 	row.Intents = 1
-	first, err := s.command(in, "invoice-1")
-	if err != nil {
-		return err
-	}
 	s.p.step("agent: create an invoice for order-48291, %s", rub(125000))
-	if _, err := s.publish(ctx, row, first); err != nil {
-		return err
-	}
-	results, err := s.await(ctx, "invoice", eventIDs(first))
-	if err != nil {
-		return err
-	}
-	retry, err := s.command(in, "invoice-retry")
+	first, results, err := s.send(ctx, row, in, "invoice-1", "invoice")
 	if err != nil {
 		return err
 	}
 	s.p.step("agent retries the intent (it never saw the first answer)")
-	if _, err := s.publish(ctx, row, retry); err != nil {
-		return err
-	}
-	more, err := s.await(ctx, "retry", eventIDs(retry))
+	retry, more, err := s.send(ctx, row, in, "invoice-retry", "retry")
 	if err != nil {
 		return err
 	}
@@ -525,17 +490,24 @@ func crmTaskScenario(ctx context.Context, s *session, row *Row) error {
 // sendOne publishes one command for an intent, waits for its final result
 // and reads the intent's attempts trail.
 func (s *session) sendOne(ctx context.Context, row *Row, in intent, eventID string) (operation.Command, map[string]operation.Result, []journal.Attempt, error) {
-	cmd, err := s.command(in, eventID)
-	if err != nil {
-		return cmd, nil, nil, err
-	}
-	if _, err := s.publish(ctx, row, cmd); err != nil {
-		return cmd, nil, nil, err
-	}
-	results, err := s.await(ctx, "charge", eventIDs(cmd))
+	cmd, results, err := s.send(ctx, row, in, eventID, "charge")
 	if err != nil {
 		return cmd, nil, nil, err
 	}
 	atts, err := s.attempts(ctx, in.key(s.rt.Env))
 	return cmd, results, atts, err
+}
+
+// send publishes one command for an intent and waits for its final result;
+// label names the wait on the progress line.
+func (s *session) send(ctx context.Context, row *Row, in intent, eventID, label string) (operation.Command, map[string]operation.Result, error) {
+	cmd, err := s.command(in, eventID)
+	if err != nil {
+		return cmd, nil, err
+	}
+	if _, err := s.publish(ctx, row, cmd); err != nil {
+		return cmd, nil, err
+	}
+	results, err := s.await(ctx, label, eventIDs(cmd))
+	return cmd, results, err
 }
