@@ -31,12 +31,6 @@ type Request struct {
 	Wait time.Duration
 }
 
-// MsgID is the Nats-Msg-Id of a command the gateway publishes: the
-// operation key and the fingerprint. A retry with the same payload is the
-// same message, which the stream's duplicate window drops; a changed
-// payload is another message, which reaches the daemon to be answered
-// conflict.
-func MsgID(op operation.Operation) string { return op.Key.String() + "#" + op.Fingerprint }
 
 // Submit publishes the command for req and waits, up to the bound, for its
 // outcome. It always answers: failures to hand the command over are an
@@ -62,7 +56,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	defer g.forget(token)
 
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PublishTimeout)
-	ack, err := g.prod.PublishWith(pctx, cmd, producer.PublishOptions{MsgID: MsgID(op), ReplyTo: g.inbox + "." + token})
+	ack, err := g.prod.PublishWith(pctx, cmd, producer.PublishOptions{MsgID: producer.MsgID(op), ReplyTo: g.inbox + "." + token})
 	cancel()
 	if err != nil {
 		g.log.Warn("gateway: command not handed to JetStream", "operation_key", key, "error", err.Error())
