@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -229,5 +230,24 @@ func TestSubmitUnavailable(t *testing.T) {
 	require.Equal(t, gateway.StatusUnavailable, a.Status, "%+v", a)
 	require.Equal(t, gateway.RetrySameIntent, a.NextAction)
 	require.Positive(t, a.RetryAfterMS)
+	require.Equal(t, 0, d.YooKassa.TotalEffects())
+}
+
+// TestSubmitAnswersTheDaemonsKeylessRejection: a type the gateway knows
+// but the daemon does not (their declared types differ) is rejected by the
+// daemon before it derives a key; that rejection, sent to the call's own
+// reply subject, is the call's answer, not something to wait past.
+func TestSubmitAnswersTheDaemonsKeylessRejection(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	reg := operation.DefaultRegistry()
+	require.NoError(t, reg.Register(operation.Type{Name: "crm.note.add", TargetSystem: "crm",
+		Fields: []operation.Field{{Name: "text", Kind: operation.KindString, Required: true}}}))
+	g, err := gateway.New(gateway.Config{Env: daemontest.Env, Wait: 20 * time.Second}, gateway.Deps{NC: d.NC, Journal: d.Journal, Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+
+	a := g.Submit(context.Background(), gateway.Request{Operation: "crm.note.add", IntentID: "note-1", Payload: json.RawMessage(`{"text":"call back"}`)})
+	require.Equal(t, gateway.StatusRejected, a.Status, "%+v", a)
+	require.Equal(t, string(operation.CodeUnknownOperation), a.ErrorCode, "%+v", a)
 	require.Equal(t, 0, d.YooKassa.TotalEffects())
 }

@@ -85,8 +85,16 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	for {
 		select {
 		case r := <-replies:
-			if r.Status == operation.ResultPending || r.OperationKey != key {
+			if r.Status == operation.ResultPending {
 				continue
+			}
+			// The reply subject is this call's alone, so the result answers
+			// this command even under another key: one the daemon derived
+			// otherwise (another env) or none at all (rejected before a key,
+			// e.g. a type the daemon does not know).
+			if r.OperationKey != key && r.OperationKey != "" {
+				g.log.Warn("gateway: the daemon answered under another key: are the gateway's and the daemon's env and operation types the same?",
+					"operation_key", key, "daemon_key", r.OperationKey)
 			}
 			return g.rules.fromResult(r)
 		case <-watched:
