@@ -31,7 +31,6 @@ type Request struct {
 	Wait time.Duration
 }
 
-
 // Submit publishes the command for req and waits, up to the bound, for its
 // outcome. It always answers: failures to hand the command over are an
 // unavailable answer, never an error.
