@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -275,14 +276,20 @@ func TestMappingFailureIs422(t *testing.T) {
 
 func TestUnroutedIsAcknowledgedNotPublished(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
-	body := stripeEvent("evt_unrouted", "customer.created", "cust-1")
-	rec := b.post(t, "stripe", body, stripeHeader(stripeNew, fixedNow, body), "")
-	require.Equal(t, 200, rec.Code)
-	require.Equal(t, uint64(0), b.msgs(t))
-	st := b.srv.Stats("stripe")
-	require.Equal(t, uint64(1), st.Unrouted)
-	require.Zero(t, st.Accepted)
+	b := setup(t, setupOpts{logLevel: slog.LevelInfo})
+	for i, ev := range []string{"evt_unrouted", "evt_unrouted_2"} {
+		body := stripeEvent(ev, "customer.created", "cust-1")
+		rec := b.post(t, "stripe", body, stripeHeader(stripeNew, fixedNow, body), "")
+		require.Equal(t, 200, rec.Code)
+		require.Equal(t, uint64(0), b.msgs(t))
+		st := b.srv.Stats("stripe")
+		require.Equal(t, uint64(i+1), st.Unrouted)
+		require.Zero(t, st.Accepted)
+	}
+	// At the default level each unrouted event type is said once.
+	logs := b.logs.String()
+	require.Equal(t, 1, strings.Count(logs, "webhook event type has no route"), logs)
+	require.Contains(t, logs, `"event_type":"customer.created"`)
 }
 
 func TestYooKassaAllowListAndRefetch(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
@@ -23,6 +24,8 @@ type source struct {
 	routes    map[string]Route
 	refetcher Refetcher
 	counters  *counters
+	// unroutedTypes are the event types already logged as having no route.
+	unroutedTypes sync.Map
 }
 
 func sourceNamed(srcs []Source, name string) bool {

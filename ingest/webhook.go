@@ -55,6 +55,13 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 			src.counters.duplicate.Add(1)
 		case "unrouted":
 			src.counters.unrouted.Add(1)
+			if _, seen := src.unroutedTypes.LoadOrStore(out.eventType, true); !seen {
+				// Providers send event types nobody routed (answered 200 and
+				// dropped, by design); a route misspelt drops a wanted one
+				// the same way, so each type is said once.
+				s.log.Info("webhook event type has no route: acknowledged (200) and dropped; add it to the source's routes if it should become a command",
+					"source", src.name, "event_type", out.eventType)
+			}
 		}
 		if s.log.Enabled(r.Context(), slog.LevelDebug) {
 			s.log.Debug("webhook "+out.result, "source", src.name, "event_id", out.eventID,
