@@ -189,3 +189,17 @@ func writeFile(t *testing.T, name, body string) string {
 	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
 	return p
 }
+
+// TestDataDirDefault: with no data_dir configured the state lives in
+// ./.idemgate, or under $XDG_STATE_HOME when that is set, as the README's
+// quick start says.
+func TestDataDirDefault(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "")
+	require.Equal(t, ".idemgate", defaults().DataDir)
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	require.Equal(t, filepath.Join(state, "idemgate"), defaults().DataDir)
+	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "env: test\n")))
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(state, "idemgate"), c.DataDir)
+}
