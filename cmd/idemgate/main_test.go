@@ -99,6 +99,44 @@ func TestUnsafeHorizonsRefused(t *testing.T) {
 	}
 }
 
+// TestEachRetentionRuleRefusesAlone: each rule retention must meet is
+// broken on its own, the others met, and is named by its own message, so
+// that no rule can be dropped unnoticed. (Retention above max_elapsed
+// follows from the other two: max_elapsed must already be below
+// commands_max_age, which retention must reach.)
+func TestEachRetentionRuleRefusesAlone(t *testing.T) {
+	rules := map[string]string{
+		"window":  "is shorter than nats.duplicate_window",
+		"horizon": "is shorter than the redelivery horizon",
+		"budget":  "must exceed worker.retry.max_elapsed",
+		"age":     "is shorter than nats.commands_max_age",
+		"pg":      "several replicas need a shared PostgreSQL",
+		"nats":    "several replicas need a shared NATS",
+	}
+	cases := map[string]struct{ yaml, broken string }{
+		"under the duplicate window":   {"journal:\n  retention: 2h\nnats:\n  commands_max_age: 1h\n  duplicate_window: 3h\n", "window"},
+		"under the redelivery horizon": {"journal:\n  retention: 15m\nnats:\n  commands_max_age: 10m\n", "horizon"},
+		"under commands_max_age":       {"journal:\n  retention: 100h\n", "age"},
+		"replicas on one NATS":         {"replicas: 2\njournal:\n  url: postgres://db.example/idemgate\n", "nats"},
+		"replicas on SQLite":           {"replicas: 2\nnats:\n  url: nats://nats.example:4222\n", "pg"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "env: test\n"+tc.yaml)))
+			require.NoError(t, err)
+			err = c.validate()
+			require.Error(t, err)
+			for rule, msg := range rules {
+				if rule == tc.broken {
+					require.Contains(t, err.Error(), msg)
+				} else {
+					require.NotContains(t, err.Error(), msg, "only the %s rule is broken", tc.broken)
+				}
+			}
+		})
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
