@@ -216,7 +216,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 	// The journal keeps no payload: a lookup goes by key only.
 	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
 		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
-	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
+	v := lookup(ctx, r.d.Store, a, op, rec, c.Attempt, r.wcfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() {
 		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
 	})
