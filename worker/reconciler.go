@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,18 +32,10 @@ type ReconcilerConfig struct {
 
 // WithDefaults fills zero fields.
 func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
-	if c.Interval == 0 {
-		c.Interval = 5 * time.Second
-	}
-	if c.Batch == 0 {
-		c.Batch = 100
-	}
-	if c.ReviewAfter == 0 {
-		c.ReviewAfter = 5
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, 5*time.Second)
+	c.Batch = cmp.Or(c.Batch, 100)
+	c.ReviewAfter = cmp.Or(c.ReviewAfter, 5)
+	c.IdleAfter = cmp.Or(c.IdleAfter, time.Hour)
 	return c
 }
 
@@ -85,18 +78,25 @@ func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, erro
 
 // Start runs scans every Interval until Stop (or until ctx ends).
 func (r *Reconciler) Start(ctx context.Context) error {
-	ctx, shouldStart, started, stopped := r.StartInit(ctx)
+	return startEvery(ctx, &r.BaseStartStop, "reconciler", r.cfg.Interval, func(ctx context.Context) {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.d.Log.Error("reconcile pass failed", "error", err.Error())
+		}
+	})
+}
+
+// startEvery is the Start of a periodic service (the reconciler, the
+// janitor): pass runs at once and then every interval on a goroutine of its
+// own until s stops or ctx ends.
+func startEvery(ctx context.Context, s *startstop.BaseStartStop, name string, interval time.Duration, pass func(context.Context)) error {
+	ctx, shouldStart, started, stopped := s.StartInit(ctx)
 	if !shouldStart {
-		return fmt.Errorf("reconciler: %w", startstop.ErrAlreadyStarted)
+		return fmt.Errorf("%s: %w", name, startstop.ErrAlreadyStarted)
 	}
 	go func() {
 		started()
 		defer stopped()
-		every(ctx, r.cfg.Interval, func() {
-			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				r.d.Log.Error("reconcile pass failed", "error", err.Error())
-			}
-		})
+		every(ctx, interval, func() { pass(ctx) })
 	}()
 	return nil
 }
