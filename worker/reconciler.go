@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -122,23 +123,40 @@ type Settled struct {
 	IdleRetryable int
 }
 
-// RunOnce takes over and settles one batch.
+// RunOnce takes over and settles one batch. The batch's lookups run
+// concurrently, at most worker.max_in_flight at once (the adapters'
+// connection pools are sized to it): a batch of operations whose target is
+// slow to answer takes the time of its slowest lookups, not their sum.
 func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 	var s Settled
 	claims, err := r.d.Store.TakeOverStale(ctx, r.wcfg.Owner, r.wcfg.LeaseTTL, r.cfg.Batch)
 	if err != nil {
 		return s, err
 	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, max(1, r.wcfg.MaxInFlight))
+	)
 	for _, c := range claims {
-		taken := time.Now()
-		err := r.settle(ctx, c, taken, &s)
-		switch {
-		case errors.Is(err, journal.ErrStaleToken):
-			r.fencedOff(ctx, c, err)
-		case err != nil:
-			r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
-		}
+		slot <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slot; wg.Done() }()
+			var one Settled
+			err := r.settle(ctx, c, time.Now(), &one)
+			switch {
+			case errors.Is(err, journal.ErrStaleToken):
+				r.fencedOff(ctx, c, err)
+			case err != nil:
+				r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
+			}
+			mu.Lock()
+			s.Found, s.NotFound, s.Unsettled = s.Found+one.Found, s.NotFound+one.NotFound, s.Unsettled+one.Unsettled
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
 		r.d.Metrics.unresolved.Set(float64(len(list)))
 		s.Raised = r.raise(ctx, list)
