@@ -101,6 +101,14 @@ type Attempt struct {
 	// Since is when the journal first recorded the key, by the journal's
 	// clock; zero when unknown.
 	Since time.Time
+	// Until is, on the same clock, when every call made so far for the key
+	// had ended at the latest (the journal's attempts trail); zero when
+	// unknown or while one may still run. A lookup finds an object an
+	// attempt made between Since and Until, except for a target that
+	// commits a request after its client gave up: such an object can be
+	// newer, so a search that ends at Until must read on to now before it
+	// may answer "not found".
+	Until time.Time
 }
 
 type attemptKey struct{}

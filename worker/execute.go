@@ -31,6 +31,7 @@ import (
 // Each retry is a new attempt in the journal (failed_retryable → started
 // under a new token), with the same key at the target.
 func (w *Worker) execute(j *job) {
+	growStack(0)
 	ctx, cancel := context.WithCancel(w.work)
 	defer cancel()
 	r := &retryRun{w: w, j: j, adapter: w.d.Adapters[j.op.Type], began: time.Now(), ctx: ctx, cancel: cancel}

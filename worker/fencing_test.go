@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,4 +286,54 @@ func assert(t *testing.T, ok bool, format string, args ...any) {
 	if !ok {
 		t.Errorf(format, args...)
 	}
+}
+
+// together holds each lookup until n have arrived (or a while has passed)
+// and records how many ran at once.
+type together struct {
+	adapters.Adapter
+	n        int32
+	in, peak atomic.Int32
+	all      chan struct{}
+	once     sync.Once
+}
+
+func (g *together) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	cur := g.in.Add(1)
+	defer g.in.Add(-1)
+	for p := g.peak.Load(); cur > p && !g.peak.CompareAndSwap(p, cur); p = g.peak.Load() {
+	}
+	if cur == g.n {
+		g.once.Do(func() { close(g.all) })
+	}
+	select {
+	case <-g.all:
+	case <-time.After(5 * time.Second): // one at a time: the peak stays 1
+	}
+	return g.Adapter.Lookup(ctx, op)
+}
+
+// TestReconcilerLooksUpABatchConcurrently: the lookups of one reconciler
+// pass run at once (bounded by max_in_flight), not one after another: each
+// of three unknown charges is held at the target until all three lookups
+// have arrived.
+func TestReconcilerLooksUpABatchConcurrently(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb, a := startYooKassa(t)
+	keys := []string{lostCharge(t, b, sb, a, "order-batch-1"), lostCharge(t, b, sb, a, "order-batch-2"), lostCharge(t, b, sb, a, "order-batch-3")}
+	g := &together{Adapter: a, n: 3, all: make(chan struct{})}
+	rec, err := worker.NewReconciler(worker.ReconcilerConfig{}, worker.Config{Owner: "reconciler", LeaseTTL: time.Minute},
+		worker.Deps{Store: b.store, JS: b.js, Adapters: map[string]adapters.Adapter{"payment.charge": g}})
+	require.NoError(t, err)
+	s, err := rec.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Found)
+	require.Equal(t, int32(3), g.peak.Load(), "the three lookups ran at once")
+	for _, key := range keys {
+		r, err := b.store.Get(context.Background(), key)
+		require.NoError(t, err)
+		require.Equal(t, journal.StatusSucceeded, r.Status, key)
+	}
+	require.Equal(t, 3, sb.TotalEffects())
 }

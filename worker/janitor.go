@@ -54,22 +54,13 @@ func NewJanitor(cfg JanitorConfig, store journal.Store, log *slog.Logger) (*Jani
 
 // Start runs passes every Interval until Stop (or until ctx ends).
 func (j *Janitor) Start(ctx context.Context) error {
-	ctx, shouldStart, started, stopped := j.StartInit(ctx)
-	if !shouldStart {
-		return fmt.Errorf("janitor: %w", startstop.ErrAlreadyStarted)
-	}
-	go func() {
-		started()
-		defer stopped()
-		every(ctx, j.cfg.Interval, func() {
-			if n, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				j.log.Error("retention pass failed", "error", err.Error())
-			} else if n > 0 {
-				j.log.Info("retention pass", "deleted", n)
-			}
-		})
-	}()
-	return nil
+	return startEvery(ctx, &j.BaseStartStop, "janitor", j.cfg.Interval, func(ctx context.Context) {
+		if n, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			j.log.Error("retention pass failed", "error", err.Error())
+		} else if n > 0 {
+			j.log.Info("retention pass", "deleted", n)
+		}
+	})
 }
 
 // RunOnce purges each type by its retention, on the database clock.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -51,28 +52,16 @@ const jitterFactor = 0.5
 
 // WithDefaults fills zero fields.
 func (p RetryPolicy) WithDefaults() RetryPolicy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = 4
-	}
-	if p.MaxElapsed == 0 {
-		p.MaxElapsed = time.Minute
-	}
-	if p.InitialDelay == 0 {
-		p.InitialDelay = 500 * time.Millisecond
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = 2
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = 5 * time.Second
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, 4)
+	p.MaxElapsed = cmp.Or(p.MaxElapsed, time.Minute)
+	p.InitialDelay = cmp.Or(p.InitialDelay, 500*time.Millisecond)
+	p.Multiplier = cmp.Or(p.Multiplier, 2)
+	p.MaxDelay = cmp.Or(p.MaxDelay, 5*time.Second)
 	if p.Jitter == nil {
 		t := true
 		p.Jitter = &t
 	}
-	if p.InLease == 0 {
-		p.InLease = 10 * time.Second
-	}
+	p.InLease = cmp.Or(p.InLease, 10*time.Second)
 	return p
 }
 

@@ -48,14 +48,22 @@ func (v verdict) result() string {
 }
 
 // lookup asks the target about an earlier attempt by the operation key,
-// before anything else happens to an unknown outcome. A "not found" counts
-// only once the adapter's settle time (its search lag) — and, for targets
-// without a native key, the call timeout — has passed since the last attempt
-// began; before that it is indeterminate.
-func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, callTimeout time.Duration) (v verdict) {
+// before anything else happens to an unknown outcome. The attempts trail,
+// read first, tells the adapter when the calls for the key ran (Attempt
+// Since and Until), so that a search of the target's objects by time reads
+// that window first. A "not found" counts only once the adapter's settle
+// time (its search lag) — and, for targets without a native key, the call
+// timeout — has passed since the last attempt began; before that it is
+// indeterminate.
+func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, rec journal.Record, attempt int, callTimeout time.Duration) (v verdict) {
 	ctx, span := startLookupSpan(ctx, op)
 	defer func() { endLookupSpan(span, v) }()
-	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	tr, trailErr := readTrail(ctx, store, op.Key.String())
+	att := adapters.Attempt{Number: attempt, Since: rec.CreatedAt}
+	if trailErr == nil {
+		att.Until = tr.until()
+	}
+	callCtx, cancel := context.WithTimeout(adapters.WithAttempt(ctx, att), callTimeout)
 	res, err := a.Lookup(callCtx, op)
 	cancel()
 	if err != nil {
@@ -79,7 +87,11 @@ func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op ope
 		return verdict{status: adapters.Found, outcome: res, note: note, code: res.Code}
 	case adapters.NotFound:
 		settle := settleFor(a.Capabilities(), callTimeout)
-		since, quiet, err := sinceLastAttempt(ctx, store, op.Key.String())
+		var since, quiet time.Duration
+		err := trailErr
+		if err == nil {
+			since, quiet, err = tr.sinceNow(ctx, store)
+		}
 		if err != nil {
 			return verdict{status: adapters.Indeterminate, retryIn: max(settle, time.Second), note: "lookup not settled: " + err.Error()}
 		}
@@ -115,42 +127,65 @@ func settleFor(caps adapters.Capabilities, callTimeout time.Duration) time.Durat
 	return max(caps.SettleTime, callTimeout)
 }
 
-// sinceLastAttempt is the database-clock time since the last call to the
-// target began, and since the last execute attempt ended (completed, or
-// closed by the take-over that abandoned it; zero while one is open).
-func sinceLastAttempt(ctx context.Context, store journal.Store, key string) (began, ended time.Duration, err error) {
+// trail is what the attempts trail says of the calls made for a key, on
+// the database clock.
+type trail struct {
+	// began is when the last execute attempt began, ended when the last
+	// one that ended did (its completion, or the take-over that abandoned
+	// it); zero when there is none.
+	began, ended time.Time
+	// open: an execute attempt has not ended (its call may still run).
+	open bool
+}
+
+// readTrail reads key's attempts trail.
+func readTrail(ctx context.Context, store journal.Store, key string) (trail, error) {
 	atts, err := store.Attempts(ctx, key)
 	if err != nil {
-		return 0, 0, err
+		return trail{}, err
 	}
+	var t trail
+	for _, a := range atts {
+		if a.Kind != "execute" {
+			continue
+		}
+		if a.StartedAt.After(t.began) {
+			t.began = a.StartedAt
+		}
+		if a.FinishedAt.IsZero() {
+			t.open = true
+		} else if a.FinishedAt.After(t.ended) {
+			t.ended = a.FinishedAt
+		}
+	}
+	return t, nil
+}
+
+// until is when every call for the key had ended (adapters.Attempt.Until):
+// zero while one is open or when none is known.
+func (t trail) until() time.Time {
+	if t.open {
+		return time.Time{}
+	}
+	return t.ended
+}
+
+// sinceNow is the database-clock time since the last call to the target
+// began, and since the last execute attempt ended (zero while one is open).
+func (t trail) sinceNow(ctx context.Context, store journal.Store) (began, ended time.Duration, err error) {
 	now, err := store.Now(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	const forever = time.Duration(1<<62 - 1)
-	var last, end time.Time
-	open := false
-	for _, a := range atts {
-		if a.Kind != "execute" {
-			continue
-		}
-		if a.StartedAt.After(last) {
-			last = a.StartedAt
-		}
-		if a.FinishedAt.IsZero() {
-			open = true
-		} else if a.FinishedAt.After(end) {
-			end = a.FinishedAt
-		}
-	}
 	began, ended = forever, forever
-	if !last.IsZero() {
-		began = now.Sub(last)
+	if !t.began.IsZero() {
+		began = now.Sub(t.began)
 	}
-	if !end.IsZero() {
-		ended = now.Sub(end)
+	if !t.ended.IsZero() {
+		ended = now.Sub(t.ended)
 	}
-	if open {
+	if t.open {
 		ended = 0
 	}
 	return began, ended, nil
@@ -194,7 +229,7 @@ func (w *Worker) reconcile(j *job) {
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
 	w.recordTrace(j)
-	v := lookup(j.traced(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt)), w.d.Store, adapter, j.op, w.cfg.CallTimeout)
+	v := lookup(j.traced(lease.ctx), w.d.Store, adapter, j.op, j.claim.Record, j.claim.Attempt, w.cfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() {
 		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
 	})

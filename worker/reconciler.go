@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -31,18 +33,10 @@ type ReconcilerConfig struct {
 
 // WithDefaults fills zero fields.
 func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
-	if c.Interval == 0 {
-		c.Interval = 5 * time.Second
-	}
-	if c.Batch == 0 {
-		c.Batch = 100
-	}
-	if c.ReviewAfter == 0 {
-		c.ReviewAfter = 5
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, 5*time.Second)
+	c.Batch = cmp.Or(c.Batch, 100)
+	c.ReviewAfter = cmp.Or(c.ReviewAfter, 5)
+	c.IdleAfter = cmp.Or(c.IdleAfter, time.Hour)
 	return c
 }
 
@@ -85,18 +79,25 @@ func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, erro
 
 // Start runs scans every Interval until Stop (or until ctx ends).
 func (r *Reconciler) Start(ctx context.Context) error {
-	ctx, shouldStart, started, stopped := r.StartInit(ctx)
+	return startEvery(ctx, &r.BaseStartStop, "reconciler", r.cfg.Interval, func(ctx context.Context) {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.d.Log.Error("reconcile pass failed", "error", err.Error())
+		}
+	})
+}
+
+// startEvery is the Start of a periodic service (the reconciler, the
+// janitor): pass runs at once and then every interval on a goroutine of its
+// own until s stops or ctx ends.
+func startEvery(ctx context.Context, s *startstop.BaseStartStop, name string, interval time.Duration, pass func(context.Context)) error {
+	ctx, shouldStart, started, stopped := s.StartInit(ctx)
 	if !shouldStart {
-		return fmt.Errorf("reconciler: %w", startstop.ErrAlreadyStarted)
+		return fmt.Errorf("%s: %w", name, startstop.ErrAlreadyStarted)
 	}
 	go func() {
 		started()
 		defer stopped()
-		every(ctx, r.cfg.Interval, func() {
-			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				r.d.Log.Error("reconcile pass failed", "error", err.Error())
-			}
-		})
+		every(ctx, interval, func() { pass(ctx) })
 	}()
 	return nil
 }
@@ -122,23 +123,40 @@ type Settled struct {
 	IdleRetryable int
 }
 
-// RunOnce takes over and settles one batch.
+// RunOnce takes over and settles one batch. The batch's lookups run
+// concurrently, at most worker.max_in_flight at once (the adapters'
+// connection pools are sized to it): a batch of operations whose target is
+// slow to answer takes the time of its slowest lookups, not their sum.
 func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 	var s Settled
 	claims, err := r.d.Store.TakeOverStale(ctx, r.wcfg.Owner, r.wcfg.LeaseTTL, r.cfg.Batch)
 	if err != nil {
 		return s, err
 	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, max(1, r.wcfg.MaxInFlight))
+	)
 	for _, c := range claims {
-		taken := time.Now()
-		err := r.settle(ctx, c, taken, &s)
-		switch {
-		case errors.Is(err, journal.ErrStaleToken):
-			r.fencedOff(ctx, c, err)
-		case err != nil:
-			r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
-		}
+		slot <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slot; wg.Done() }()
+			var one Settled
+			err := r.settle(ctx, c, time.Now(), &one)
+			switch {
+			case errors.Is(err, journal.ErrStaleToken):
+				r.fencedOff(ctx, c, err)
+			case err != nil:
+				r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
+			}
+			mu.Lock()
+			s.Found, s.NotFound, s.Unsettled = s.Found+one.Found, s.NotFound+one.NotFound, s.Unsettled+one.Unsettled
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
 		r.d.Metrics.unresolved.Set(float64(len(list)))
 		s.Raised = r.raise(ctx, list)
@@ -216,7 +234,7 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 	// The journal keeps no payload: a lookup goes by key only.
 	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
 		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
-	v := lookup(withAttempt(ctx, rec, c.Attempt), r.d.Store, a, op, r.wcfg.CallTimeout)
+	v := lookup(ctx, r.d.Store, a, op, rec, c.Attempt, r.wcfg.CallTimeout)
 	crashpoint.Do(crashpoint.BlindRetry, func() {
 		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
 	})

@@ -294,20 +294,24 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // and whether the whole window was read.
 //
 // The lists run newest first, so reaching an object means paging through
-// everything created after it. When the worker says when the journal first
-// saw the key (Attempt.Since), the first attempt's object, if any, was
-// created within LookupSkew of it plus one call (Timeout): that window is
-// read first (created_at.gte and .lte), and a match there ends the scan.
-// Only without one is the rest, from that window's end up to now, read as
-// well, each part within LookupMaxPages. Without Since (or while the first
-// window is not over yet) the whole window from From is read as one.
+// everything created after it, up to the top of the window asked for. The
+// worker says when the journal first saw the key (Attempt.Since) and, when
+// no call for it may still run, when the last one ended (Attempt.Until): an
+// object an attempt made was created between Since and Until, within
+// LookupSkew of both (the clocks may differ). That window is read first
+// (created_at.gte and .lte), and a match there ends the scan: it holds
+// every object older than its end, so the oldest match is among them. Only
+// without one is the rest, from that window's end up to now, read as well
+// (a request the target committed after its client gave up), each part
+// within LookupMaxPages. Without Until the first window ends a call
+// (Timeout) after Since; without Since, or while the first window is not
+// over yet, the whole window from From is read as one.
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
-	from := a.cfg.From(ctx, a.cfg.Clock())
+	now := a.cfg.Clock()
+	from := a.cfg.From(ctx, now)
 	first := time.Time{}
-	if att, ok := adapters.AttemptFrom(ctx); ok && !att.Since.IsZero() {
-		if end := att.Since.Add(a.cfg.LookupSkew + a.cfg.Timeout); end.After(from) && end.Before(a.cfg.Clock()) {
-			first = end
-		}
+	if end := a.firstWindowEnd(ctx); end.After(from) && end.Before(now) {
+		first = end
 	}
 	if first.IsZero() {
 		return a.scanWindow(ctx, op, from, time.Time{})
@@ -317,6 +321,23 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 		return matches, complete, err
 	}
 	return a.scanWindow(ctx, op, first, time.Time{})
+}
+
+// firstWindowEnd is the end of the window the attempts so far made their
+// objects in (zero when the worker did not say): LookupSkew after the last
+// call ended, or after the first began plus a call (Timeout) while the
+// worker knows no end.
+func (a *Adapter) firstWindowEnd(ctx context.Context) time.Time {
+	att, ok := adapters.AttemptFrom(ctx)
+	switch {
+	case !ok:
+		return time.Time{}
+	case !att.Until.IsZero():
+		return att.Until.Add(a.cfg.LookupSkew)
+	case !att.Since.IsZero():
+		return att.Since.Add(a.cfg.LookupSkew + a.cfg.Timeout)
+	}
+	return time.Time{}
 }
 
 // scanWindow reads the objects created from from up to to (both inclusive;

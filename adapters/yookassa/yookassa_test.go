@@ -509,3 +509,86 @@ func TestLookupReadsTheFirstAttemptsWindowFirst(t *testing.T) {
 	require.Equal(t, adapters.NotFound, lr.Status)
 	require.Equal(t, 1+350, srv.TotalEffects())
 }
+
+// With the end of the key's last call at hand (Attempt.Until), the first
+// window ends LookupSkew after it, not a whole call (Timeout) after the
+// key's first sight: the payments made after the calls are not read before
+// the key's payment is found. The payment made inside the window is the
+// operation's, and one with the same key made outside it (a connector that
+// dropped Idempotence-Key let a second charge through later) is not taken
+// for it. A payment the target committed only after the calls had ended,
+// past the first window, is still found: the rest is read before an answer
+// may be "not found".
+func TestLookupWindowEndsAtTheLastCall(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	srv := sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	var pages atomic.Int32
+	a := front(t, srv, func(c *yookassa.Config) {
+		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, 20, time.Second, 10*time.Second
+	}, func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			pages.Add(1)
+		}
+	})
+	since := clock()
+	first := adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since})
+	op := charge(adaptertest.Intent("inside"), "pm-saved-1", 100, "RUB")
+	out, err := a.Execute(first, op)
+	require.NoError(t, err)
+	now.Add(int64(500 * time.Millisecond))
+	until := clock()
+	now.Add(int64(3 * time.Second)) // past until+skew, within since+skew+Timeout
+	createPayments(t, srv, 350)
+	require.NoError(t, srv.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey}))
+	dup, err := a.Execute(first, op)
+	require.NoError(t, err)
+	srv.ClearFaults()
+	require.NotEqual(t, out.ObjectID, dup.ObjectID)
+	require.Equal(t, 2, srv.Effects(ledgerKey(op)))
+	now.Add(int64(time.Minute))
+
+	pages.Store(0)
+	lr, err := a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since, Until: until}), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID, "the payment inside the window is the operation's")
+	require.Empty(t, lr.Outcome.Duplicates)
+	require.Equal(t, int32(1), pages.Load(), "the window of the calls alone")
+
+	// Without the end, the first window reaches a call past the first
+	// sight: the 350 payments and the second charge are read too.
+	pages.Store(0)
+	lr, err = a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since}), keyOnly(op))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status)
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID, "the oldest payment stays the operation's")
+	require.Equal(t, []string{dup.ObjectID}, lr.Outcome.Duplicates)
+	require.Greater(t, pages.Load(), int32(3))
+
+	// A payment committed after the calls ended (here: ten seconds after
+	// until), past the first window: found all the same.
+	since = clock()
+	late := charge(adaptertest.Intent("late"), "pm-saved-1", 100, "RUB")
+	now.Add(int64(time.Second))
+	until = clock()
+	now.Add(int64(10 * time.Second))
+	lateOut, err := a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since}), late)
+	require.NoError(t, err)
+	now.Add(int64(time.Minute))
+	lr, err = a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since, Until: until}), keyOnly(late))
+	require.NoError(t, err)
+	require.Equal(t, adapters.Found, lr.Status, "a late commit is found past the first window")
+	require.Equal(t, lateOut.ObjectID, lr.Outcome.ObjectID)
+
+	// A key without a payment is "not found" once both parts were read.
+	missing := charge(adaptertest.Intent("missing"), "pm-saved-1", 100, "RUB")
+	lr, err = a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 2, Since: since, Until: until}), keyOnly(missing))
+	require.NoError(t, err)
+	require.Equal(t, adapters.NotFound, lr.Status)
+}

@@ -385,10 +385,11 @@ adapters:
     base_url: %s
     shop_id: %s
     secret_key: %s
-    # A lookup scans the payments made since the key was first seen (all
-    # of them, for duplicates): the emulator shares this machine's clock,
-    # so the skew allowance can be small and the scans short.
-    lookup_skew: 1s
+    # A lookup reads the payments made while the key's calls ran, within
+    # lookup_skew of them (then the rest, when none matches): the journal
+    # (PostgreSQL's now()) and the emulator share this machine's clock, so
+    # the allowance for skew can be small and the scans short.
+    lookup_skew: 100ms
     lookup_max_pages: 200
 `, env, filepath.Join(b.dir, "data"), b.natsURL, url, b.sbURL, shop, secret)
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
