@@ -215,7 +215,10 @@ func (s *checks) reconciliation(t *testing.T) {
 	key := c.key(intentLost)
 	c.sb.core.ClearFaults()
 	out, err := c.tool("e2e-reconcile-cmd", "reconcile")
-	require.NoError(t, err)
+	require.NoError(t, err, "idemgate reconcile exits non-zero when a settlement fails: %s", out)
+	// The daemons' own reconcilers run too: whichever takes the operation
+	// over first settles it, so the pass's count is 0 or 1; none failed.
+	require.Regexp(t, `found [01], not found 0, unsettled \d+, raised for review \d+, retryable and idle \d+, failed 0`, out)
 	t.Logf("idemgate reconcile: %s", strings.TrimSpace(out))
 	res := c.await(s.lost)
 	eff := c.effects(key)

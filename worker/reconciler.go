@@ -119,6 +119,10 @@ func every(ctx context.Context, interval time.Duration, pass func()) {
 // Settled counts what a pass did.
 type Settled struct {
 	Found, NotFound, Unsettled, Raised int
+	// Failed counts operations whose settlement failed (a journal write or
+	// a result publish, logged each), and journal reads of the pass that
+	// failed.
+	Failed int
 	// IdleRetryable counts retryable failures idle past IdleAfter.
 	IdleRetryable int
 }
@@ -149,10 +153,12 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 			case errors.Is(err, journal.ErrStaleToken):
 				r.fencedOff(ctx, c, err)
 			case err != nil:
+				one.Failed++
 				r.d.Log.Error("reconcile failed", "operation_key", c.Record.Key, "lease_token", c.Token, "error", err.Error())
 			}
 			mu.Lock()
 			s.Found, s.NotFound, s.Unsettled = s.Found+one.Found, s.NotFound+one.NotFound, s.Unsettled+one.Unsettled
+			s.Failed += one.Failed
 			mu.Unlock()
 		}()
 	}
@@ -160,8 +166,14 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
 		r.d.Metrics.unresolved.Set(float64(len(list)))
 		s.Raised = r.raise(ctx, list)
+	} else {
+		s.Failed++
+		r.d.Log.Error("unresolved operations not read", "error", err.Error())
 	}
-	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err == nil {
+	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err != nil {
+		s.Failed++
+		r.d.Log.Error("idle retryable operations not read", "error", err.Error())
+	} else {
 		r.d.Metrics.idleRetryable.Set(float64(len(idle)))
 		s.IdleRetryable = len(idle)
 		if len(idle) > 0 {

@@ -415,13 +415,23 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			defer st.Close()
 			deps := worker.Deps{Store: st, Adapters: routes, Log: log}
-			if c.NATS.URL != "" {
-				_, js, stop, err := natsConn(c, log, false)
+			// Settled operations' results go to JetStream: nats.url, or the
+			// embedded server of a running daemon. Without one the journal
+			// still settles, and each command's next delivery replays the
+			// result once the daemon runs.
+			nc, err := natsClient(c)
+			switch {
+			case err == nil:
+				defer nc.Close()
+				js, err := jetstream.New(nc)
 				if err != nil {
 					return err
 				}
-				defer stop()
 				deps.JS = js
+			case c.NATS.URL == "":
+				fmt.Fprintf(stderr, "note: %v\nresults are not published now; each command's next delivery replays its result once the daemon runs\n", err)
+			default:
+				return err
 			}
 			r, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
 			if err != nil {
@@ -431,8 +441,11 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "found %d, not found %d, unsettled %d, raised for review %d, retryable and idle %d\n",
-				s.Found, s.NotFound, s.Unsettled, s.Raised, s.IdleRetryable)
+			fmt.Fprintf(stdout, "found %d, not found %d, unsettled %d, raised for review %d, retryable and idle %d, failed %d\n",
+				s.Found, s.NotFound, s.Unsettled, s.Raised, s.IdleRetryable, s.Failed)
+			if s.Failed > 0 {
+				return fmt.Errorf("%d settlements or journal reads failed (see the log above)", s.Failed)
+			}
 			return nil
 		},
 	}
