@@ -22,7 +22,6 @@ func TestVersionCommand(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		var out bytes.Buffer
 		require.Equal(t, exitOK, run(context.Background(), args, &out, io.Discard), args)
-		require.Equal(t, versionLine()+"\n", out.String(), args)
 		require.Regexp(t, `^idemgate \S+, commit \S+`, out.String())
 		require.Contains(t, out.String(), runtime.Version())
 	}

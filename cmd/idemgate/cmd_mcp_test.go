@@ -233,6 +233,17 @@ func TestFacesWithoutTokenRefused(t *testing.T) {
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "http_api:\n  enabled: true\n  addr: 127.0.0.1:8091\n")))
 	require.NoError(t, err)
 	require.NoError(t, c.validate(), "loopback needs no token")
+
+	// The HTTP API the same way: refused on a non-loopback address without
+	// a token, accepted with IDEMGATE_HTTP_API_TOKEN.
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "http_api:\n  enabled: true\n  addr: 0.0.0.0:8091\n")))
+	require.NoError(t, err)
+	require.ErrorContains(t, c.validate(), "a bearer token is required to serve on a non-loopback address")
+	t.Setenv("IDEMGATE_HTTP_API_TOKEN", "api-token-from-the-environment")
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "http_api:\n  enabled: true\n  addr: 0.0.0.0:8091\n")))
+	require.NoError(t, err)
+	require.Equal(t, "api-token-from-the-environment", c.HTTPAPI.Token.Reveal())
+	require.NoError(t, c.validate(), "a token from the environment is enough")
 }
 
 // TestExampleConfigFaces: the example documents the gateway's and the

@@ -342,6 +342,7 @@ ingest:
 			}
 		}
 	}
+	require.Contains(t, logs.String(), `"operation_key"`, "the daemon's logs were captured")
 	require.NotContains(t, logs.String(), "acct-1", "payloads are never logged")
 }
 
