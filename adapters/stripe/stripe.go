@@ -50,18 +50,21 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // environment), validation.
 func New(cfg Config) (*Adapter, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
+	// The rate limit's default parts depend on the key's mode; they are
+	// filled before validation, so that rate_limit: {rate: 3} keeps the
+	// default burst as every other adapter does.
 	def := DefaultLiveRateLimit
 	if k := secret.Reveal(); strings.HasPrefix(k, "sk_test_") || strings.HasPrefix(k, "rk_test_") {
 		def = DefaultTestRateLimit
 	}
 	cfg.RateLimit = cfg.RateLimit.WithDefaults(def)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	return &Adapter{cfg: cfg, client: cfg.NewClient(cfg.authorize(secret))}, nil
 }
 
