@@ -39,7 +39,12 @@ func (e *exitError) Unwrap() error { return e.err }
 func configError(err error) error { return &exitError{code: exitConfig, err: err} }
 
 func main() {
-	// The first SIGINT/SIGTERM drains gracefully; a second one aborts.
+	os.Exit(run(signalContext(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// signalContext ends at the first SIGINT/SIGTERM, which drains gracefully;
+// a second one aborts the process at once (exit 1).
+func signalContext() context.Context {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -50,7 +55,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "idemgate: second signal, aborting")
 		os.Exit(exitFailure)
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	return ctx
 }
 
 // run is the whole program, callable from tests.
