@@ -400,7 +400,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	recs, err := scanRecords(s.db.Query(ctx, selectRecords, keys))
+	recs, err := s.readStored(ctx, selectRecords, keys)
 	if err != nil {
 		return nil, fmt.Errorf("take over stale: read: %w", err)
 	}
@@ -411,7 +411,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 			continue
 		}
 		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount,
-			Record: rec.Record, Now: rec.now})
+			Record: rec.Record, Now: rec.Now})
 	}
 	return out, nil
 }

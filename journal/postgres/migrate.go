@@ -11,15 +11,13 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 	"github.com/idemgate/idemgate/migrations"
 )
 
 // MigrationState is one migration's version, name and whether it is applied.
-type MigrationState struct {
-	Version int64
-	Source  string
-	Applied bool
-}
+type MigrationState = journal.MigrationState
 
 func provider(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (*goose.Provider, func(), error) {
 	// The advisory lock is per schema, so journals in different schemas of one
@@ -64,15 +62,29 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int64
 	if err != nil {
 		return nil, fmt.Errorf("migrate up: %w", err)
 	}
-	applied := make([]int64, 0, len(res))
-	for _, r := range res {
-		applied = append(applied, r.Source.Version)
-	}
-	return applied, nil
+	return sqljournal.Versions(res), nil
 }
 
 // Migrations lists every migration with whether it is applied.
 func Migrations(ctx context.Context, pool *pgxpool.Pool) ([]MigrationState, error) {
+	st, err := status(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return sqljournal.States(st), nil
+}
+
+// pendingVersions lists the versions not applied to pool's schema.
+func pendingVersions(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	st, err := status(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return sqljournal.Pending(st), nil
+}
+
+// status is goose's status of every migration.
+func status(ctx context.Context, pool *pgxpool.Pool) ([]*goose.MigrationStatus, error) {
 	p, done, err := provider(ctx, pool, nil)
 	if err != nil {
 		return nil, err
@@ -82,26 +94,7 @@ func Migrations(ctx context.Context, pool *pgxpool.Pool) ([]MigrationState, erro
 	if err != nil {
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
-	out := make([]MigrationState, 0, len(st))
-	for _, s := range st {
-		out = append(out, MigrationState{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied})
-	}
-	return out, nil
-}
-
-// pendingVersions lists the versions not applied to pool's schema.
-func pendingVersions(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
-	list, err := Migrations(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, m := range list {
-		if !m.Applied {
-			out = append(out, m.Version)
-		}
-	}
-	return out, nil
+	return st, nil
 }
 
 // Pending reports whether migrations remain to be applied (for /readyz).
@@ -127,9 +120,5 @@ func migrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]in
 	if err != nil {
 		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
 	}
-	out := make([]int64, 0, len(res))
-	for _, r := range res {
-		out = append(out, r.Source.Version)
-	}
-	return out, nil
+	return sqljournal.Versions(res), nil
 }

@@ -2,70 +2,56 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/idemgate/idemgate/journal"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
-type storedRecord struct {
-	journal.Record
-	leaseLive bool
-	now       time.Time // the database clock of the read
+// pgTime reads a timestamptz column for sqljournal's scans; NULL is the
+// zero time.
+type pgTime struct{ v pgtype.Timestamptz }
+
+func (t *pgTime) Dest() any { return &t.v }
+
+func (t *pgTime) Time() time.Time {
+	if !t.v.Valid {
+		return time.Time{}
+	}
+	return t.v.Time
 }
 
-func scanRecords(rows pgx.Rows, err error) (map[string]storedRecord, error) {
+// The scans of this engine's rows.
+var (
+	scanRecord   = sqljournal.ScanRecord[pgTime]
+	storedRecord = sqljournal.StoredRecord[pgTime]
+	scanAttempt  = sqljournal.ScanAttempt[pgTime]
+	scanHolder   = sqljournal.ScanLeaseHolder[pgTime]
+)
+
+// collect runs a statement and reads every row with scan.
+func collect[R any](ctx context.Context, db querier, scan func(sqljournal.Row) (R, error), sql string, args ...any) ([]R, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]storedRecord)
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out[rec.Key] = rec
-	}
-	return out, rows.Err()
+	return sqljournal.Collect(rows, scan)
 }
 
-func scanRecord(row pgx.Row) (storedRecord, error) {
-	var (
-		r                 storedRecord
-		status            string
-		result            []byte
-		leaseUntil        *time.Time
-		completedAt       *time.Time
-		raisedAt          *time.Time
-		createdAt, update time.Time
-	)
-	err := row.Scan(&r.Key, &r.OperationType, &r.RequestHash, &status, &r.TargetSystem,
-		&r.TargetObjectID, &result, &r.ErrorCode, &r.AttemptCount,
-		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &leaseUntil,
-		&r.ReconcileRounds, &createdAt, &update, &completedAt,
-		&r.ReconcileRoundsTotal, &raisedAt, &r.EffectPossible, &r.leaseLive, &r.now)
+// readStored runs a statement of stored rows (recordColumns) and reads them
+// by key.
+func (s *Store) readStored(ctx context.Context, sql string, args ...any) (map[string]sqljournal.Stored, error) {
+	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	r.Status = journal.Status(status)
-	if len(result) > 0 {
-		r.Result = json.RawMessage(result)
-	}
-	r.CreatedAt, r.UpdatedAt = createdAt, update
-	if leaseUntil != nil {
-		r.LeaseUntil = *leaseUntil
-	}
-	if completedAt != nil {
-		r.CompletedAt = *completedAt
-	}
-	if raisedAt != nil {
-		r.RaisedAt = *raisedAt
-	}
-	return r, nil
+	defer rows.Close()
+	return sqljournal.StoredByKey[pgTime](rows)
 }
 
 // queryKeys runs a statement returning one key per row and marks those keys.
@@ -75,64 +61,29 @@ func (s *Store) queryKeys(ctx context.Context, into map[string]bool, sql string,
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return err
-		}
-		into[k] = true
-	}
-	return rows.Err()
+	return sqljournal.MarkKeys(rows, into)
 }
 
 // Get returns one operation.
 func (s *Store) Get(ctx context.Context, key string) (journal.Record, error) {
-	rec, err := scanRecord(s.db.QueryRow(ctx, selectRecord, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return journal.Record{}, fmt.Errorf("get %s: %w", key, journal.ErrNotFound)
-	}
+	rec, err := storedRecord(s.db.QueryRow(ctx, selectRecord, key))
 	if err != nil {
-		return journal.Record{}, fmt.Errorf("get %s: %w", key, err)
+		return journal.Record{}, sqljournal.KeyError("get", key, err, pgx.ErrNoRows)
 	}
-	return rec.Record, nil
+	return rec, nil
 }
 
 // FieldDigests implements journal.Store.
 func (s *Store) FieldDigests(ctx context.Context, key string) (string, error) {
 	var d string
 	err := s.db.QueryRow(ctx, selectFieldDigests, key).Scan(&d)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("field digests %s: %w", key, journal.ErrNotFound)
-	}
-	if err != nil {
-		return "", fmt.Errorf("field digests %s: %w", key, err)
-	}
-	return d, nil
+	return d, sqljournal.KeyError("field digests", key, err, pgx.ErrNoRows)
 }
 
 // Attempts returns the attempts trail of an operation, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, error) {
-	rows, err := s.db.Query(ctx, selectAttempts, key)
+	out, err := collect(ctx, s.db, scanAttempt, selectAttempts, key)
 	if err != nil {
-		return nil, fmt.Errorf("attempts %s: %w", key, err)
-	}
-	defer rows.Close()
-	var out []journal.Attempt
-	for rows.Next() {
-		var a journal.Attempt
-		var finished *time.Time
-		var outcome string
-		if err := rows.Scan(&a.Key, &a.Attempt, &a.Token, &a.Worker, &a.Kind, &a.StartedAt, &finished,
-			&outcome, &a.ErrorCode, &a.TargetRequestID, &a.Note); err != nil {
-			return nil, fmt.Errorf("attempts %s: %w", key, err)
-		}
-		a.Outcome = journal.AttemptOutcome(outcome)
-		if finished != nil {
-			a.FinishedAt = *finished
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("attempts %s: %w", key, err)
 	}
 	return out, nil
@@ -140,38 +91,18 @@ func (s *Store) Attempts(ctx context.Context, key string) ([]journal.Attempt, er
 
 // ListUnresolved lists unknown operations that reconciliation could not settle.
 func (s *Store) ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error) {
-	limit = journal.ListLimit(limit)
-	rows, err := s.db.Query(ctx, listUnresolved, minRounds, limit)
+	out, err := collect(ctx, s.db, storedRecord, listUnresolved, minRounds, journal.ListLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list unresolved: %w", err)
 	}
-	defer rows.Close()
-	var out []journal.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list unresolved: %w", err)
-		}
-		out = append(out, rec.Record)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ListIdleRetryable lists retryable failures idle for at least idle.
 func (s *Store) ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error) {
-	limit = journal.ListLimit(limit)
-	rows, err := s.db.Query(ctx, listIdleRetryable, idle.Milliseconds(), limit)
+	out, err := collect(ctx, s.db, storedRecord, listIdleRetryable, idle.Milliseconds(), journal.ListLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list idle retryable: %w", err)
 	}
-	defer rows.Close()
-	var out []journal.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list idle retryable: %w", err)
-		}
-		out = append(out, rec.Record)
-	}
-	return out, rows.Err()
+	return out, nil
 }

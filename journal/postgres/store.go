@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // Store is the PostgreSQL journal. It is safe for concurrent use.
@@ -57,12 +58,7 @@ func (c Config) WithDefaults() Config {
 	if c.ClaimRounds <= 0 {
 		c.ClaimRounds = 3
 	}
-	if c.Retries <= 0 {
-		c.Retries = 5
-	}
-	if c.PurgeChunk <= 0 {
-		c.PurgeChunk = 5000
-	}
+	sqljournal.WithDefaults(&c.Retries, &c.PurgeChunk)
 	return c
 }
 

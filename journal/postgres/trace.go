@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 var _ journal.AttemptTraces = (*Store)(nil)
@@ -26,14 +27,9 @@ WHERE operation_key = $1 AND trace_id IS NOT NULL`, key)
 		return nil, fmt.Errorf("attempt traces %s: %w", key, err)
 	}
 	defer rows.Close()
-	out := map[int64]string{}
-	for rows.Next() {
-		var token int64
-		var id string
-		if err := rows.Scan(&token, &id); err != nil {
-			return nil, fmt.Errorf("attempt traces %s: %w", key, err)
-		}
-		out[token] = id
+	out, err := sqljournal.TraceIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("attempt traces %s: %w", key, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -56,8 +56,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	var writes []int
 	for _, i := range pending {
 		if rec, ok := recs[reqs[i].Key]; ok {
-			if d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive); settled {
-				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
+			if d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.LeaseLive); settled {
+				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.Now}
 				continue
 			}
 		}
@@ -96,10 +96,10 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 			fresh = append(fresh, i)
 			continue
 		}
-		d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive)
+		d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.LeaseLive)
 		switch {
 		case settled:
-			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
+			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.Now}
 		case journal.TakeOver(rec.Status) == journal.Execute:
 			retry = append(retry, i)
 		default:
@@ -134,7 +134,7 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 				// fail the batch rather than guess.
 				return fmt.Errorf("%s %s: the row changed under the write lock", st.name, reqs[i].Key)
 			}
-			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now}
+			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.Now}
 			attempts.begin()
 			attempts.str(rec.Key)
 			attempts.str(string(st.decision.AttemptKind()))
@@ -225,7 +225,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		taken := newBatchJSON(len(keys), 48)
 		for _, k := range keys {
 			rec := got[k]
-			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now})
+			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.Now})
 			attempts.begin()
 			attempts.str(k)
 			attempts.str(string(journal.KindReconcile))

@@ -14,15 +14,13 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 	"github.com/idemgate/idemgate/migrations"
 )
 
 // MigrationState is one migration's version, name and whether it is applied.
-type MigrationState struct {
-	Version int64
-	Source  string
-	Applied bool
-}
+type MigrationState = journal.MigrationState
 
 // migrateTries bounds how often Up runs when another process migrates the
 // same file at the same moment: goose lists the applied versions before it
@@ -54,11 +52,7 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error)
 	for range migrateTries {
 		res, err := p.Up(ctx)
 		if err == nil {
-			applied := make([]int64, 0, len(res))
-			for _, r := range res {
-				applied = append(applied, r.Source.Version)
-			}
-			return applied, nil
+			return sqljournal.Versions(res), nil
 		}
 		upErr = err
 		if ctx.Err() != nil {
@@ -94,73 +88,78 @@ func pendingVersions(ctx context.Context, db *sql.DB) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return pending(ctx, p)
+}
+
+// status is goose's status of every migration.
+func status(ctx context.Context, p *goose.Provider) ([]*goose.MigrationStatus, error) {
 	st, err := p.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
-	var out []int64
-	for _, s := range st {
-		if s.State != goose.StateApplied {
-			out = append(out, s.Source.Version)
-		}
-	}
-	return out, nil
+	return st, nil
 }
 
-// existing opens the writer of a database that must already exist: status
-// queries never create a journal.
-func existing(ctx context.Context, path string) (*sql.DB, error) {
+// pending lists the versions p's database lacks.
+func pending(ctx context.Context, p *goose.Provider) ([]int64, error) {
+	st, err := status(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return sqljournal.Pending(st), nil
+}
+
+// existing opens the writer of a database that must already exist, and a
+// goose provider on it: status queries never create a journal. A missing
+// database is an error wrapping fs.ErrNotExist. done closes the writer.
+func existing(ctx context.Context, path string) (p *goose.Provider, done func(), err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+		return nil, nil, fmt.Errorf("sqlite journal %s: %w", path, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
+			return nil, nil, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
 		}
-		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+		return nil, nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
-	return openWriter(ctx, abs, Config{}.WithDefaults())
+	db, err := openWriter(ctx, abs, Config{}.WithDefaults())
+	if err != nil {
+		return nil, nil, err
+	}
+	if p, err = provider(db, nil); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return p, func() { db.Close() }, nil
 }
 
 // Migrations lists every migration of the database at path with whether it
 // is applied. A missing database is an error wrapping fs.ErrNotExist.
 func Migrations(ctx context.Context, path string) ([]MigrationState, error) {
-	db, err := existing(ctx, path)
+	p, done, err := existing(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	p, err := provider(db, nil)
+	defer done()
+	st, err := status(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	out := make([]MigrationState, 0, len(st))
-	for _, s := range st {
-		out = append(out, MigrationState{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied})
-	}
-	return out, nil
+	return sqljournal.States(st), nil
 }
 
 // Pending reports whether migrations remain to be applied to the database at
 // path (true for a database that does not exist yet).
 func Pending(ctx context.Context, path string) (bool, error) {
-	db, err := existing(ctx, path)
+	p, done, err := existing(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	defer db.Close()
-	p, err := provider(db, nil)
-	if err != nil {
-		return false, err
-	}
+	defer done()
 	return p.HasPending(ctx)
 }
 
@@ -180,38 +179,30 @@ func (s *Store) Pending(ctx context.Context) (bool, error) {
 // versions it rolled back. Tests only: a journal is never migrated down in
 // service.
 func migrateDownTo(ctx context.Context, path string, version int64) ([]int64, error) {
-	db, err := existing(ctx, path)
+	p, done, err := existing(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	p, err := provider(db, nil)
-	if err != nil {
-		return nil, err
-	}
+	defer done()
 	res, err := p.DownTo(ctx, version)
 	if err != nil {
 		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
 	}
-	out := make([]int64, 0, len(res))
-	for _, r := range res {
-		out = append(out, r.Source.Version)
-	}
-	return out, nil
+	return sqljournal.Versions(res), nil
 }
 
 // pendingAt lists the versions not applied to the database at path (every
 // version when there is no database yet).
 func pendingAt(ctx context.Context, path string) ([]int64, error) {
-	db, err := existing(ctx, path)
+	p, done, err := existing(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return allVersions()
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	return pendingVersions(ctx, db)
+	defer done()
+	return pending(ctx, p)
 }
 
 // allVersions lists the versions of every migration the binary carries.

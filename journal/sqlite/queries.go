@@ -1,5 +1,7 @@
 package sqlite
 
+import "github.com/idemgate/idemgate/journal/internal/sqljournal"
+
 // The journal's SQL, as static named queries. A batch travels as one JSON
 // array parameter, each element an array of the item's fields, read with
 // json_each; so a batch of any size is one statement per step.
@@ -19,14 +21,10 @@ const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
 
 const selectNow = `SELECT ` + nowMS
 
-// recordColumns is the column list every read scans with scanRecord; two
+// recordColumns is the column list every read scans with storedRecord; two
 // trailing columns follow it: lease_live (the lease or hold is live) and the
 // clock the read judged it by.
-const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
-    coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
-    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
-    reconcile_rounds, created_at, updated_at, completed_at,
-    reconcile_rounds_total, raised_at, effect_possible`
+const recordColumns = sqljournal.RecordColumns
 
 // liveNow is the two trailing columns judged on SQLite's clock now.
 const liveNow = `,

@@ -20,6 +20,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // driverName is modernc.org/sqlite's database/sql driver.
@@ -68,12 +69,7 @@ func (c Config) WithDefaults() Config {
 	if c.Readers <= 0 {
 		c.Readers = 4
 	}
-	if c.Retries <= 0 {
-		c.Retries = 5
-	}
-	if c.PurgeChunk <= 0 {
-		c.PurgeChunk = 5000
-	}
+	sqljournal.WithDefaults(&c.Retries, &c.PurgeChunk)
 	return c
 }
 
