@@ -14,15 +14,8 @@ func validateCompletion(c journal.Completion) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"key", c.Key}, {"target object id", c.TargetObjectID}, {"error code", c.ErrorCode},
-		{"target request id", c.TargetRequestID}, {"note", c.Note},
-	} {
-		if err := checkText(c.Key, f.name, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkTexts(c.Key, "key", c.Key, "target object id", c.TargetObjectID, "error code", c.ErrorCode,
+		"target request id", c.TargetRequestID, "note", c.Note)
 }
 
 // Complete applies a batch of outcomes in one write transaction. Items that

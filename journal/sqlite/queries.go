@@ -21,6 +21,20 @@ const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
 
 const selectNow = `SELECT ` + nowMS
 
+// underToken joins a batch's items (?1: [key, token, …]) to the rows they
+// name under the item's fencing token: a completion, a heartbeat or an
+// attempt applies only under its own token.
+const underToken = `
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1`
+
+// openUnderToken is underToken on a row still open (started or unknown),
+// returning the keys it changed.
+const openUnderToken = underToken + `
+  AND +status IN ('started', 'unknown')
+RETURNING operation_key`
+
 // recordColumns is the column list every read scans with storedRecord; two
 // trailing columns follow it: lease_live (the lease or hold is live) and the
 // clock the read judged it by.
@@ -136,12 +150,7 @@ UPDATE agent_operation_log SET
                             WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END,
     reconcile_rounds_total = reconcile_rounds_total
                              + CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN 1 ELSE 0 END,
-    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
-  AND +status IN ('started', 'unknown')
-RETURNING operation_key`
+    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'` + openUnderToken
 
 // completeAttempts closes the attempts of the completions that applied, once.
 // Same parameters as complete, restricted to the applied items.
@@ -151,10 +160,7 @@ UPDATE agent_operation_attempts SET
     outcome           = i.value ->> 2,
     error_code        = nullif(i.value ->> 5, ''),
     target_request_id = nullif(i.value ->> 6, ''),
-    note              = nullif(i.value ->> 7, '')
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
+    note              = nullif(i.value ->> 7, '')` + underToken + `
   AND finished_at IS NULL`
 
 // fenceAttempts closes the attempts of completions refused for a stale
@@ -169,10 +175,7 @@ UPDATE agent_operation_attempts SET
     target_request_id = coalesce(nullif(i.value ->> 6, ''), target_request_id),
     note              = 'lease taken over before this outcome was recorded: ' || (i.value ->> 2)
                         || CASE WHEN i.value ->> 3 <> '' THEN ' (object ' || (i.value ->> 3) || ')' ELSE '' END
-                        || CASE WHEN i.value ->> 7 <> '' THEN '; ' || (i.value ->> 7) ELSE '' END
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
+                        || CASE WHEN i.value ->> 7 <> '' THEN '; ' || (i.value ->> 7) ELSE '' END` + underToken + `
   AND (finished_at IS NULL OR outcome = 'abandoned')`
 
 // completeCheck reads what a completion that did not apply found, to tell a
@@ -186,12 +189,7 @@ WHERE operation_key IN (SELECT value FROM json_each(?1))`
 const heartbeat = `
 UPDATE agent_operation_log SET
     lease_until = ?2 + ?3,
-    updated_at  = ?2
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
-  AND +status IN ('started', 'unknown')
-RETURNING operation_key`
+    updated_at  = ?2` + openUnderToken
 
 // takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
 // expired leases, oldest first, each taken over with a new fencing token. The

@@ -16,13 +16,9 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 	if err := r.Validate(); err != nil {
 		return journal.Record{}, err
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"key", r.Key}, {"target object id", r.TargetObjectID}, {"error code", r.ErrorCode},
-		{"evidence", r.Evidence}, {"operator", r.Operator},
-	} {
-		if err := checkText(r.Key, f.name, f.v); err != nil {
-			return journal.Record{}, err
-		}
+	if err := checkTexts(r.Key, "key", r.Key, "target object id", r.TargetObjectID, "error code", r.ErrorCode,
+		"evidence", r.Evidence, "operator", r.Operator); err != nil {
+		return journal.Record{}, err
 	}
 	var done bool
 	err := s.write(ctx, func(tx *writeTx) error {

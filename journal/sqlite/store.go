@@ -280,3 +280,13 @@ func checkText(key, field, v string) error {
 	}
 	return nil
 }
+
+// checkTexts checks fields, pairs of a name and a value, with checkText.
+func checkTexts(key string, fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if err := checkText(key, fields[i], fields[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
