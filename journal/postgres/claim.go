@@ -96,33 +96,18 @@ func claimKeys(reqs []journal.ClaimRequest, pending []int) []string {
 // claim statements.
 func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
 	keys := claimKeys(reqs, pending)
-	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
-	flags := make([]bool, 2*len(keys))
-	found, live := flags[:len(keys)], flags[len(keys):]
+	rd := newClaimRows(reqs, pending, out, sc)
 	rows, err := s.db.Query(ctx, selectRecords, keys)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			return nil, errUnexpectedKey
-		}
-		i := pending[j]
-		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
-			return nil, err
-		}
-		out[i].Now = sc.now
-		found[j] = true
-	}
-	if err := rows.Err(); err != nil {
+	if err := keyed(rows, keys, rd.read); err != nil {
 		return nil, err
 	}
 	var next []int
 	for j, i := range pending {
-		if found[j] {
-			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, live[j]); settled {
+		if rd.found[j] {
+			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, rd.live[j]); settled {
 				out[i].Decision = d
 				continue
 			}
@@ -157,65 +142,28 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 
 	// took[j] is what the claim statements decided for keys[j] when they
 	// gave it a lease (an insert executes; a take-over follows
-	// journal.TakeOver), "" when they left it alone; found and live as in
-	// claimRead.
+	// journal.TakeOver), "" when they left it alone.
 	took := make([]journal.Decision, n)
-	flags := make([]bool, 2*n)
-	found, live := flags[:n], flags[n:]
-
-	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
+	rd := newClaimRows(reqs, pending, out, sc)
+	steps := [...]struct {
+		name string
+		row  func(j int, rows pgx.Rows) error
+	}{
+		{"claim insert", func(j int, _ pgx.Rows) error { took[j] = journal.Execute; return nil }},
+		{"claim take-over", func(j int, rows pgx.Rows) error {
+			took[j] = journal.TakeOver(journal.Status(rows.RawValues()[1]))
+			return nil
+		}},
+		{"claim read", rd.read},
 	}
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim insert: %w", errUnexpectedKey)
+	for _, st := range steps {
+		rows, err := br.Query()
+		if err == nil {
+			err = keyed(rows, keys, st.row)
 		}
-		took[j] = journal.Execute
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
-	}
-
-	rows, err = br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-	for rows.Next() {
-		raw := rows.RawValues()
-		j := position(keys, raw[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim take-over: %w", errUnexpectedKey)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}
-		took[j] = journal.TakeOver(journal.Status(raw[1]))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-
-	rows, err = br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
-	}
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim read: %w", errUnexpectedKey)
-		}
-		i := pending[j]
-		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim read: %w", err)
-		}
-		out[i].Now = sc.now
-		found[j] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("claim commit: %w", err)
@@ -224,7 +172,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	var undecided []int
 	for j, i := range pending {
 		c := &out[i]
-		if !found[j] {
+		if !rd.found[j] {
 			// Purged between the statements: claim it afresh.
 			undecided = append(undecided, i)
 			continue
@@ -232,7 +180,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		if d := took[j]; d != "" {
 			c.Decision, c.Token, c.Attempt = d, c.Record.LeaseToken, c.Record.AttemptCount
 		} else {
-			d, settled := journal.DecideExisting(&reqs[i], &c.Record, live[j])
+			d, settled := journal.DecideExisting(&reqs[i], &c.Record, rd.live[j])
 			if !settled && !last {
 				undecided = append(undecided, i)
 				continue
@@ -241,6 +189,51 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		}
 	}
 	return undecided, nil
+}
+
+// claimRows reads the rows of a claim's batch (recordColumns) into their
+// claims: keys[j] is reqs[pending[j]].Key.
+type claimRows struct {
+	reqs    []journal.ClaimRequest
+	pending []int
+	out     []journal.Claim
+	sc      *recordScanner
+	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
+	found, live []bool
+}
+
+func newClaimRows(reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) *claimRows {
+	flags := make([]bool, 2*len(pending))
+	return &claimRows{reqs: reqs, pending: pending, out: out, sc: sc,
+		found: flags[:len(pending)], live: flags[len(pending):]}
+}
+
+// read scans the row of keys[j] into its claim.
+func (c *claimRows) read(j int, rows pgx.Rows) (err error) {
+	i := c.pending[j]
+	if c.live[j], err = c.sc.scan(rows, &c.out[i].Record, &c.reqs[i]); err != nil {
+		return err
+	}
+	c.out[i].Now = c.sc.now
+	c.found[j] = true
+	return nil
+}
+
+// keyed reads rows whose first column is one of the sorted keys, calling row
+// with the key's position j for each; a key not in keys fails it. It closes
+// rows.
+func keyed(rows pgx.Rows, keys []string, row func(j int, rows pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			return errUnexpectedKey
+		}
+		if err := row(j, rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
@@ -177,15 +179,7 @@ func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql s
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			return errUnexpectedKey
-		}
-		marks[j] = true
-	}
-	return rows.Err()
+	return keyed(rows, keys, func(j int, _ pgx.Rows) error { marks[j] = true; return nil })
 }
 
 // Heartbeat extends the leases still held with these tokens.

@@ -50,16 +50,16 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error)
 	}
 	var upErr error
 	for range migrateTries {
-		res, err := p.Up(ctx)
+		applied, err := sqljournal.Up(ctx, p)
 		if err == nil {
-			return sqljournal.Versions(res), nil
+			return applied, nil
 		}
 		upErr = err
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("migrate up: %w", upErr)
+	return nil, upErr
 }
 
 // Migrate opens (creating it if needed) the journal database at path and
@@ -88,79 +88,51 @@ func pendingVersions(ctx context.Context, db *sql.DB) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pending(ctx, p)
+	return sqljournal.Pending(ctx, p)
 }
 
-// status is goose's status of every migration.
-func status(ctx context.Context, p *goose.Provider) ([]*goose.MigrationStatus, error) {
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	return st, nil
-}
-
-// pending lists the versions p's database lacks.
-func pending(ctx context.Context, p *goose.Provider) ([]int64, error) {
-	st, err := status(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return sqljournal.Pending(st), nil
-}
-
-// existing opens the writer of a database that must already exist, and a
-// goose provider on it: status queries never create a journal. A missing
-// database is an error wrapping fs.ErrNotExist. done closes the writer.
-func existing(ctx context.Context, path string) (p *goose.Provider, done func(), err error) {
+// withExisting runs step on a goose provider of the database at path, which
+// must already exist (status queries never create a journal; a missing
+// database is an error wrapping fs.ErrNotExist), on its writer, closed
+// after.
+func withExisting[R any](ctx context.Context, path string, step func(context.Context, *goose.Provider) (R, error)) (R, error) {
+	var zero R
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+		return zero, fmt.Errorf("sqlite journal %s: %w", path, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
+			return zero, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
 		}
-		return nil, nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+		return zero, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
 	db, err := openWriter(ctx, abs, Config{}.WithDefaults())
 	if err != nil {
-		return nil, nil, err
+		return zero, err
 	}
-	if p, err = provider(db, nil); err != nil {
-		db.Close()
-		return nil, nil, err
+	defer db.Close()
+	p, err := provider(db, nil)
+	if err != nil {
+		return zero, err
 	}
-	return p, func() { db.Close() }, nil
+	return step(ctx, p)
 }
 
 // Migrations lists every migration of the database at path with whether it
 // is applied. A missing database is an error wrapping fs.ErrNotExist.
 func Migrations(ctx context.Context, path string) ([]MigrationState, error) {
-	p, done, err := existing(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	st, err := status(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return sqljournal.States(st), nil
+	return withExisting(ctx, path, sqljournal.States)
 }
 
 // Pending reports whether migrations remain to be applied to the database at
 // path (true for a database that does not exist yet).
 func Pending(ctx context.Context, path string) (bool, error) {
-	p, done, err := existing(ctx, path)
+	pending, err := withExisting(ctx, path, sqljournal.HasPending)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	defer done()
-	return p.HasPending(ctx)
+	return pending, err
 }
 
 // Pending reports whether migrations remain to be applied (for /readyz): a
@@ -179,30 +151,19 @@ func (s *Store) Pending(ctx context.Context) (bool, error) {
 // versions it rolled back. Tests only: a journal is never migrated down in
 // service.
 func migrateDownTo(ctx context.Context, path string, version int64) ([]int64, error) {
-	p, done, err := existing(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	res, err := p.DownTo(ctx, version)
-	if err != nil {
-		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	return sqljournal.Versions(res), nil
+	return withExisting(ctx, path, func(ctx context.Context, p *goose.Provider) ([]int64, error) {
+		return sqljournal.DownTo(ctx, p, version)
+	})
 }
 
 // pendingAt lists the versions not applied to the database at path (every
 // version when there is no database yet).
 func pendingAt(ctx context.Context, path string) ([]int64, error) {
-	p, done, err := existing(ctx, path)
+	pending, err := withExisting(ctx, path, sqljournal.Pending)
 	if errors.Is(err, fs.ErrNotExist) {
 		return allVersions()
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return pending(ctx, p)
+	return pending, err
 }
 
 // allVersions lists the versions of every migration the binary carries.
