@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/internal/sqljournal"
@@ -56,31 +55,23 @@ var searches = [sqljournal.SearchKinds]string{
 	sqljournal.SearchEvent: searchEvent, sqljournal.SearchObject: searchObject, sqljournal.SearchIntent: searchIntent,
 }
 
-// searchStatement picks q's statement and its arguments: times as
-// timestamptz, the intent's ranges as two arrays ($8 lo, $9 hi).
-func searchStatement(q journal.SearchQuery) (string, []any) {
-	kind, args := sqljournal.Search(q, func(t time.Time) any { return t }, func(rs []journal.IntentRange) []any {
-		lo, hi := make([]string, len(rs)), make([]string, len(rs))
-		for i, r := range rs {
-			lo[i], hi[i] = r.Lo, r.Hi
-		}
-		return []any{lo, hi}
-	})
-	return searches[kind], args
+// searchRanges are the arguments of an intent's key ranges: two arrays ($8
+// lo, $9 hi).
+func searchRanges(rs []journal.IntentRange) []any {
+	lo, hi := make([]string, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		lo[i], hi[i] = r.Lo, r.Hi
+	}
+	return []any{lo, hi}
 }
 
-// Search implements journal.Browser.
-func (s *Store) Search(ctx context.Context, q journal.SearchQuery) ([]journal.Record, error) {
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	stmt, args := searchStatement(q)
-	out, err := collect(ctx, s.db, scanRecord, stmt, args...)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	return out, nil
-}
+const (
+	attemptCounts = `SELECT kind, outcome, count(*) FROM agent_operation_attempts
+WHERE finished_at IS NOT NULL AND finished_at >= $1 GROUP BY kind, outcome ORDER BY kind, outcome`
+	leaseHolders = `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
+WHERE status = 'started' AND lease_until >= now() AND lease_owner IS NOT NULL
+GROUP BY lease_owner ORDER BY lease_owner`
+)
 
 // ExplainSearch returns PostgreSQL's plan for q's statement (EXPLAIN, not
 // run): tests check that a search reads an index.
@@ -88,7 +79,7 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 	if err := q.Validate(); err != nil {
 		return "", err
 	}
-	stmt, args := searchStatement(q)
+	stmt, args := s.SearchStatement(q)
 	rows, err := s.db.Query(ctx, "EXPLAIN "+stmt, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain search: %w", err)
@@ -103,34 +94,4 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 		b.WriteString(line + "\n")
 	}
 	return b.String(), rows.Err()
-}
-
-// StatusCounts implements journal.Browser.
-func (s *Store) StatusCounts(ctx context.Context) ([]journal.StatusCount, error) {
-	out, err := collect(ctx, s.db, sqljournal.ScanStatusCount, sqljournal.StatusCounts)
-	if err != nil {
-		return nil, fmt.Errorf("status counts: %w", err)
-	}
-	return out, nil
-}
-
-// AttemptCounts implements journal.Browser.
-func (s *Store) AttemptCounts(ctx context.Context, since time.Time) ([]journal.AttemptCount, error) {
-	out, err := collect(ctx, s.db, sqljournal.ScanAttemptCount, `SELECT kind, outcome, count(*) FROM agent_operation_attempts
-WHERE finished_at IS NOT NULL AND finished_at >= $1 GROUP BY kind, outcome ORDER BY kind, outcome`, since)
-	if err != nil {
-		return nil, fmt.Errorf("attempt counts: %w", err)
-	}
-	return out, nil
-}
-
-// LeaseHolders implements journal.Browser.
-func (s *Store) LeaseHolders(ctx context.Context) ([]journal.LeaseHolder, error) {
-	out, err := collect(ctx, s.db, scanHolder, `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
-WHERE status = 'started' AND lease_until >= now() AND lease_owner IS NOT NULL
-GROUP BY lease_owner ORDER BY lease_owner`)
-	if err != nil {
-		return nil, fmt.Errorf("lease holders: %w", err)
-	}
-	return out, nil
 }

@@ -23,6 +23,9 @@ type Store struct {
 	db   querier // the pool (a transaction in tests)
 	own  bool
 	cfg  Config
+
+	// Reader serves the plain reads, through db.
+	sqljournal.Reader[pgTime, *pgTime]
 }
 
 // querier sends the store's statements: a pool, or a transaction.
@@ -109,7 +112,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store over an existing pool, which the caller keeps owning.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, db: pool, cfg: cfg.WithDefaults()}
+	s := &Store{pool: pool, db: pool, cfg: cfg.WithDefaults()}
+	s.Reader = s.newReader()
+	return s
 }
 
 // Pool returns the underlying pool.

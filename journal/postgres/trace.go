@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/journal"
-	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 var _ journal.AttemptTraces = (*Store)(nil)
@@ -19,17 +18,6 @@ WHERE operation_key = $1 AND lease_token = $2`, key, token, traceID); err != nil
 	return nil
 }
 
-// AttemptTraceIDs returns the recorded trace ids of key's attempts by token.
-func (s *Store) AttemptTraceIDs(ctx context.Context, key string) (map[int64]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT lease_token, trace_id FROM agent_operation_attempts
-WHERE operation_key = $1 AND trace_id IS NOT NULL`, key)
-	if err != nil {
-		return nil, fmt.Errorf("attempt traces %s: %w", key, err)
-	}
-	defer rows.Close()
-	out, err := sqljournal.TraceIDs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("attempt traces %s: %w", key, err)
-	}
-	return out, nil
-}
+// traceIDs reads the recorded trace ids of a key's attempts ($1).
+const traceIDs = `SELECT lease_token, trace_id FROM agent_operation_attempts
+WHERE operation_key = $1 AND trace_id IS NOT NULL`

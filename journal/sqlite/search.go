@@ -62,33 +62,24 @@ var searches = [sqljournal.SearchKinds]string{
 	sqljournal.SearchEvent: searchEvent, sqljournal.SearchObject: searchObject, sqljournal.SearchIntent: searchIntent,
 }
 
-// searchStatement picks q's statement and its arguments: times in
-// milliseconds, the intent's ranges as one JSON array of [lo, hi] pairs
-// (?8).
-func searchStatement(q journal.SearchQuery) (string, []any) {
-	kind, args := sqljournal.Search(q, browseMS, func(rs []journal.IntentRange) []any {
-		ranges := make([][2]string, 0, len(rs))
-		for _, r := range rs {
-			ranges = append(ranges, [2]string{r.Lo, r.Hi})
-		}
-		b, _ := json.Marshal(ranges)
-		return []any{string(b)}
-	})
-	return searches[kind], args
+// searchRanges are the arguments of an intent's key ranges: one JSON array
+// of [lo, hi] pairs (?8).
+func searchRanges(rs []journal.IntentRange) []any {
+	ranges := make([][2]string, 0, len(rs))
+	for _, r := range rs {
+		ranges = append(ranges, [2]string{r.Lo, r.Hi})
+	}
+	b, _ := json.Marshal(ranges)
+	return []any{string(b)}
 }
 
-// Search implements journal.Browser.
-func (s *Store) Search(ctx context.Context, q journal.SearchQuery) ([]journal.Record, error) {
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	stmt, args := searchStatement(q)
-	out, err := collect(ctx, s.r, scanRecord, stmt, args...)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	return out, nil
-}
+const (
+	attemptCounts = `SELECT kind, outcome, count(*) FROM agent_operation_attempts
+WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`
+	leaseHolders = `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
+WHERE status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
+GROUP BY lease_owner ORDER BY lease_owner`
+)
 
 // ExplainSearch returns SQLite's query plan for q's statement (EXPLAIN
 // QUERY PLAN, not run), one step a line: tests check that a search reads
@@ -97,7 +88,7 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 	if err := q.Validate(); err != nil {
 		return "", err
 	}
-	stmt, args := searchStatement(q)
+	stmt, args := s.SearchStatement(q)
 	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain search: %w", err)
@@ -113,34 +104,4 @@ func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (strin
 		b.WriteString(detail + "\n")
 	}
 	return b.String(), rows.Err()
-}
-
-// StatusCounts implements journal.Browser.
-func (s *Store) StatusCounts(ctx context.Context) ([]journal.StatusCount, error) {
-	out, err := collect(ctx, s.r, sqljournal.ScanStatusCount, sqljournal.StatusCounts)
-	if err != nil {
-		return nil, fmt.Errorf("status counts: %w", err)
-	}
-	return out, nil
-}
-
-// AttemptCounts implements journal.Browser.
-func (s *Store) AttemptCounts(ctx context.Context, since time.Time) ([]journal.AttemptCount, error) {
-	out, err := collect(ctx, s.r, sqljournal.ScanAttemptCount, `SELECT kind, outcome, count(*) FROM agent_operation_attempts
-WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`, browseMS(since))
-	if err != nil {
-		return nil, fmt.Errorf("attempt counts: %w", err)
-	}
-	return out, nil
-}
-
-// LeaseHolders implements journal.Browser.
-func (s *Store) LeaseHolders(ctx context.Context) ([]journal.LeaseHolder, error) {
-	out, err := collect(ctx, s.r, scanHolder, `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
-WHERE status = 'started' AND lease_until >= CAST(round(unixepoch('subsec') * 1000) AS INTEGER) AND lease_owner IS NOT NULL
-GROUP BY lease_owner ORDER BY lease_owner`)
-	if err != nil {
-		return nil, fmt.Errorf("lease holders: %w", err)
-	}
-	return out, nil
 }

@@ -36,6 +36,9 @@ type Store struct {
 	rd        readDB
 	cfg       Config
 	closeOnce sync.Once
+
+	// Reader serves the plain reads, on rd.
+	sqljournal.Reader[msTime, *msTime]
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -171,7 +174,8 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
-	return &Store{path: abs, w: w, r: r, ws: ws, rd: readDB{r, rs}, cfg: cfg}, nil
+	rd := readDB{r, rs}
+	return &Store{path: abs, w: w, r: r, ws: ws, rd: rd, cfg: cfg, Reader: newReader(rd)}, nil
 }
 
 // openWriter opens the one writer connection and checks that WAL took: a

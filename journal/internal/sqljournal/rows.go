@@ -1,8 +1,6 @@
 package sqljournal
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
@@ -135,19 +133,6 @@ func MarkKeys(rows Rows, into map[string]bool) error {
 		into[k] = true
 	}
 	return rows.Err()
-}
-
-// KeyError names key in err, the error of reading key's row; noRows is the
-// driver's error for no row, which becomes journal.ErrNotFound. Nil stays
-// nil.
-func KeyError(what, key string, err, noRows error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, noRows):
-		return fmt.Errorf("%s %s: %w", what, key, journal.ErrNotFound)
-	}
-	return fmt.Errorf("%s %s: %w", what, key, err)
 }
 
 // ScanAttempt reads a row of the attempts trail: operation_key, attempt,
