@@ -262,5 +262,21 @@ DELETE FROM agent_operation_log WHERE operation_key IN (
 
 const selectNow = `SELECT now()`
 
-// selectFieldDigests reads the per-field digests of a key's first request.
-const selectFieldDigests = `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = $1`
+// readSQL are the statements of the plain reads (sqljournal.Reader).
+var readSQL = sqljournal.ReadSQL{
+	Record: selectRecord,
+	// FieldDigests reads the per-field digests of a key's first request.
+	FieldDigests:      `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = $1`,
+	Attempts:          selectAttempts,
+	ListUnresolved:    listUnresolved,
+	ListIdleRetryable: listIdleRetryable,
+	AttemptCounts: `SELECT kind, outcome, count(*) FROM agent_operation_attempts
+WHERE finished_at IS NOT NULL AND finished_at >= $1 GROUP BY kind, outcome ORDER BY kind, outcome`,
+	LeaseHolders: `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
+WHERE status = 'started' AND lease_until >= now() AND lease_owner IS NOT NULL
+GROUP BY lease_owner ORDER BY lease_owner`,
+	// TraceIDs reads the recorded trace ids of a key's attempts.
+	TraceIDs: `SELECT lease_token, trace_id FROM agent_operation_attempts
+WHERE operation_key = $1 AND trace_id IS NOT NULL`,
+	Searches: searches,
+}

@@ -4,40 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // The plain reads (Get, FieldDigests, Attempts, the lists, the console's
 // journal.Browser and AttemptTraceIDs) are sqljournal.Reader's, on this
 // engine's statements and timestamptz columns.
-
-// pgTime reads a timestamptz column for sqljournal's scans; NULL is the
-// zero time.
-type pgTime struct{ v pgtype.Timestamptz }
-
-func (t *pgTime) Dest() any { return &t.v }
-
-func (t *pgTime) Time() time.Time {
-	if !t.v.Valid {
-		return time.Time{}
-	}
-	return t.v.Time
-}
-
-// readSQL are the statements of the plain reads.
-var readSQL = sqljournal.ReadSQL{
-	Record:            selectRecord,
-	FieldDigests:      selectFieldDigests,
-	Attempts:          selectAttempts,
-	ListUnresolved:    listUnresolved,
-	ListIdleRetryable: listIdleRetryable,
-	AttemptCounts:     attemptCounts,
-	LeaseHolders:      leaseHolders,
-	TraceIDs:          traceIDs,
-	Searches:          searches,
-}
 
 // newReader returns the plain reads sent through s.db.
 func (s *Store) newReader() sqljournal.Reader[pgTime, *pgTime] {

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/internal/sqljournal"
@@ -65,33 +63,11 @@ func searchRanges(rs []journal.IntentRange) []any {
 	return []any{lo, hi}
 }
 
-const (
-	attemptCounts = `SELECT kind, outcome, count(*) FROM agent_operation_attempts
-WHERE finished_at IS NOT NULL AND finished_at >= $1 GROUP BY kind, outcome ORDER BY kind, outcome`
-	leaseHolders = `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
-WHERE status = 'started' AND lease_until >= now() AND lease_owner IS NOT NULL
-GROUP BY lease_owner ORDER BY lease_owner`
-)
-
 // ExplainSearch returns PostgreSQL's plan for q's statement (EXPLAIN, not
 // run): tests check that a search reads an index.
 func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (string, error) {
-	if err := q.Validate(); err != nil {
-		return "", err
-	}
-	stmt, args := s.SearchStatement(q)
-	rows, err := s.db.Query(ctx, "EXPLAIN "+stmt, args...)
-	if err != nil {
-		return "", fmt.Errorf("explain search: %w", err)
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return "", err
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String(), rows.Err()
+	return s.Reader.ExplainSearch(ctx, q, "EXPLAIN ", func(row sqljournal.Row) (line string, err error) {
+		err = row.Scan(&line)
+		return line, err
+	})
 }

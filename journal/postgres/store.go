@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgate/idemgate/journal"
@@ -144,4 +145,17 @@ func retryable(err error) bool {
 		return pe.Code == pgerrcode.DeadlockDetected || pe.Code == pgerrcode.SerializationFailure
 	}
 	return false
+}
+
+// pgTime reads a timestamptz column for sqljournal's scans; NULL is the
+// zero time.
+type pgTime struct{ v pgtype.Timestamptz }
+
+func (t *pgTime) Dest() any { return &t.v }
+
+func (t *pgTime) Time() time.Time {
+	if !t.v.Valid {
+		return time.Time{}
+	}
+	return t.v.Time
 }

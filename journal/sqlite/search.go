@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
@@ -73,35 +71,13 @@ func searchRanges(rs []journal.IntentRange) []any {
 	return []any{string(b)}
 }
 
-const (
-	attemptCounts = `SELECT kind, outcome, count(*) FROM agent_operation_attempts
-WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`
-	leaseHolders = `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
-WHERE status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
-GROUP BY lease_owner ORDER BY lease_owner`
-)
-
 // ExplainSearch returns SQLite's query plan for q's statement (EXPLAIN
 // QUERY PLAN, not run), one step a line: tests check that a search reads
 // an index.
 func (s *Store) ExplainSearch(ctx context.Context, q journal.SearchQuery) (string, error) {
-	if err := q.Validate(); err != nil {
-		return "", err
-	}
-	stmt, args := s.SearchStatement(q)
-	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
-	if err != nil {
-		return "", fmt.Errorf("explain search: %w", err)
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
+	return s.Reader.ExplainSearch(ctx, q, "EXPLAIN QUERY PLAN ", func(row sqljournal.Row) (detail string, err error) {
 		var id, parent, notused int64
-		var detail string
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			return "", err
-		}
-		b.WriteString(detail + "\n")
-	}
-	return b.String(), rows.Err()
+		err = row.Scan(&id, &parent, &notused, &detail)
+		return detail, err
+	})
 }

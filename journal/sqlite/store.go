@@ -294,3 +294,24 @@ func checkTexts(key string, fields ...string) error {
 	}
 	return nil
 }
+
+// msTime reads a time column of milliseconds for sqljournal's scans; NULL is
+// the zero time.
+type msTime struct{ v sql.NullInt64 }
+
+func (t *msTime) Dest() any { return &t.v }
+
+func (t *msTime) Time() time.Time { return fromNullMS(t.v) }
+
+// newReader returns the plain reads on the reader pool rd.
+func newReader(rd readDB) sqljournal.Reader[msTime, *msTime] {
+	query := func(ctx context.Context, query string, args []any, read func(sqljournal.Rows) error) error {
+		rows, err := rd.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return read(rows)
+	}
+	return sqljournal.NewReader[msTime](query, &readSQL, browseMS, searchRanges)
+}

@@ -17,7 +17,3 @@ WHERE operation_key = ?1 AND lease_token = ?2`, key, token, traceID); err != nil
 	}
 	return nil
 }
-
-// traceIDs reads the recorded trace ids of a key's attempts (?1).
-const traceIDs = `SELECT lease_token, trace_id FROM agent_operation_attempts
-WHERE operation_key = ?1 AND trace_id IS NOT NULL`

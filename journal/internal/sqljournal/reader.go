@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
@@ -158,6 +159,25 @@ func (r Reader[T, P]) Search(ctx context.Context, q journal.SearchQuery) ([]jour
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	return out, nil
+}
+
+// ExplainSearch returns the engine's plan for q's statement, one line a
+// step: explain is the engine's EXPLAIN prefix, step reads a step's text
+// from a row of the plan. Tests check with it that a search reads an index.
+func (r Reader[T, P]) ExplainSearch(ctx context.Context, q journal.SearchQuery, explain string, step func(Row) (string, error)) (string, error) {
+	if err := q.Validate(); err != nil {
+		return "", err
+	}
+	stmt, args := r.SearchStatement(q)
+	steps, err := all(ctx, r, step, explain+stmt, args...)
+	if err != nil {
+		return "", fmt.Errorf("explain search: %w", err)
+	}
+	var b strings.Builder
+	for _, s := range steps {
+		b.WriteString(s + "\n")
+	}
+	return b.String(), nil
 }
 
 // StatusCounts implements journal.Browser.
