@@ -96,18 +96,20 @@ func claimKeys(reqs []journal.ClaimRequest, pending []int) []string {
 // claim statements.
 func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
 	keys := claimKeys(reqs, pending)
-	rd := newClaimRows(reqs, pending, out, sc)
+	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
+	flags := make([]bool, 2*len(keys))
+	found, live := flags[:len(keys)], flags[len(keys):]
 	rows, err := s.db.Query(ctx, selectRecords, keys)
 	if err != nil {
 		return nil, err
 	}
-	if err := keyed(rows, keys, rd.read); err != nil {
+	if err := keyed(rows, keys, readClaims(reqs, pending, out, sc, found, live)); err != nil {
 		return nil, err
 	}
 	var next []int
 	for j, i := range pending {
-		if rd.found[j] {
-			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, rd.live[j]); settled {
+		if found[j] {
+			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, live[j]); settled {
 				out[i].Decision = d
 				continue
 			}
@@ -144,26 +146,22 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	// gave it a lease (an insert executes; a take-over follows
 	// journal.TakeOver), "" when they left it alone.
 	took := make([]journal.Decision, n)
-	rd := newClaimRows(reqs, pending, out, sc)
-	steps := [...]struct {
-		name string
-		row  func(j int, rows pgx.Rows) error
-	}{
-		{"claim insert", func(j int, _ pgx.Rows) error { took[j] = journal.Execute; return nil }},
-		{"claim take-over", func(j int, rows pgx.Rows) error {
-			took[j] = journal.TakeOver(journal.Status(rows.RawValues()[1]))
-			return nil
-		}},
-		{"claim read", rd.read},
+	flags := make([]bool, 2*n)
+	found, live := flags[:n], flags[n:]
+	if err := keyedResult(br, keys, "claim insert", func(j int, _ pgx.Rows) error {
+		took[j] = journal.Execute
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	for _, st := range steps {
-		rows, err := br.Query()
-		if err == nil {
-			err = keyed(rows, keys, st.row)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", st.name, err)
-		}
+	if err := keyedResult(br, keys, "claim take-over", func(j int, rows pgx.Rows) error {
+		took[j] = journal.TakeOver(journal.Status(rows.RawValues()[1]))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := keyedResult(br, keys, "claim read", readClaims(reqs, pending, out, sc, found, live)); err != nil {
+		return nil, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("claim commit: %w", err)
@@ -172,7 +170,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	var undecided []int
 	for j, i := range pending {
 		c := &out[i]
-		if !rd.found[j] {
+		if !found[j] {
 			// Purged between the statements: claim it afresh.
 			undecided = append(undecided, i)
 			continue
@@ -180,7 +178,7 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		if d := took[j]; d != "" {
 			c.Decision, c.Token, c.Attempt = d, c.Record.LeaseToken, c.Record.AttemptCount
 		} else {
-			d, settled := journal.DecideExisting(&reqs[i], &c.Record, rd.live[j])
+			d, settled := journal.DecideExisting(&reqs[i], &c.Record, live[j])
 			if !settled && !last {
 				undecided = append(undecided, i)
 				continue
@@ -191,32 +189,19 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	return undecided, nil
 }
 
-// claimRows reads the rows of a claim's batch (recordColumns) into their
-// claims: keys[j] is reqs[pending[j]].Key.
-type claimRows struct {
-	reqs    []journal.ClaimRequest
-	pending []int
-	out     []journal.Claim
-	sc      *recordScanner
-	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
-	found, live []bool
-}
-
-func newClaimRows(reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) *claimRows {
-	flags := make([]bool, 2*len(pending))
-	return &claimRows{reqs: reqs, pending: pending, out: out, sc: sc,
-		found: flags[:len(pending)], live: flags[len(pending):]}
-}
-
-// read scans the row of keys[j] into its claim.
-func (c *claimRows) read(j int, rows pgx.Rows) (err error) {
-	i := c.pending[j]
-	if c.live[j], err = c.sc.scan(rows, &c.out[i].Record, &c.reqs[i]); err != nil {
-		return err
+// readClaims returns the reader of a claim's rows (recordColumns) for
+// keyed: it scans the row of keys[j] (reqs[pending[j]].Key) into its claim
+// and marks it found[j], and live[j] when it holds a live lease (or hold).
+func readClaims(reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner, found, live []bool) func(j int, rows pgx.Rows) error {
+	return func(j int, rows pgx.Rows) (err error) {
+		i := pending[j]
+		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
+			return err
+		}
+		out[i].Now = sc.now
+		found[j] = true
+		return nil
 	}
-	c.out[i].Now = c.sc.now
-	c.found[j] = true
-	return nil
 }
 
 // keyed reads rows whose first column is one of the sorted keys, calling row
@@ -234,6 +219,19 @@ func keyed(rows pgx.Rows, keys []string, row func(j int, rows pgx.Rows) error) e
 		}
 	}
 	return rows.Err()
+}
+
+// keyedResult reads the next result of br with keyed, its errors named by
+// step.
+func keyedResult(br pgx.BatchResults, keys []string, step string, row func(j int, rows pgx.Rows) error) error {
+	rows, err := br.Query()
+	if err == nil {
+		err = keyed(rows, keys, row)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	return nil
 }
 
 // byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares
