@@ -90,7 +90,8 @@ func TestDependencyDirection(t *testing.T) {
 
 // TestJournalImports keeps the journal's packages to their documented
 // imports: journal and migrations use the standard library only, each engine
-// uses journal and migrations but never the other engine, and the
+// uses journal, migrations and journal/internal/sqljournal (what both
+// engines share above their drivers) but never the other engine, and the
 // conformance suite uses journal only, so that every engine is judged by the
 // same code.
 func TestJournalImports(t *testing.T) {
@@ -101,12 +102,13 @@ func TestJournalImports(t *testing.T) {
 	const mod = "github.com/idemgate/idemgate/"
 	// The project packages each may import; nil: none.
 	allowed := map[string][]string{
-		"journal":                 nil,
-		"migrations":              nil,
-		"journal/postgres":        {"journal", "migrations"},
-		"journal/sqlite":          {"journal", "migrations"},
-		"journal/journaltest":     {"journal"},
-		"journal/postgres/pgtest": {"journal", "journal/postgres"},
+		"journal":                     nil,
+		"migrations":                  nil,
+		"journal/postgres":            {"journal", "journal/internal/sqljournal", "migrations"},
+		"journal/sqlite":              {"journal", "journal/internal/sqljournal", "migrations"},
+		"journal/internal/sqljournal": {"journal"},
+		"journal/journaltest":         {"journal"},
+		"journal/postgres/pgtest":     {"journal", "journal/postgres"},
 	}
 	stdlibOnly := map[string]bool{"journal": true, "migrations": true}
 	seen := map[string]bool{}

@@ -39,6 +39,14 @@ func (p MigrationPolicy) String() string {
 	return fmt.Sprintf("MigrationPolicy(%d)", uint8(p))
 }
 
+// MigrationState is one migration's version, name and whether it is
+// applied, as an engine lists them.
+type MigrationState struct {
+	Version int64
+	Source  string
+	Applied bool
+}
+
 // ErrNotMigrated: the journal lacks migrations and the policy forbids
 // applying them at open.
 var ErrNotMigrated = errors.New("journal: migrations pending")

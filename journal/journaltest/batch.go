@@ -10,21 +10,19 @@ import (
 
 // exerciseBatch checks batches: each key decided on its own, duplicates in one batch.
 func exerciseBatch(t *testing.T, newStore NewStore, f Features) {
-	t.Run("BatchDecidesEachKey", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "BatchDecidesEachKey", func(t *testing.T, s journal.Store) {
 		kNew, kDone, kFailed, kRetry, kLive, kConflict, kUnknown := key(t), key(t), key(t), key(t), key(t), key(t), key(t)
 		for _, k := range []string{kDone, kFailed, kRetry, kLive, kConflict, kUnknown} {
 			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
 			switch k {
 			case kDone:
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+				complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 			case kFailed:
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedFinal)))
+				complete(t, s, completion(k, c.Token, journal.StatusFailedFinal))
 			case kRetry:
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedRetryable)))
+				complete(t, s, completion(k, c.Token, journal.StatusFailedRetryable))
 			case kUnknown:
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+				complete(t, s, completion(k, c.Token, journal.StatusUnknown))
 			}
 		}
 		batch := []journal.ClaimRequest{
@@ -62,14 +60,11 @@ func exerciseBatch(t *testing.T, newStore NewStore, f Features) {
 		require.ErrorIs(t, errs[3], journal.ErrIllegalTransition)
 	})
 
-	t.Run("BatchDuplicatesKeepTheirOwnContent", func(t *testing.T) {
-		// Copies of one intent in one batch are decided once, but a copy
-		// with other content is a conflict whatever the first copy saw.
-		t.Parallel()
-		s := newStore(t)
+	// Copies of one intent in one batch are decided once, but a copy with
+	// other content is a conflict whatever the first copy saw.
+	parallel(t, newStore, "BatchDuplicatesKeepTheirOwnContent", func(t *testing.T, s journal.Store) {
 		kNew, kDone, kLive := key(t), key(t), key(t)
-		c := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, c.Token, journal.StatusSucceeded)))
+		finished(t, s, kDone, journal.StatusSucceeded)
 		claim(t, s, req(kLive, hashA, owner, 30*time.Second))
 		batch := []journal.ClaimRequest{
 			req(kNew, hashA, other, 30*time.Second),

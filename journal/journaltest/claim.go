@@ -15,9 +15,7 @@ import (
 
 // exerciseClaim checks claims: every decision of a single key, copies racing for one key, and the database clock a claim carries.
 func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
-	t.Run("NewKeyExecutes", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "NewKeyExecutes", func(t *testing.T, s journal.Store) {
 		k := key(t)
 		before, err := s.Now(ctx(t))
 		require.NoError(t, err)
@@ -33,14 +31,9 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.WithinDuration(t, before.Add(30*time.Second), c.Record.LeaseUntil, 5*time.Second)
 	})
 
-	t.Run("FieldDigestsOfTheFirstRequest", func(t *testing.T) {
-		t.Parallel()
-		exerciseFieldDigests(t, newStore(t))
-	})
+	parallel(t, newStore, "FieldDigestsOfTheFirstRequest", exerciseFieldDigests)
 
-	t.Run("LiveLeaseIsInProgress", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "LiveLeaseIsInProgress", func(t *testing.T, s journal.Store) {
 		k := key(t)
 		require.Equal(t, journal.Execute, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
 		c := claim(t, s, req(k, hashA, other, 30*time.Second))
@@ -49,14 +42,12 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, owner, c.Record.LeaseOwner)
 	})
 
-	t.Run("OtherHashConflictsInEveryState", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "OtherHashConflictsInEveryState", func(t *testing.T, s journal.Store) {
 		for _, end := range []journal.Status{journal.StatusStarted, journal.StatusSucceeded, journal.StatusFailedFinal, journal.StatusFailedRetryable, journal.StatusUnknown} {
 			k := key(t)
 			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
 			if end != journal.StatusStarted {
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, end)))
+				complete(t, s, completion(k, c.Token, end))
 			}
 			got := claim(t, s, req(k, hashB, other, 30*time.Second))
 			require.Equal(t, journal.Conflict, got.Decision, "state %s", end)
@@ -68,15 +59,12 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		}
 	})
 
-	t.Run("SucceededReplays", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	parallel(t, newStore, "SucceededReplays", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
 		res := json.RawMessage(`{"business_status":"succeeded"}`)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{
+		complete(t, s, journal.Completion{
 			Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "pay_1", Result: res, TargetRequestID: "req-1",
-		}))
+		})
 		for range 3 {
 			got := claim(t, s, req(k, hashA, other, 30*time.Second))
 			require.Equal(t, journal.ReplaySucceeded, got.Decision)
@@ -88,39 +76,21 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		}
 	})
 
-	t.Run("FailedFinalReplays", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{
+	parallel(t, newStore, "FailedFinalReplays", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
+		complete(t, s, journal.Completion{
 			Key: k, Token: c.Token, Status: journal.StatusFailedFinal, ErrorCode: "insufficient_funds",
-		}))
+		})
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.ReplayFailed, got.Decision)
 		require.Equal(t, "insufficient_funds", got.Record.ErrorCode)
 	})
 
-	t.Run("RetryableFailureReclaimedOnce", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503"}))
-		var wg sync.WaitGroup
-		results := make([]journal.Claim, 10)
-		for i := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
-				require.NoError(t, err)
-				results[i] = got
-			}()
-		}
-		wg.Wait()
+	parallel(t, newStore, "RetryableFailureReclaimedOnce", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
+		complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503"})
 		executes := 0
-		for _, r := range results {
+		for _, r := range claimAtOnce(t, s, k, 10) {
 			if r.Decision == journal.Execute {
 				executes++
 				require.Equal(t, 2, r.Attempt)
@@ -136,9 +106,7 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, journal.StatusStarted, rec.Status)
 	})
 
-	t.Run("FiftyClaimersOneExecute", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "FiftyClaimersOneExecute", func(t *testing.T, s journal.Store) {
 		k := key(t)
 		var wg sync.WaitGroup
 		var executes, inProgress atomic.Int64
@@ -176,13 +144,10 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.Len(t, att, 1)
 	})
 
-	t.Run("RetryableHoldIsNotBefore", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable,
-			ErrorCode: "http_503", HoldFor: 2 * time.Second}))
+	parallel(t, newStore, "RetryableHoldIsNotBefore", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
+		complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable,
+			ErrorCode: "http_503", HoldFor: 2 * time.Second})
 		// Copies and redeliveries before the hold ends take no attempt: they
 		// are told to come back, with the wait on the database clock.
 		for _, who := range []string{other, "worker-c", owner} {
@@ -208,19 +173,8 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.Len(t, att, 1)
 		// Once the hold has passed, exactly one claimer takes the next attempt.
 		waitExpired(t, s, k)
-		results := make([]journal.Claim, 5)
-		var wg sync.WaitGroup
-		for i := range results {
-			wg.Go(func() {
-				got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
-				if assertNoError(t, err) {
-					results[i] = got
-				}
-			})
-		}
-		wg.Wait()
 		executes := 0
-		for _, r := range results {
+		for _, r := range claimAtOnce(t, s, k, 5) {
 			if r.Decision == journal.Execute {
 				executes++
 				require.Equal(t, 2, r.Attempt)
@@ -231,11 +185,8 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, 1, executes)
 	})
 
-	t.Run("ClaimCarriesTheDatabaseClock", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	parallel(t, newStore, "ClaimCarriesTheDatabaseClock", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
 		now, err := s.Now(ctx(t))
 		require.NoError(t, err)
 		require.WithinDuration(t, now, c.Now, 5*time.Second)
@@ -245,7 +196,7 @@ func exerciseClaim(t *testing.T, newStore NewStore, f Features) {
 		live := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.InProgress, live.Decision)
 		require.InDelta(t, float64(30*time.Second), float64(live.Wait()), float64(5*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		complete(t, s, completion(k, c.Token, journal.StatusUnknown))
 		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 10)
 		require.NoError(t, err)
 		require.Len(t, taken, 1)

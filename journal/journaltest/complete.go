@@ -11,21 +11,17 @@ import (
 
 // exerciseComplete checks completions: the legal transitions and what a refused completion says.
 func exerciseComplete(t *testing.T, newStore NewStore, f Features) {
-	t.Run("CompletionTransitions", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+	parallel(t, newStore, "CompletionTransitions", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
+		complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 		// The same completion again (a retry after a commit that seemed to fail) is applied once.
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+		complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 		// Terminal states do not move.
 		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedFinal)), journal.ErrIllegalTransition)
 		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)), journal.ErrIllegalTransition)
 		// A failed_retryable operation cannot be completed without a new claim.
 		k2 := key(t)
-		c2 := claim(t, s, req(k2, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k2, c2.Token, journal.StatusFailedRetryable)))
+		c2 := finished(t, s, k2, journal.StatusFailedRetryable)
 		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion(k2, c2.Token, journal.StatusSucceeded)), journal.ErrIllegalTransition)
 		// Unknown keys and invalid requests.
 		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, completion("test:x:nope:v1", 1, journal.StatusSucceeded)), journal.ErrNotFound)

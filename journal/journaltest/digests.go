@@ -22,7 +22,7 @@ func exerciseFieldDigests(t *testing.T, s journal.Store) {
 	require.NoError(t, err)
 	require.Equal(t, first.FieldDigests, got)
 
-	require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+	complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 	conflicting := req(k, hashB, other, 30*time.Second)
 	conflicting.FieldDigests = `{"amount_minor":"7777","currency":"01ab"}`
 	require.Equal(t, journal.Conflict, claim(t, s, conflicting).Decision)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,6 +50,59 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// parallel runs fn as the parallel case name on a fresh store from
+// newStore: the set-up every case of the suite starts from.
+func parallel(t *testing.T, newStore NewStore, name string, fn func(t *testing.T, s journal.Store)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		fn(t, newStore(t))
+	})
+}
+
+// claimed claims a fresh key for owner (hashA, a lease of ttl) and returns
+// the key and its claim.
+func claimed(t *testing.T, s journal.Store, ttl time.Duration) (string, journal.Claim) {
+	t.Helper()
+	k := key(t)
+	return k, claim(t, s, req(k, hashA, owner, ttl))
+}
+
+// finished claims k for owner (hashA, a 30s lease) and completes it as st
+// (completion), returning the claim.
+func finished(t *testing.T, s journal.Store, k string, st journal.Status) journal.Claim {
+	t.Helper()
+	c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	complete(t, s, completion(k, c.Token, st))
+	return c
+}
+
+// complete completes c, which must apply.
+func complete(t *testing.T, s journal.Store, c journal.Completion) {
+	t.Helper()
+	require.NoError(t, journal.CompleteOne(ctx(t), s, c))
+}
+
+// claimAtOnce has n workers (w0…) claim k at the same moment with hashA,
+// and returns their claims by worker.
+func claimAtOnce(t *testing.T, s journal.Store, k string, n int) []journal.Claim {
+	t.Helper()
+	results := make([]journal.Claim, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			got, err := journal.ClaimOne(context.Background(), s, req(k, hashA, fmt.Sprintf("w%d", i), 30*time.Second))
+			if assertNoError(t, err) {
+				results[i] = got
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return results
 }
 
 func claim(t *testing.T, s journal.Store, r journal.ClaimRequest) journal.Claim {

@@ -10,12 +10,9 @@ import (
 
 // exerciseLease checks leases and fencing: take-over of unknown outcomes and expired leases, heartbeats and holds on the database clock.
 func exerciseLease(t *testing.T, newStore NewStore, f Features) {
-	t.Run("UnknownIsReconciledWithNewToken", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent"}))
+	parallel(t, newStore, "UnknownIsReconciledWithNewToken", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
+		complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent"})
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Reconcile, got.Decision)
 		require.Greater(t, got.Token, c.Token)
@@ -26,15 +23,12 @@ func exerciseLease(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, journal.InProgress, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
 		// Found by lookup: resolved as succeeded by the new owner only.
 		require.ErrorIs(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "x"}), journal.ErrStaleToken)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-1", Reconciled: true, Note: "reconciled: found"}))
+		complete(t, s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-1", Reconciled: true, Note: "reconciled: found"})
 		require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, owner, 30*time.Second)).Decision)
 	})
 
-	t.Run("ExpiredLeaseTakenOverAndOldTokenFenced", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+	parallel(t, newStore, "ExpiredLeaseTakenOverAndOldTokenFenced", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 50*time.Millisecond)
 		waitExpired(t, s, k)
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Reconcile, got.Decision)
@@ -50,14 +44,11 @@ func exerciseLease(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, got.Token, rec.LeaseToken)
 		// The new owner can.
 		require.NoError(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: got.Token}, time.Minute))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, got.Token, journal.StatusSucceeded)))
+		complete(t, s, completion(k, got.Token, journal.StatusSucceeded))
 	})
 
-	t.Run("HeartbeatExtendsOnDatabaseClock", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 5*time.Second))
+	parallel(t, newStore, "HeartbeatExtendsOnDatabaseClock", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 5*time.Second)
 		require.NoError(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token}, time.Hour))
 		now, err := s.Now(ctx(t))
 		require.NoError(t, err)
@@ -66,17 +57,14 @@ func exerciseLease(t *testing.T, newStore NewStore, f Features) {
 		require.WithinDuration(t, now.Add(time.Hour), rec.LeaseUntil, 5*time.Second)
 		require.ErrorIs(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token + 1}, time.Hour), journal.ErrStaleToken)
 		// A finished operation has no lease to extend.
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+		complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 		require.ErrorIs(t, journal.HeartbeatOne(ctx(t), s, journal.LeaseRef{Key: k, Token: c.Token}, time.Hour), journal.ErrStaleToken)
 	})
 
-	t.Run("HeldUnknownWaitsOutItsHold", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	parallel(t, newStore, "HeldUnknownWaitsOutItsHold", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
 		hold := journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown, HoldFor: 2 * time.Second}
-		require.NoError(t, journal.CompleteOne(ctx(t), s, hold))
+		complete(t, s, hold)
 		rec, err := s.Get(ctx(t), k)
 		require.NoError(t, err)
 		require.Equal(t, journal.StatusUnknown, rec.Status)
@@ -98,22 +86,19 @@ func exerciseLease(t *testing.T, newStore NewStore, f Features) {
 		require.ErrorIs(t, err, journal.ErrInvalid)
 	})
 
-	t.Run("EffectPossibleOnceUnknown", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	parallel(t, newStore, "EffectPossibleOnceUnknown", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
 		require.False(t, c.Record.EffectPossible)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusFailedRetryable)))
+		complete(t, s, completion(k, c.Token, journal.StatusFailedRetryable))
 		c = claim(t, s, req(k, hashA, owner, 30*time.Second))
 		require.Equal(t, journal.Execute, c.Decision)
 		require.False(t, c.Record.EffectPossible, "a retryable answer proves nothing was done")
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		complete(t, s, completion(k, c.Token, journal.StatusUnknown))
 		c = claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Reconcile, c.Decision)
 		require.True(t, c.Record.EffectPossible)
 		// Not found by the lookup: retried, and it stays possible.
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, Reconciled: true}))
+		complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable, Reconciled: true})
 		c = claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Execute, c.Decision)
 		require.Equal(t, 3, c.Attempt)

@@ -33,10 +33,7 @@ type NewMigrator func(t *testing.T) Migrator
 // refused under RequireMigrated, with an error naming `idemgate migrate up`,
 // and migrated under MigrateOnOpen.
 func ExerciseMigrations(t *testing.T, newMigrator NewMigrator) {
-	t.Run("UpDownUp", func(t *testing.T) {
-		t.Parallel()
-		m := newMigrator(t)
-		c := ctx(t)
+	migrating(t, newMigrator, "UpDownUp", func(t *testing.T, m Migrator, c context.Context) {
 		all, err := m.Pending(c)
 		require.NoError(t, err)
 		require.NotEmpty(t, all, "a fresh database lacks every migration")
@@ -67,10 +64,7 @@ func ExerciseMigrations(t *testing.T, newMigrator NewMigrator) {
 		requireWorks(t, m)
 	})
 
-	t.Run("PartlyMigratedIsRefused", func(t *testing.T) {
-		t.Parallel()
-		m := newMigrator(t)
-		c := ctx(t)
+	migrating(t, newMigrator, "PartlyMigratedIsRefused", func(t *testing.T, m Migrator, c context.Context) {
 		all, err := m.Up(c)
 		require.NoError(t, err)
 		down, err := m.DownTo(c, all[0])
@@ -88,13 +82,20 @@ func ExerciseMigrations(t *testing.T, newMigrator NewMigrator) {
 		require.Empty(t, pending)
 	})
 
-	t.Run("MigrateOnOpen", func(t *testing.T) {
-		t.Parallel()
-		m := newMigrator(t)
-		s, err := m.Open(ctx(t), journal.MigrateOnOpen)
+	migrating(t, newMigrator, "MigrateOnOpen", func(t *testing.T, m Migrator, c context.Context) {
+		s, err := m.Open(c, journal.MigrateOnOpen)
 		require.NoError(t, err)
 		s.Close()
 		requireWorks(t, m)
+	})
+}
+
+// migrating runs fn as the parallel case name on a fresh database from
+// newMigrator, with the case's context.
+func migrating(t *testing.T, newMigrator NewMigrator, name string, fn func(t *testing.T, m Migrator, c context.Context)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		fn(t, newMigrator(t), ctx(t))
 	})
 }
 
@@ -118,9 +119,8 @@ func requireWorks(t *testing.T, m Migrator) {
 	s, err := m.Open(ctx(t), journal.RequireMigrated)
 	require.NoError(t, err)
 	defer s.Close()
-	k := key(t)
-	c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	k, c := claimed(t, s, 30*time.Second)
 	require.Equal(t, journal.Execute, c.Decision)
-	require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusSucceeded)))
+	complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 	require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
 }

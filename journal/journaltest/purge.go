@@ -10,16 +10,14 @@ import (
 
 // exercisePurge checks retention: purge removes terminal rows only.
 func exercisePurge(t *testing.T, newStore NewStore, f Features) {
-	t.Run("PurgeRemovesTerminalRowsOnly", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "PurgeRemovesTerminalRowsOnly", func(t *testing.T, s journal.Store) {
 		byStatus := map[journal.Status]string{}
 		for _, st := range []journal.Status{journal.StatusStarted, journal.StatusSucceeded, journal.StatusFailedFinal, journal.StatusFailedRetryable, journal.StatusUnknown} {
 			k := key(t)
 			byStatus[st] = k
 			c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
 			if st != journal.StatusStarted {
-				require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, st)))
+				complete(t, s, completion(k, c.Token, st))
 			}
 		}
 		// An expired started lease is still not purged: its outcome is unknown.
@@ -29,7 +27,7 @@ func exercisePurge(t *testing.T, newStore NewStore, f Features) {
 		r := req(otherType, hashA, owner, time.Minute)
 		r.OperationType = "invoice.create"
 		c := claim(t, s, r)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(otherType, c.Token, journal.StatusSucceeded)))
+		complete(t, s, completion(otherType, c.Token, journal.StatusSucceeded))
 
 		now, err := s.Now(ctx(t))
 		require.NoError(t, err)

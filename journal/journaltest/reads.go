@@ -10,13 +10,10 @@ import (
 
 // exerciseReads checks reads and lists: idle retryable failures, an unknown key.
 func exerciseReads(t *testing.T, newStore NewStore, f Features) {
-	t.Run("IdleRetryableListed", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "IdleRetryableListed", func(t *testing.T, s journal.Store) {
 		kRetry, kDone, kUnknown := key(t), key(t), key(t)
 		for k, st := range map[string]journal.Status{kRetry: journal.StatusFailedRetryable, kDone: journal.StatusSucceeded, kUnknown: journal.StatusUnknown} {
-			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-			require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, st)))
+			finished(t, s, k, st)
 		}
 		list, err := s.ListIdleRetryable(ctx(t), time.Hour, 10)
 		require.NoError(t, err)
@@ -36,7 +33,7 @@ func exerciseReads(t *testing.T, newStore NewStore, f Features) {
 		// A retryable failure held for its backoff is not idle before the hold ends.
 		kHeld := key(t)
 		ch := claim(t, s, req(kHeld, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kHeld, Token: ch.Token, Status: journal.StatusFailedRetryable, HoldFor: time.Hour}))
+		complete(t, s, journal.Completion{Key: kHeld, Token: ch.Token, Status: journal.StatusFailedRetryable, HoldFor: time.Hour})
 		list, err = s.ListIdleRetryable(ctx(t), 0, 10)
 		require.NoError(t, err)
 		for _, r := range list {
@@ -49,9 +46,7 @@ func exerciseReads(t *testing.T, newStore NewStore, f Features) {
 		require.Empty(t, list)
 	})
 
-	t.Run("GetUnknownKey", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "GetUnknownKey", func(t *testing.T, s journal.Store) {
 		_, err := s.Get(ctx(t), "test:payment.charge:none:v1")
 		require.ErrorIs(t, err, journal.ErrNotFound)
 		att, err := s.Attempts(ctx(t), "test:payment.charge:none:v1")

@@ -10,17 +10,14 @@ import (
 
 // exerciseResolve checks operator resolution and review: the decision wins over a late reconciler; the review history is kept.
 func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
-	t.Run("OperatorResolve", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
+	parallel(t, newStore, "OperatorResolve", func(t *testing.T, s journal.Store) {
+		k, c := claimed(t, s, 30*time.Second)
 		res := journal.Resolution{Key: k, Status: journal.StatusSucceeded, TargetObjectID: "inv-7", Evidence: "found in 1C by accountant", Operator: "alice"}
 		// Refused while a live execute holds it: a call may be in flight.
 		_, err := s.Resolve(ctx(t), res)
 		require.ErrorIs(t, err, journal.ErrLeaseHeld)
 		require.ErrorIs(t, err, journal.ErrIllegalTransition)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		complete(t, s, completion(k, c.Token, journal.StatusUnknown))
 		_, err = s.Resolve(ctx(t), journal.Resolution{Key: k, Status: journal.StatusSucceeded, Evidence: "x", Operator: "alice"})
 		require.ErrorIs(t, err, journal.ErrInvalid, "succeeded needs an object id")
 		rec, err := s.Resolve(ctx(t), res)
@@ -43,17 +40,15 @@ func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
 		require.ErrorIs(t, err, journal.ErrNotFound)
 	})
 
-	t.Run("OperatorResolveWinsOverReconciler", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "OperatorResolveWinsOverReconciler", func(t *testing.T, s journal.Store) {
 		decide := func(k string) journal.Resolution {
 			return journal.Resolution{Key: k, Status: journal.StatusSucceeded, TargetObjectID: "task-9", Evidence: "seen in the portal", Operator: "alice"}
 		}
 		// Held between lookup rounds: the operator does not wait for the hold.
 		kHeld := key(t)
 		c := claim(t, s, req(kHeld, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kHeld, Token: c.Token, Status: journal.StatusUnknown,
-			Reconciled: true, HoldFor: time.Hour}))
+		complete(t, s, journal.Completion{Key: kHeld, Token: c.Token, Status: journal.StatusUnknown,
+			Reconciled: true, HoldFor: time.Hour})
 		rec, err := s.Resolve(ctx(t), decide(kHeld))
 		require.NoError(t, err, "an operator's decision wins over a hold")
 		require.Equal(t, journal.StatusSucceeded, rec.Status)
@@ -61,7 +56,7 @@ func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
 		// Taken over by a reconciler that is looking it up right now.
 		kLookup := key(t)
 		c = claim(t, s, req(kLookup, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kLookup, c.Token, journal.StatusUnknown)))
+		complete(t, s, completion(kLookup, c.Token, journal.StatusUnknown))
 		taken, err := s.TakeOverStale(ctx(t), "reconciler-1", time.Hour, 10)
 		require.NoError(t, err)
 		require.Len(t, taken, 1)
@@ -92,8 +87,8 @@ func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
 		// A retryable failure waiting for its next attempt.
 		kRetry := key(t)
 		c = claim(t, s, req(kRetry, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kRetry, Token: c.Token, Status: journal.StatusFailedRetryable,
-			ErrorCode: "http_503", HoldFor: time.Hour}))
+		complete(t, s, journal.Completion{Key: kRetry, Token: c.Token, Status: journal.StatusFailedRetryable,
+			ErrorCode: "http_503", HoldFor: time.Hour})
 		rec, err = s.Resolve(ctx(t), journal.Resolution{Key: kRetry, Status: journal.StatusFailedFinal, ErrorCode: "operator_resolved",
 			Evidence: "the customer cancelled", Operator: "bob"})
 		require.NoError(t, err)
@@ -130,20 +125,15 @@ func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
 		require.Contains(t, op.Note, "forced over the live execute of "+owner)
 	})
 
-	t.Run("ReviewHistoryKept", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "ReviewHistoryKept", func(t *testing.T, s journal.Store) {
 		k, kDone := key(t), key(t)
-		c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+		finished(t, s, k, journal.StatusUnknown)
 		for range 3 {
 			got := claim(t, s, req(k, hashA, other, 30*time.Second))
 			require.Equal(t, journal.Reconcile, got.Decision)
-			require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusUnknown, Reconciled: true}))
-			c = got
+			complete(t, s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusUnknown, Reconciled: true})
 		}
-		cd := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, cd.Token, journal.StatusSucceeded)))
+		finished(t, s, kDone, journal.StatusSucceeded)
 		raised, err := s.RaiseForReview(ctx(t), []string{k, kDone, "test:x:missing:v1"})
 		require.NoError(t, err)
 		require.Equal(t, []string{k}, raised, "only an unknown operation is raised")
@@ -158,8 +148,8 @@ func exerciseResolve(t *testing.T, newStore NewStore, f Features) {
 		raisedAt := rec.RaisedAt
 		// Settled at last: the current count restarts, the history stays.
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded,
-			TargetObjectID: "inv-1", Reconciled: true}))
+		complete(t, s, journal.Completion{Key: k, Token: got.Token, Status: journal.StatusSucceeded,
+			TargetObjectID: "inv-1", Reconciled: true})
 		rec, err = s.Get(ctx(t), k)
 		require.NoError(t, err)
 		require.Zero(t, rec.ReconcileRounds)

@@ -13,16 +13,12 @@ import (
 
 // exerciseTakeOver checks the reconciler's take-over: stale rows found, shared between concurrent callers.
 func exerciseTakeOver(t *testing.T, newStore NewStore, f Features) {
-	t.Run("TakeOverStale", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "TakeOverStale", func(t *testing.T, s journal.Store) {
 		kUnknown, kExpired, kLive, kDone := key(t), key(t), key(t), key(t)
-		cu := claim(t, s, req(kUnknown, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kUnknown, cu.Token, journal.StatusUnknown)))
+		finished(t, s, kUnknown, journal.StatusUnknown)
 		ce := claim(t, s, req(kExpired, hashA, owner, 50*time.Millisecond))
 		claim(t, s, req(kLive, hashA, owner, time.Hour))
-		cd := claim(t, s, req(kDone, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(kDone, cd.Token, journal.StatusSucceeded)))
+		finished(t, s, kDone, journal.StatusSucceeded)
 		waitExpired(t, s, kExpired)
 
 		got, err := s.TakeOverStale(ctx(t), "reconciler-1", 30*time.Second, 100)
@@ -46,7 +42,7 @@ func exerciseTakeOver(t *testing.T, newStore NewStore, f Features) {
 			require.NotEqual(t, kExpired, c.Record.Key)
 		}
 		// An indeterminate lookup keeps it unknown and counts a round.
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: kUnknown, Token: taken[kUnknown].Token, Status: journal.StatusUnknown, Reconciled: true}))
+		complete(t, s, journal.Completion{Key: kUnknown, Token: taken[kUnknown].Token, Status: journal.StatusUnknown, Reconciled: true})
 		rec, err := s.Get(ctx(t), kUnknown)
 		require.NoError(t, err)
 		require.Equal(t, 1, rec.ReconcileRounds)
@@ -59,16 +55,13 @@ func exerciseTakeOver(t *testing.T, newStore NewStore, f Features) {
 		require.Empty(t, list)
 	})
 
-	t.Run("ConcurrentTakeOverSplitsWork", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "ConcurrentTakeOverSplitsWork", func(t *testing.T, s journal.Store) {
 		const n = 20
 		keys := make(map[string]bool, n)
 		for range n {
 			k := key(t)
 			keys[k] = true
-			c := claim(t, s, req(k, hashA, owner, 30*time.Second))
-			require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k, c.Token, journal.StatusUnknown)))
+			finished(t, s, k, journal.StatusUnknown)
 		}
 		var mu sync.Mutex
 		seen := map[string]int{}

@@ -10,18 +10,16 @@ import (
 
 // exerciseTrail checks the attempts trail: every attempt closed once, take-overs closing open attempts as abandoned.
 func exerciseTrail(t *testing.T, newStore NewStore, f Features) {
-	t.Run("AttemptsTrailIsComplete", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "AttemptsTrailIsComplete", func(t *testing.T, s journal.Store) {
 		k := key(t)
 		c1 := claim(t, s, req(k, hashA, owner, 30*time.Second))
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c1.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503", TargetRequestID: "rq-1"}))
+		complete(t, s, journal.Completion{Key: k, Token: c1.Token, Status: journal.StatusFailedRetryable, ErrorCode: "http_503", TargetRequestID: "rq-1"})
 		c2 := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Execute, c2.Decision)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c2.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent", TargetRequestID: "rq-2"}))
+		complete(t, s, journal.Completion{Key: k, Token: c2.Token, Status: journal.StatusUnknown, ErrorCode: "timeout_after_request_sent", TargetRequestID: "rq-2"})
 		c3 := claim(t, s, req(k, hashA, owner, 30*time.Second))
 		require.Equal(t, journal.Reconcile, c3.Decision)
-		require.NoError(t, journal.CompleteOne(ctx(t), s, journal.Completion{Key: k, Token: c3.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-9", Reconciled: true, Note: "found by key"}))
+		complete(t, s, journal.Completion{Key: k, Token: c3.Token, Status: journal.StatusSucceeded, TargetObjectID: "inv-9", Reconciled: true, Note: "found by key"})
 		// A replay adds nothing to the trail.
 		require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
 
@@ -62,13 +60,10 @@ func exerciseTrail(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, 2, rec.AttemptCount)
 	})
 
-	t.Run("TakeOverClosesOpenAttempts", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	parallel(t, newStore, "TakeOverClosesOpenAttempts", func(t *testing.T, s journal.Store) {
 		// An owner dies mid-call: its attempt stays open until the take-over
 		// closes it as abandoned; if it comes back, it is fenced.
-		k := key(t)
-		c := claim(t, s, req(k, hashA, owner, 50*time.Millisecond))
+		k, c := claimed(t, s, 50*time.Millisecond)
 		waitExpired(t, s, k)
 		got := claim(t, s, req(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.Reconcile, got.Decision)
@@ -102,7 +97,7 @@ func exerciseTrail(t *testing.T, newStore NewStore, f Features) {
 		require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
 		// A take-over of an unknown row that a reconciler dropped closes its
 		// open attempt as well.
-		require.NoError(t, journal.CompleteOne(ctx(t), s, completion(k2, taken[0].Token, journal.StatusUnknown)))
+		complete(t, s, completion(k2, taken[0].Token, journal.StatusUnknown))
 		require.Equal(t, journal.Reconcile, claim(t, s, req(k2, hashA, other, 30*time.Second)).Decision)
 		att, err = s.Attempts(ctx(t), k2)
 		require.NoError(t, err)

@@ -103,20 +103,7 @@ func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pend
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			return nil, errUnexpectedKey
-		}
-		i := pending[j]
-		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
-			return nil, err
-		}
-		out[i].Now = sc.now
-		found[j] = true
-	}
-	if err := rows.Err(); err != nil {
+	if err := keyed(rows, keys, readClaims(reqs, pending, out, sc, found, live)); err != nil {
 		return nil, err
 	}
 	var next []int
@@ -157,65 +144,24 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 
 	// took[j] is what the claim statements decided for keys[j] when they
 	// gave it a lease (an insert executes; a take-over follows
-	// journal.TakeOver), "" when they left it alone; found and live as in
-	// claimRead.
+	// journal.TakeOver), "" when they left it alone.
 	took := make([]journal.Decision, n)
 	flags := make([]bool, 2*n)
 	found, live := flags[:n], flags[n:]
-
-	rows, err := br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
-	}
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim insert: %w", errUnexpectedKey)
-		}
+	if err := keyedResult(br, keys, "claim insert", func(j int, _ pgx.Rows) error {
 		took[j] = journal.Execute
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim insert: %w", err)
+	if err := keyedResult(br, keys, "claim take-over", func(j int, rows pgx.Rows) error {
+		took[j] = journal.TakeOver(journal.Status(rows.RawValues()[1]))
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-
-	rows, err = br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-	for rows.Next() {
-		raw := rows.RawValues()
-		j := position(keys, raw[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim take-over: %w", errUnexpectedKey)
-		}
-		took[j] = journal.TakeOver(journal.Status(raw[1]))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim take-over: %w", err)
-	}
-
-	rows, err = br.Query()
-	if err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
-	}
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			rows.Close()
-			return nil, fmt.Errorf("claim read: %w", errUnexpectedKey)
-		}
-		i := pending[j]
-		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim read: %w", err)
-		}
-		out[i].Now = sc.now
-		found[j] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
+	if err := keyedResult(br, keys, "claim read", readClaims(reqs, pending, out, sc, found, live)); err != nil {
+		return nil, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("claim commit: %w", err)
@@ -241,6 +187,51 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 		}
 	}
 	return undecided, nil
+}
+
+// readClaims returns the reader of a claim's rows (recordColumns) for
+// keyed: it scans the row of keys[j] (reqs[pending[j]].Key) into its claim
+// and marks it found[j], and live[j] when it holds a live lease (or hold).
+func readClaims(reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner, found, live []bool) func(j int, rows pgx.Rows) error {
+	return func(j int, rows pgx.Rows) (err error) {
+		i := pending[j]
+		if live[j], err = sc.scan(rows, &out[i].Record, &reqs[i]); err != nil {
+			return err
+		}
+		out[i].Now = sc.now
+		found[j] = true
+		return nil
+	}
+}
+
+// keyed reads rows whose first column is one of the sorted keys, calling row
+// with the key's position j for each; a key not in keys fails it. It closes
+// rows.
+func keyed(rows pgx.Rows, keys []string, row func(j int, rows pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		j := position(keys, rows.RawValues()[0])
+		if j < 0 {
+			return errUnexpectedKey
+		}
+		if err := row(j, rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// keyedResult reads the next result of br with keyed, its errors named by
+// step.
+func keyedResult(br pgx.BatchResults, keys []string, step string, row func(j int, rows pgx.Rows) error) error {
+	rows, err := br.Query()
+	if err == nil {
+		err = keyed(rows, keys, row)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	return nil
 }
 
 // byKey returns the indexes 0..n-1 ordered by key (byte order, as Go compares
@@ -400,7 +391,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	recs, err := scanRecords(s.db.Query(ctx, selectRecords, keys))
+	recs, err := s.readStored(ctx, selectRecords, keys)
 	if err != nil {
 		return nil, fmt.Errorf("take over stale: read: %w", err)
 	}
@@ -411,7 +402,7 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 			continue
 		}
 		out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount,
-			Record: rec.Record, Now: rec.now})
+			Record: rec.Record, Now: rec.Now})
 	}
 	return out, nil
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // Complete applies a batch of outcomes in one statement. Items that did not
@@ -176,22 +179,13 @@ func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql s
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		j := position(keys, rows.RawValues()[0])
-		if j < 0 {
-			return errUnexpectedKey
-		}
-		marks[j] = true
-	}
-	return rows.Err()
+	return keyed(rows, keys, func(j int, _ pgx.Rows) error { marks[j] = true; return nil })
 }
 
 // Heartbeat extends the leases still held with these tokens.
 func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time.Duration) ([]error, error) {
-	out := make([]error, len(refs))
 	if len(refs) == 0 {
-		return out, nil
+		return []error{}, nil
 	}
 	if err := journal.ValidateHeartbeat(ttl); err != nil {
 		return nil, err
@@ -205,10 +199,5 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 	if err := s.queryKeys(ctx, live, heartbeat, keys, tokens, ttl.Milliseconds()); err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	for i, r := range refs {
-		if !live[r.Key] {
-			out[i] = journal.LeaseLost(r)
-		}
-	}
-	return out, nil
+	return sqljournal.LeaseResults(refs, live), nil
 }

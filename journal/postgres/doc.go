@@ -13,12 +13,15 @@
 //
 // Files follow the concepts: store.go (configuration, opening), claim.go
 // (claims and the reconciler's take-over), complete.go (completions and
-// heartbeats), records.go (reads), resolve.go (operator decisions and review
-// marks), purge.go, queries.go (all SQL) and migrate.go. Migrations are
+// heartbeats), records.go (reads: sqljournal.Reader on this engine's
+// statements), search.go (the console's searches), resolve.go (operator
+// decisions and review marks), purge.go, queries.go (all SQL) and
+// migrate.go. Migrations are
 // applied with goose under an advisory lock, as journal.MigrationPolicy says
 // (Config.Migrations); SQLSTATEs are pgerrcode's names.
 //
-// It imports journal and migrations of this module, and pgx, pgerrcode and
+// It imports journal, journal/internal/sqljournal (what both engines share
+// above their drivers) and migrations of this module, and pgx, pgerrcode and
 // goose; never journal/sqlite. Its test helper journal/postgres/pgtest
 // imports this package only.
 package postgres

@@ -21,6 +21,7 @@ const (
 func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
+	c.Reader = c.newReader()
 	return &c
 }
 

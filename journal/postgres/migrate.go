@@ -11,15 +11,13 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 	"github.com/idemgate/idemgate/migrations"
 )
 
 // MigrationState is one migration's version, name and whether it is applied.
-type MigrationState struct {
-	Version int64
-	Source  string
-	Applied bool
-}
+type MigrationState = journal.MigrationState
 
 func provider(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (*goose.Provider, func(), error) {
 	// The advisory lock is per schema, so journals in different schemas of one
@@ -51,85 +49,46 @@ func provider(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (*goose
 	return p, func() { p.Close() }, nil
 }
 
+// withProvider runs step on a goose provider of pool's schema (with log),
+// closed after.
+func withProvider[R any](ctx context.Context, pool *pgxpool.Pool, log *slog.Logger,
+	step func(context.Context, *goose.Provider) (R, error)) (R, error) {
+	p, done, err := provider(ctx, pool, log)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer done()
+	return step(ctx, p)
+}
+
 // Migrate applies every pending migration under a PostgreSQL advisory lock,
 // so several replicas (or a deployment hook) may run it at once. It returns
 // the versions it applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]int64, error) {
-	p, done, err := provider(ctx, pool, log)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	res, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate up: %w", err)
-	}
-	applied := make([]int64, 0, len(res))
-	for _, r := range res {
-		applied = append(applied, r.Source.Version)
-	}
-	return applied, nil
+	return withProvider(ctx, pool, log, sqljournal.Up)
 }
 
 // Migrations lists every migration with whether it is applied.
 func Migrations(ctx context.Context, pool *pgxpool.Pool) ([]MigrationState, error) {
-	p, done, err := provider(ctx, pool, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	out := make([]MigrationState, 0, len(st))
-	for _, s := range st {
-		out = append(out, MigrationState{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied})
-	}
-	return out, nil
+	return withProvider(ctx, pool, nil, sqljournal.States)
 }
 
 // pendingVersions lists the versions not applied to pool's schema.
 func pendingVersions(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
-	list, err := Migrations(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, m := range list {
-		if !m.Applied {
-			out = append(out, m.Version)
-		}
-	}
-	return out, nil
+	return withProvider(ctx, pool, nil, sqljournal.Pending)
 }
 
 // Pending reports whether migrations remain to be applied (for /readyz).
 func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	p, done, err := provider(ctx, pool, nil)
-	if err != nil {
-		return false, err
-	}
-	defer done()
-	return p.HasPending(ctx)
+	return withProvider(ctx, pool, nil, sqljournal.HasPending)
 }
 
 // migrateDownTo rolls migrations back, newest first, until version is the
 // newest applied (0: none), under the advisory lock. It returns the versions
 // it rolled back. Tests only: a journal is never migrated down in service.
 func migrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
-	p, done, err := provider(ctx, pool, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	res, err := p.DownTo(ctx, version)
-	if err != nil {
-		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	out := make([]int64, 0, len(res))
-	for _, r := range res {
-		out = append(out, r.Source.Version)
-	}
-	return out, nil
+	return withProvider(ctx, pool, nil, func(ctx context.Context, p *goose.Provider) ([]int64, error) {
+		return sqljournal.DownTo(ctx, p, version)
+	})
 }

@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/idemgate/idemgate/journal/internal/sqljournal"
+
 // The journal's SQL, as static named queries. Batches travel as parallel
 // arrays unnested on the server, so a batch of any size is one statement.
 
@@ -25,6 +27,16 @@ WITH input AS (
     SELECT operation_key, attempt_count, lease_token, lease_owner, 'execute' FROM ins
 )
 SELECT operation_key FROM ins`
+
+// abandoned closes, in a statement whose upd gave rows (operation_key,
+// lease_token) a new token, the attempts still open under an older token as
+// abandoned: a take-over's rule, in each statement that takes rows over.
+const abandoned = `), abandoned AS (
+    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
+    FROM upd u
+    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
+)
+`
 
 // claimTakeOver takes existing rows over by conditional update, locking only
 // rows whose state may change: a retryable failure whose hold has passed is
@@ -63,21 +75,12 @@ WITH input AS (
     SELECT operation_key, attempt_count, lease_token, lease_owner,
            CASE WHEN old_status = 'failed_retryable' THEN 'execute' ELSE 'reconcile' END
     FROM upd
-), abandoned AS (
-    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
-    FROM upd u
-    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
-)
-SELECT operation_key, old_status FROM upd`
+` + abandoned + `SELECT operation_key, old_status FROM upd`
 
-// recordColumns is the column list every read scans with scanRecord: the
+// recordColumns is the column list every read scans with storedRecord: the
 // row, whether its lease or hold is live, and the database clock of the
 // read.
-const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
-    coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
-    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
-    reconcile_rounds, created_at, updated_at, completed_at,
-    reconcile_rounds_total, raised_at, effect_possible,
+const recordColumns = sqljournal.RecordColumns + `,
     (lease_until IS NOT NULL AND lease_until >= now()) AS lease_live, now() AS db_now`
 
 // selectRecords reads rows with a plain SELECT: replaying a terminal row takes
@@ -183,12 +186,7 @@ WITH cand AS (
 ), att AS (
     INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worker, kind)
     SELECT operation_key, attempt_count, lease_token, $1, 'reconcile' FROM upd
-), abandoned AS (
-    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
-    FROM upd u
-    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
-)
-SELECT operation_key FROM upd`
+` + abandoned + `SELECT operation_key FROM upd`
 
 // resolve records an operator's decision on an operation that is not final,
 // with a new fencing token so that a late reconciler or worker cannot
@@ -226,12 +224,7 @@ WITH cur AS (
     SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''),
            $6 || CASE WHEN live_execute THEN ' [forced over the live execute of ' || coalesce(old_owner, '?') || ']' ELSE '' END
     FROM upd
-), abandoned AS (
-    UPDATE agent_operation_attempts a SET finished_at = now(), outcome = 'abandoned'
-    FROM upd u
-    WHERE a.operation_key = u.operation_key AND a.lease_token < u.lease_token AND a.finished_at IS NULL
-)
-SELECT operation_key FROM upd`
+` + abandoned + `SELECT operation_key FROM upd`
 
 // raiseForReview marks unknown operations raised for review, once.
 const raiseForReview = `
@@ -269,5 +262,21 @@ DELETE FROM agent_operation_log WHERE operation_key IN (
 
 const selectNow = `SELECT now()`
 
-// selectFieldDigests reads the per-field digests of a key's first request.
-const selectFieldDigests = `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = $1`
+// readSQL are the statements of the plain reads (sqljournal.Reader).
+var readSQL = sqljournal.ReadSQL{
+	Record: selectRecord,
+	// FieldDigests reads the per-field digests of a key's first request.
+	FieldDigests:      `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = $1`,
+	Attempts:          selectAttempts,
+	ListUnresolved:    listUnresolved,
+	ListIdleRetryable: listIdleRetryable,
+	AttemptCounts: `SELECT kind, outcome, count(*) FROM agent_operation_attempts
+WHERE finished_at IS NOT NULL AND finished_at >= $1 GROUP BY kind, outcome ORDER BY kind, outcome`,
+	LeaseHolders: `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
+WHERE status = 'started' AND lease_until >= now() AND lease_owner IS NOT NULL
+GROUP BY lease_owner ORDER BY lease_owner`,
+	// TraceIDs reads the recorded trace ids of a key's attempts.
+	TraceIDs: `SELECT lease_token, trace_id FROM agent_operation_attempts
+WHERE operation_key = $1 AND trace_id IS NOT NULL`,
+	Searches: searches,
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // Resolve records an operator's decision on an operation that is not final.
@@ -17,13 +18,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
 	}
 	rec, err := s.Get(ctx, r.Key)
-	if err != nil {
-		return journal.Record{}, err
-	}
-	if !done[r.Key] {
-		return rec, journal.ResolveRefused(rec)
-	}
-	return rec, nil
+	return sqljournal.Resolved(rec, err, done[r.Key])
 }
 
 // RaiseForReview marks unknown operations raised for review, once each.

@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // Store is the PostgreSQL journal. It is safe for concurrent use.
@@ -22,6 +24,9 @@ type Store struct {
 	db   querier // the pool (a transaction in tests)
 	own  bool
 	cfg  Config
+
+	// Reader serves the plain reads, through db.
+	sqljournal.Reader[pgTime, *pgTime]
 }
 
 // querier sends the store's statements: a pool, or a transaction.
@@ -57,12 +62,7 @@ func (c Config) WithDefaults() Config {
 	if c.ClaimRounds <= 0 {
 		c.ClaimRounds = 3
 	}
-	if c.Retries <= 0 {
-		c.Retries = 5
-	}
-	if c.PurgeChunk <= 0 {
-		c.PurgeChunk = 5000
-	}
+	sqljournal.WithDefaults(&c.Retries, &c.PurgeChunk)
 	return c
 }
 
@@ -113,7 +113,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 
 // New returns a store over an existing pool, which the caller keeps owning.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, db: pool, cfg: cfg.WithDefaults()}
+	s := &Store{pool: pool, db: pool, cfg: cfg.WithDefaults()}
+	s.Reader = s.newReader()
+	return s
 }
 
 // Pool returns the underlying pool.
@@ -143,4 +145,17 @@ func retryable(err error) bool {
 		return pe.Code == pgerrcode.DeadlockDetected || pe.Code == pgerrcode.SerializationFailure
 	}
 	return false
+}
+
+// pgTime reads a timestamptz column for sqljournal's scans; NULL is the
+// zero time.
+type pgTime struct{ v pgtype.Timestamptz }
+
+func (t *pgTime) Dest() any { return &t.v }
+
+func (t *pgTime) Time() time.Time {
+	if !t.v.Valid {
+		return time.Time{}
+	}
+	return t.v.Time
 }

@@ -60,6 +60,19 @@ func (j *batchJSON) str(s string) {
 	j.b = appendJSONString(j.b, s)
 }
 
+// item adds an array item of strings.
+func (j *batchJSON) item(ss ...string) {
+	j.begin()
+	j.strs(ss...)
+	j.end()
+}
+
+func (j *batchJSON) strs(ss ...string) {
+	for _, s := range ss {
+		j.str(s)
+	}
+}
+
 func (j *batchJSON) int(v int64) {
 	j.sepField()
 	j.b = strconv.AppendInt(j.b, v, 10)

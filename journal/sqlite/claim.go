@@ -13,15 +13,8 @@ func validateClaim(r journal.ClaimRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"key", r.Key}, {"operation type", r.OperationType}, {"request hash", r.RequestHash},
-		{"target system", r.TargetSystem}, {"event id", r.EventID}, {"approval id", r.ApprovalID}, {"owner", r.Owner},
-	} {
-		if err := checkText(r.Key, f.name, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkTexts(r.Key, "key", r.Key, "operation type", r.OperationType, "request hash", r.RequestHash,
+		"target system", r.TargetSystem, "event id", r.EventID, "approval id", r.ApprovalID, "owner", r.Owner)
 }
 
 // Claim decides every request of the batch. A plain read on the reader pool
@@ -56,8 +49,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	var writes []int
 	for _, i := range pending {
 		if rec, ok := recs[reqs[i].Key]; ok {
-			if d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive); settled {
-				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
+			if d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.LeaseLive); settled {
+				out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.Now}
 				continue
 			}
 		}
@@ -96,10 +89,10 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 			fresh = append(fresh, i)
 			continue
 		}
-		d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.leaseLive)
+		d, settled := journal.DecideExisting(&reqs[i], &rec.Record, rec.LeaseLive)
 		switch {
 		case settled:
-			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.now}
+			out[i] = journal.Claim{Decision: d, Record: rec.Record, Now: rec.Now}
 		case journal.TakeOver(rec.Status) == journal.Execute:
 			retry = append(retry, i)
 		default:
@@ -134,11 +127,8 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 				// fail the batch rather than guess.
 				return fmt.Errorf("%s %s: the row changed under the write lock", st.name, reqs[i].Key)
 			}
-			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now}
-			attempts.begin()
-			attempts.str(rec.Key)
-			attempts.str(string(st.decision.AttemptKind()))
-			attempts.end()
+			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.Now}
+			attempts.item(rec.Key, string(st.decision.AttemptKind()))
 		}
 	}
 	if len(fresh)+len(retry)+len(takeOver) > 0 {
@@ -162,37 +152,33 @@ func keysJSON(reqs []journal.ClaimRequest, idx []int) string {
 	return j.String()
 }
 
-func claimJSON(reqs []journal.ClaimRequest, idx []int) string {
-	j := newBatchJSON(len(idx), 256)
+// claimItems is the batch parameter of reqs[idx], one array item each, its
+// fields written by fields; width is an item's expected size.
+func claimItems(reqs []journal.ClaimRequest, idx []int, width int, fields func(j *batchJSON, r *journal.ClaimRequest)) string {
+	j := newBatchJSON(len(idx), width)
 	for _, i := range idx {
-		r := reqs[i]
 		j.begin()
-		j.str(r.Key)
-		j.str(r.OperationType)
-		j.str(r.RequestHash)
-		j.str(r.TargetSystem)
-		j.str(r.EventID)
-		j.str(r.ApprovalID)
-		j.str(r.Owner)
-		j.int(r.LeaseTTL.Milliseconds())
-		j.str(r.FieldDigests)
+		fields(j, &reqs[i])
 		j.end()
 	}
 	return j.String()
 }
 
-func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
-	j := newBatchJSON(len(idx), 160)
-	for _, i := range idx {
-		r := reqs[i]
-		j.begin()
-		j.str(r.Key)
-		j.str(r.RequestHash)
-		j.str(r.Owner)
+// claimJSON is claimInsert's parameter.
+func claimJSON(reqs []journal.ClaimRequest, idx []int) string {
+	return claimItems(reqs, idx, 256, func(j *batchJSON, r *journal.ClaimRequest) {
+		j.strs(r.Key, r.OperationType, r.RequestHash, r.TargetSystem, r.EventID, r.ApprovalID, r.Owner)
 		j.int(r.LeaseTTL.Milliseconds())
-		j.end()
-	}
-	return j.String()
+		j.str(r.FieldDigests)
+	})
+}
+
+// leaseJSON is claimRetry's and claimTakeOver's parameter.
+func leaseJSON(reqs []journal.ClaimRequest, idx []int) string {
+	return claimItems(reqs, idx, 160, func(j *batchJSON, r *journal.ClaimRequest) {
+		j.strs(r.Key, r.RequestHash, r.Owner)
+		j.int(r.LeaseTTL.Milliseconds())
+	})
 }
 
 // TakeOverStale takes over unknown outcomes and expired leases for the
@@ -225,11 +211,8 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 		taken := newBatchJSON(len(keys), 48)
 		for _, k := range keys {
 			rec := got[k]
-			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.now})
-			attempts.begin()
-			attempts.str(k)
-			attempts.str(string(journal.KindReconcile))
-			attempts.end()
+			out = append(out, journal.Claim{Decision: journal.Reconcile, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.Now})
+			attempts.item(k, string(journal.KindReconcile))
 			taken.key(k)
 		}
 		if _, err = tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {

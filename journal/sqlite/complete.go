@@ -7,21 +7,15 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 func validateCompletion(c journal.Completion) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"key", c.Key}, {"target object id", c.TargetObjectID}, {"error code", c.ErrorCode},
-		{"target request id", c.TargetRequestID}, {"note", c.Note},
-	} {
-		if err := checkText(c.Key, f.name, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkTexts(c.Key, "key", c.Key, "target object id", c.TargetObjectID, "error code", c.ErrorCode,
+		"target request id", c.TargetRequestID, "note", c.Note)
 }
 
 // Complete applies a batch of outcomes in one write transaction. Items that
@@ -195,9 +189,8 @@ func (s *Store) completeRecheck(ctx context.Context, cs []journal.Completion, ex
 // Heartbeat extends the leases still held with these tokens, in one write
 // transaction.
 func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time.Duration) ([]error, error) {
-	out := make([]error, len(refs))
 	if len(refs) == 0 {
-		return out, nil
+		return []error{}, nil
 	}
 	if err := journal.ValidateHeartbeat(ttl); err != nil {
 		return nil, err
@@ -221,10 +214,5 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	for i, r := range refs {
-		if !live[r.Key] {
-			out[i] = journal.LeaseLost(r)
-		}
-	}
-	return out, nil
+	return sqljournal.LeaseResults(refs, live), nil
 }

@@ -34,6 +34,7 @@
 // records.go, resolve.go, purge.go, queries.go (all SQL), batch.go (the JSON
 // batch parameter), prepared.go (prepared statements) and migrate.go.
 //
-// It imports journal and migrations of this module, and modernc.org/sqlite
+// It imports journal, journal/internal/sqljournal (what both engines share
+// above their drivers) and migrations of this module, and modernc.org/sqlite
 // and goose; never journal/postgres.
 package sqlite

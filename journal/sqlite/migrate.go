@@ -14,15 +14,13 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 	"github.com/idemgate/idemgate/migrations"
 )
 
 // MigrationState is one migration's version, name and whether it is applied.
-type MigrationState struct {
-	Version int64
-	Source  string
-	Applied bool
-}
+type MigrationState = journal.MigrationState
 
 // migrateTries bounds how often Up runs when another process migrates the
 // same file at the same moment: goose lists the applied versions before it
@@ -52,12 +50,8 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error)
 	}
 	var upErr error
 	for range migrateTries {
-		res, err := p.Up(ctx)
+		applied, err := sqljournal.Up(ctx, p)
 		if err == nil {
-			applied := make([]int64, 0, len(res))
-			for _, r := range res {
-				applied = append(applied, r.Source.Version)
-			}
 			return applied, nil
 		}
 		upErr = err
@@ -65,7 +59,7 @@ func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) ([]int64, error)
 			break
 		}
 	}
-	return nil, fmt.Errorf("migrate up: %w", upErr)
+	return nil, upErr
 }
 
 // Migrate opens (creating it if needed) the journal database at path and
@@ -94,74 +88,51 @@ func pendingVersions(ctx context.Context, db *sql.DB) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	var out []int64
-	for _, s := range st {
-		if s.State != goose.StateApplied {
-			out = append(out, s.Source.Version)
-		}
-	}
-	return out, nil
+	return sqljournal.Pending(ctx, p)
 }
 
-// existing opens the writer of a database that must already exist: status
-// queries never create a journal.
-func existing(ctx context.Context, path string) (*sql.DB, error) {
+// withExisting runs step on a goose provider of the database at path, which
+// must already exist (status queries never create a journal; a missing
+// database is an error wrapping fs.ErrNotExist), on its writer, closed
+// after.
+func withExisting[R any](ctx context.Context, path string, step func(context.Context, *goose.Provider) (R, error)) (R, error) {
+	var zero R
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+		return zero, fmt.Errorf("sqlite journal %s: %w", path, err)
 	}
 	if _, err := os.Stat(abs); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
+			return zero, fmt.Errorf("sqlite journal %s: no database: %w", abs, fs.ErrNotExist)
 		}
-		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
+		return zero, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
-	return openWriter(ctx, abs, Config{}.WithDefaults())
+	db, err := openWriter(ctx, abs, Config{}.WithDefaults())
+	if err != nil {
+		return zero, err
+	}
+	defer db.Close()
+	p, err := provider(db, nil)
+	if err != nil {
+		return zero, err
+	}
+	return step(ctx, p)
 }
 
 // Migrations lists every migration of the database at path with whether it
 // is applied. A missing database is an error wrapping fs.ErrNotExist.
 func Migrations(ctx context.Context, path string) ([]MigrationState, error) {
-	db, err := existing(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	p, err := provider(db, nil)
-	if err != nil {
-		return nil, err
-	}
-	st, err := p.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migration status: %w", err)
-	}
-	out := make([]MigrationState, 0, len(st))
-	for _, s := range st {
-		out = append(out, MigrationState{Version: s.Source.Version, Source: s.Source.Path, Applied: s.State == goose.StateApplied})
-	}
-	return out, nil
+	return withExisting(ctx, path, sqljournal.States)
 }
 
 // Pending reports whether migrations remain to be applied to the database at
 // path (true for a database that does not exist yet).
 func Pending(ctx context.Context, path string) (bool, error) {
-	db, err := existing(ctx, path)
+	pending, err := withExisting(ctx, path, sqljournal.HasPending)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	defer db.Close()
-	p, err := provider(db, nil)
-	if err != nil {
-		return false, err
-	}
-	return p.HasPending(ctx)
+	return pending, err
 }
 
 // Pending reports whether migrations remain to be applied (for /readyz): a
@@ -180,38 +151,19 @@ func (s *Store) Pending(ctx context.Context) (bool, error) {
 // versions it rolled back. Tests only: a journal is never migrated down in
 // service.
 func migrateDownTo(ctx context.Context, path string, version int64) ([]int64, error) {
-	db, err := existing(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	p, err := provider(db, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := p.DownTo(ctx, version)
-	if err != nil {
-		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	out := make([]int64, 0, len(res))
-	for _, r := range res {
-		out = append(out, r.Source.Version)
-	}
-	return out, nil
+	return withExisting(ctx, path, func(ctx context.Context, p *goose.Provider) ([]int64, error) {
+		return sqljournal.DownTo(ctx, p, version)
+	})
 }
 
 // pendingAt lists the versions not applied to the database at path (every
 // version when there is no database yet).
 func pendingAt(ctx context.Context, path string) ([]int64, error) {
-	db, err := existing(ctx, path)
+	pending, err := withExisting(ctx, path, sqljournal.Pending)
 	if errors.Is(err, fs.ErrNotExist) {
 		return allVersions()
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	return pendingVersions(ctx, db)
+	return pending, err
 }
 
 // allVersions lists the versions of every migration the binary carries.

@@ -1,5 +1,7 @@
 package sqlite
 
+import "github.com/idemgate/idemgate/journal/internal/sqljournal"
+
 // The journal's SQL, as static named queries. A batch travels as one JSON
 // array parameter, each element an array of the item's fields, read with
 // json_each; so a batch of any size is one statement per step.
@@ -19,14 +21,24 @@ const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
 
 const selectNow = `SELECT ` + nowMS
 
-// recordColumns is the column list every read scans with scanRecord; two
+// underToken joins a batch's items (?1: [key, token, …]) to the rows they
+// name under the item's fencing token: a completion, a heartbeat or an
+// attempt applies only under its own token.
+const underToken = `
+FROM json_each(?1) AS i
+WHERE operation_key = i.value ->> 0
+  AND lease_token = i.value ->> 1`
+
+// openUnderToken is underToken on a row still open (started or unknown),
+// returning the keys it changed.
+const openUnderToken = underToken + `
+  AND +status IN ('started', 'unknown')
+RETURNING operation_key`
+
+// recordColumns is the column list every read scans with storedRecord; two
 // trailing columns follow it: lease_live (the lease or hold is live) and the
 // clock the read judged it by.
-const recordColumns = `operation_key, operation_type, request_hash, status, target_system,
-    coalesce(target_object_id, ''), response_json, coalesce(error_code, ''), attempt_count,
-    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until,
-    reconcile_rounds, created_at, updated_at, completed_at,
-    reconcile_rounds_total, raised_at, effect_possible`
+const recordColumns = sqljournal.RecordColumns
 
 // liveNow is the two trailing columns judged on SQLite's clock now.
 const liveNow = `,
@@ -138,12 +150,7 @@ UPDATE agent_operation_log SET
                             WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END,
     reconcile_rounds_total = reconcile_rounds_total
                              + CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN 1 ELSE 0 END,
-    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
-  AND +status IN ('started', 'unknown')
-RETURNING operation_key`
+    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'` + openUnderToken
 
 // completeAttempts closes the attempts of the completions that applied, once.
 // Same parameters as complete, restricted to the applied items.
@@ -153,10 +160,7 @@ UPDATE agent_operation_attempts SET
     outcome           = i.value ->> 2,
     error_code        = nullif(i.value ->> 5, ''),
     target_request_id = nullif(i.value ->> 6, ''),
-    note              = nullif(i.value ->> 7, '')
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
+    note              = nullif(i.value ->> 7, '')` + underToken + `
   AND finished_at IS NULL`
 
 // fenceAttempts closes the attempts of completions refused for a stale
@@ -171,10 +175,7 @@ UPDATE agent_operation_attempts SET
     target_request_id = coalesce(nullif(i.value ->> 6, ''), target_request_id),
     note              = 'lease taken over before this outcome was recorded: ' || (i.value ->> 2)
                         || CASE WHEN i.value ->> 3 <> '' THEN ' (object ' || (i.value ->> 3) || ')' ELSE '' END
-                        || CASE WHEN i.value ->> 7 <> '' THEN '; ' || (i.value ->> 7) ELSE '' END
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
+                        || CASE WHEN i.value ->> 7 <> '' THEN '; ' || (i.value ->> 7) ELSE '' END` + underToken + `
   AND (finished_at IS NULL OR outcome = 'abandoned')`
 
 // completeCheck reads what a completion that did not apply found, to tell a
@@ -188,12 +189,7 @@ WHERE operation_key IN (SELECT value FROM json_each(?1))`
 const heartbeat = `
 UPDATE agent_operation_log SET
     lease_until = ?2 + ?3,
-    updated_at  = ?2
-FROM json_each(?1) AS i
-WHERE operation_key = i.value ->> 0
-  AND lease_token = i.value ->> 1
-  AND +status IN ('started', 'unknown')
-RETURNING operation_key`
+    updated_at  = ?2` + openUnderToken
 
 // takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
 // expired leases, oldest first, each taken over with a new fencing token. The
@@ -293,5 +289,21 @@ DELETE FROM agent_operation_log WHERE operation_key IN (
       AND (?2 = '' OR operation_type = ?2)
     LIMIT ?3)`
 
-// selectFieldDigests reads the per-field digests of a key's first request.
-const selectFieldDigests = `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = ?1`
+// readSQL are the statements of the plain reads (sqljournal.Reader).
+var readSQL = sqljournal.ReadSQL{
+	Record: selectRecord,
+	// FieldDigests reads the per-field digests of a key's first request.
+	FieldDigests:      `SELECT coalesce(field_digests, '') FROM agent_operation_log WHERE operation_key = ?1`,
+	Attempts:          selectAttempts,
+	ListUnresolved:    listUnresolved,
+	ListIdleRetryable: listIdleRetryable,
+	AttemptCounts: `SELECT kind, outcome, count(*) FROM agent_operation_attempts
+WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`,
+	LeaseHolders: `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
+WHERE status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
+GROUP BY lease_owner ORDER BY lease_owner`,
+	// TraceIDs reads the recorded trace ids of a key's attempts.
+	TraceIDs: `SELECT lease_token, trace_id FROM agent_operation_attempts
+WHERE operation_key = ?1 AND trace_id IS NOT NULL`,
+	Searches: searches,
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // Resolve records an operator's decision on an operation that is not final.
@@ -15,13 +16,9 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 	if err := r.Validate(); err != nil {
 		return journal.Record{}, err
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"key", r.Key}, {"target object id", r.TargetObjectID}, {"error code", r.ErrorCode},
-		{"evidence", r.Evidence}, {"operator", r.Operator},
-	} {
-		if err := checkText(r.Key, f.name, f.v); err != nil {
-			return journal.Record{}, err
-		}
+	if err := checkTexts(r.Key, "key", r.Key, "target object id", r.TargetObjectID, "error code", r.ErrorCode,
+		"evidence", r.Evidence, "operator", r.Operator); err != nil {
+		return journal.Record{}, err
 	}
 	var done bool
 	err := s.write(ctx, func(tx *writeTx) error {
@@ -60,13 +57,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
 	}
 	rec, err := s.Get(ctx, r.Key)
-	if err != nil {
-		return journal.Record{}, err
-	}
-	if !done {
-		return rec, journal.ResolveRefused(rec)
-	}
-	return rec, nil
+	return sqljournal.Resolved(rec, err, done)
 }
 
 // RaiseForReview marks unknown operations raised for review, once each.

@@ -20,6 +20,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 // driverName is modernc.org/sqlite's database/sql driver.
@@ -35,6 +36,9 @@ type Store struct {
 	rd        readDB
 	cfg       Config
 	closeOnce sync.Once
+
+	// Reader serves the plain reads, on rd.
+	sqljournal.Reader[msTime, *msTime]
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -68,12 +72,7 @@ func (c Config) WithDefaults() Config {
 	if c.Readers <= 0 {
 		c.Readers = 4
 	}
-	if c.Retries <= 0 {
-		c.Retries = 5
-	}
-	if c.PurgeChunk <= 0 {
-		c.PurgeChunk = 5000
-	}
+	sqljournal.WithDefaults(&c.Retries, &c.PurgeChunk)
 	return c
 }
 
@@ -175,7 +174,8 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite journal %s: %w", abs, err)
 	}
-	return &Store{path: abs, w: w, r: r, ws: ws, rd: readDB{r, rs}, cfg: cfg}, nil
+	rd := readDB{r, rs}
+	return &Store{path: abs, w: w, r: r, ws: ws, rd: rd, cfg: cfg, Reader: newReader(rd)}, nil
 }
 
 // openWriter opens the one writer connection and checks that WAL took: a
@@ -283,4 +283,35 @@ func checkText(key, field, v string) error {
 		return fmt.Errorf("%w: %s: %s is not valid UTF-8 text", journal.ErrInvalid, key, field)
 	}
 	return nil
+}
+
+// checkTexts checks fields, pairs of a name and a value, with checkText.
+func checkTexts(key string, fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if err := checkText(key, fields[i], fields[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// msTime reads a time column of milliseconds for sqljournal's scans; NULL is
+// the zero time.
+type msTime struct{ v sql.NullInt64 }
+
+func (t *msTime) Dest() any { return &t.v }
+
+func (t *msTime) Time() time.Time { return fromNullMS(t.v) }
+
+// newReader returns the plain reads on the reader pool rd.
+func newReader(rd readDB) sqljournal.Reader[msTime, *msTime] {
+	query := func(ctx context.Context, query string, args []any, read func(sqljournal.Rows) error) error {
+		rows, err := rd.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return read(rows)
+	}
+	return sqljournal.NewReader[msTime](query, &readSQL, browseMS, searchRanges)
 }

@@ -17,23 +17,3 @@ WHERE operation_key = ?1 AND lease_token = ?2`, key, token, traceID); err != nil
 	}
 	return nil
 }
-
-// AttemptTraceIDs returns the recorded trace ids of key's attempts by token.
-func (s *Store) AttemptTraceIDs(ctx context.Context, key string) (map[int64]string, error) {
-	rows, err := s.rd.QueryContext(ctx, `SELECT lease_token, trace_id FROM agent_operation_attempts
-WHERE operation_key = ?1 AND trace_id IS NOT NULL`, key)
-	if err != nil {
-		return nil, fmt.Errorf("attempt traces %s: %w", key, err)
-	}
-	defer rows.Close()
-	out := map[int64]string{}
-	for rows.Next() {
-		var token int64
-		var id string
-		if err := rows.Scan(&token, &id); err != nil {
-			return nil, fmt.Errorf("attempt traces %s: %w", key, err)
-		}
-		out[token] = id
-	}
-	return out, rows.Err()
-}

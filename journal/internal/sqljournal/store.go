@@ -1,0 +1,69 @@
+package sqljournal
+
+import (
+	"fmt"
+
+	"github.com/idemgate/idemgate/journal"
+)
+
+// Defaults both engines' configurations share.
+const (
+	// DefaultRetries bounds how often a batch the database rolled back (a
+	// deadlock, a serialization failure, a busy file) is sent again.
+	DefaultRetries = 5
+	// DefaultPurgeChunk is how many rows one purge statement deletes.
+	DefaultPurgeChunk = 5000
+)
+
+// WithDefaults fills a zero or negative retry count and purge chunk with
+// their defaults.
+func WithDefaults(retries, purgeChunk *int) {
+	if *retries <= 0 {
+		*retries = DefaultRetries
+	}
+	if *purgeChunk <= 0 {
+		*purgeChunk = DefaultPurgeChunk
+	}
+}
+
+// Purge deletes terminal rows chunk by chunk: del deletes one chunk and says
+// how many rows it deleted; a chunk not full was the last. It returns how
+// many rows went.
+func Purge(chunk int, del func() (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := del()
+		if err != nil {
+			return total, fmt.Errorf("purge: %w", err)
+		}
+		total += n
+		if n < int64(chunk) {
+			return total, nil
+		}
+	}
+}
+
+// LeaseResults are a heartbeat's per-lease errors: journal.LeaseLost for
+// each ref whose key the heartbeat did not extend (live).
+func LeaseResults(refs []journal.LeaseRef, live map[string]bool) []error {
+	out := make([]error, len(refs))
+	for i, r := range refs {
+		if !live[r.Key] {
+			out[i] = journal.LeaseLost(r)
+		}
+	}
+	return out
+}
+
+// Resolved is the answer to an operator's resolution: rec, the row read
+// after it (or getErr), refused with journal.ResolveRefused when the
+// resolution did not apply.
+func Resolved(rec journal.Record, getErr error, applied bool) (journal.Record, error) {
+	if getErr != nil {
+		return journal.Record{}, getErr
+	}
+	if !applied {
+		return rec, journal.ResolveRefused(rec)
+	}
+	return rec, nil
+}
