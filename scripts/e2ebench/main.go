@@ -26,26 +26,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,6 +45,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/childproc"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
@@ -130,7 +122,7 @@ func run(c config) error {
 	if b.q, err = journalSQL(filepath.Join(c.repo, "journal", "postgres", "queries.go")); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -141,7 +133,7 @@ func run(c config) error {
 		return fmt.Errorf("nats-server: %w", err)
 	}
 	defer func() { _ = b.nats.Process.Kill(); _ = b.nats.Wait() }()
-	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second); err != nil {
+	if err := childproc.WaitTCP(context.Background(), fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second); err != nil {
 		return err
 	}
 	if b.nc, err = nats.Connect(b.natsURL); err != nil {
@@ -345,277 +337,4 @@ func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first
 			return 0, fmt.Errorf("%d pending, %d unacknowledged: %w", ci.NumPending, ci.NumAckPending, ctx.Err())
 		}
 	}
-}
-
-// daemonRun runs `idemgate run` against a fresh stage; lostRate > 0 loses
-// that share of the emulator's answers after the payment is made.
-func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
-	defer cancel()
-	ncfg := consumer.Config{}.WithDefaults()
-	url, err := b.stage(ctx, "daemon", n, intents, ncfg)
-	if err != nil {
-		return result{}, err
-	}
-	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
-	if err != nil {
-		return result{}, err
-	}
-	if lostRate > 0 {
-		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
-			return result{}, err
-		}
-	}
-	shop, secret := b.sb.Credentials()
-	cfgPath := filepath.Join(b.dir, "idemgate.yaml")
-	yaml := fmt.Sprintf(`env: %s
-data_dir: %q
-log:
-  level: warn
-admin:
-  addr: ""
-nats:
-  url: %s
-journal:
-  url: %q
-routes:
-  payment.charge: yookassa
-adapters:
-  yookassa:
-    base_url: %s
-    shop_id: %s
-    secret_key: %s
-    # A lookup reads the payments made while the key's calls ran, within
-    # lookup_skew of them (then the rest, when none matches): the journal
-    # (PostgreSQL's now()) and the emulator share this machine's clock, so
-    # the allowance for skew can be small and the scans short.
-    lookup_skew: 100ms
-    lookup_max_pages: 200
-`, env, filepath.Join(b.dir, "data"), b.natsURL, url, b.sbURL, shop, secret)
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
-		return result{}, err
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(b.cfg.bin, "run", "--config", cfgPath)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		return result{}, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	pid := cmd.Process.Pid
-	var cpu0 time.Duration
-	var peak atomic.Int64
-	sampling := make(chan struct{})
-	go func() { // peak RSS
-		for {
-			if rss := procRSS(pid); rss > peak.Load() {
-				peak.Store(rss)
-			}
-			select {
-			case <-sampling:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	settled := func() (bool, error) {
-		if lostRate == 0 {
-			return true, nil
-		}
-		// Lost answers settle by lookup: every intent must end succeeded.
-		return b.allSucceeded(ctx, url, intents)
-	}
-	elapsed, err := b.watch(ctx, cons, n, func() { cpu0 = procCPU(pid) }, settled)
-	cpu := procCPU(pid) - cpu0
-	var replay time.Duration
-	if err == nil && lostRate == 0 && b.cfg.replays > 0 {
-		// Every intent again under new event ids, the daemon running: all
-		// replays from the journal, no call.
-		again := make([]int, b.cfg.replays)
-		for p := range again {
-			again[p] = p % intents
-		}
-		pubErr := make(chan error, 1)
-		started := make(chan struct{})
-		go func() { <-started; pubErr <- b.publish(ctx, "replay", again) }()
-		replay, err = b.watch(ctx, cons, n+len(again), nil, nil, started)
-		if perr := <-pubErr; err == nil {
-			err = perr
-		}
-	}
-	close(sampling)
-	stop()
-	if err != nil {
-		return result{}, fmt.Errorf("%w\ndaemon log (tail):\n%s", err, tail(logs.String(), 30))
-	}
-	r := result{commands: n, elapsed: elapsed, cpu: cpu, peakRSS: peak.Load(), replays: b.cfg.replays, replayed: replay}
-	if got := b.sb.TotalEffects(); got != intents {
-		r.duplicates = got - intents
-	}
-	return r, nil
-}
-
-func (b *bench) allSucceeded(ctx context.Context, url string, intents int) (bool, error) {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(ctx)
-	var done int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM agent_operation_log WHERE status = 'succeeded'`).Scan(&done)
-	return done == intents, err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitTCP(addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer in %v: %w", addr, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// withParam adds name=value to a postgres:// URL's query.
-func withParam(url, name, value string) string {
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + name + "=" + value
-}
-
-// procCPU is a process's user+system CPU time from /proc/<pid>/stat.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) in parentheses.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / clockTicks
-}
-
-// clockTicks is USER_HZ, 100 on Linux.
-const clockTicks = 100
-
-// procRSS is a process's resident set size in bytes.
-func procRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
-}
-
-func tail(s string, lines int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(l[max(0, len(l)-lines):], "\n")
-}
-
-// queries are the statements journal/postgres sends, read from its source
-// so that the baseline cannot drift from the store.
-type queries struct {
-	selectRecords, claimInsert, claimTakeOver, complete string
-}
-
-func journalSQL(path string) (queries, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-	if err != nil {
-		return queries{}, fmt.Errorf("journal SQL: %w", err)
-	}
-	decls := map[string]ast.Expr{}
-	for _, d := range f.Decls {
-		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if i < len(vs.Values) {
-						decls[name.Name] = vs.Values[i]
-					}
-				}
-			}
-		}
-	}
-	var eval func(ast.Expr) (string, error)
-	eval = func(e ast.Expr) (string, error) {
-		switch e := e.(type) {
-		case *ast.BasicLit:
-			return strconv.Unquote(e.Value)
-		case *ast.Ident:
-			v, ok := decls[e.Name]
-			if !ok {
-				return "", fmt.Errorf("journal SQL: no constant %s", e.Name)
-			}
-			return eval(v)
-		case *ast.BinaryExpr:
-			if e.Op == token.ADD {
-				x, err := eval(e.X)
-				if err != nil {
-					return "", err
-				}
-				y, err := eval(e.Y)
-				return x + y, err
-			}
-		case *ast.ParenExpr:
-			return eval(e.X)
-		}
-		return "", fmt.Errorf("journal SQL: cannot evaluate %T", e)
-	}
-	var q queries
-	for name, dst := range map[string]*string{"selectRecords": &q.selectRecords, "claimInsert": &q.claimInsert,
-		"claimTakeOver": &q.claimTakeOver, "complete": &q.complete} {
-		if *dst, err = eval(&ast.Ident{Name: name}); err != nil {
-			return q, err
-		}
-	}
-	return q, nil
-}
-
-// keyOf is the operation key the daemon derives from a command.
-func keyOf(c *operation.Command) string {
-	intent := c.IntentID
-	if intent == "" {
-		intent = c.EventID
-	}
-	return env + ":" + c.Operation + ":" + intent + ":" + operation.DefaultKeyVersion
-}
-
-func hashOf(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return hex.EncodeToString(sum[:])
 }
