@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -376,11 +375,7 @@ decision; the trail then records what the call found.`,
 // on the configured NATS (the embedded server's address when none is
 // configured: the daemon's). It gives up at once when NATS does not answer.
 func publishResolved(ctx context.Context, c Config, rec journal.Record) error {
-	url := c.NATS.URL
-	if url == "" {
-		url = "nats://" + c.NATS.EmbeddedAddr
-	}
-	nc, err := nats.Connect(url, nats.Name("idemgate-resolve"), nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	nc, err := natsClient(c)
 	if err != nil {
 		return err
 	}
