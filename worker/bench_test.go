@@ -40,11 +40,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -357,7 +353,7 @@ func measure(b *testing.B, s *stage, lat *latencies, body func()) float64 {
 // file comment.
 func BenchmarkRawBaseline(b *testing.B) {
 	s := newStage(b, commandsPerIteration()*b.N, true)
-	q := journalSQL(b)
+	q := postgres.HotPath()
 	lat := newLatencies(s.total)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -565,68 +561,10 @@ func rss() uint64 {
 	return sm[0].Value.Uint64()
 }
 
-// journalQueries are the statements journal/postgres sends, read from its
-// source so the baseline cannot drift from the store.
-type journalQueries struct {
-	selectRecords, claimInsert, claimTakeOver, complete string
-}
-
-func journalSQL(tb testing.TB) journalQueries {
-	tb.Helper()
-	path := filepath.Join("..", "journal", "postgres", "queries.go")
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-	if err != nil {
-		tb.Fatalf("journal SQL: %v", err)
-	}
-	decls := map[string]ast.Expr{}
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if i < len(vs.Values) {
-					decls[name.Name] = vs.Values[i]
-				}
-			}
-		}
-	}
-	var eval func(ast.Expr) string
-	eval = func(e ast.Expr) string {
-		switch e := e.(type) {
-		case *ast.BasicLit:
-			s, err := strconv.Unquote(e.Value)
-			if err != nil {
-				tb.Fatalf("journal SQL: %v", err)
-			}
-			return s
-		case *ast.Ident:
-			v, ok := decls[e.Name]
-			if !ok {
-				tb.Fatalf("journal SQL: no constant %s", e.Name)
-			}
-			return eval(v)
-		case *ast.BinaryExpr:
-			if e.Op == token.ADD {
-				return eval(e.X) + eval(e.Y)
-			}
-		case *ast.ParenExpr:
-			return eval(e.X)
-		}
-		tb.Fatalf("journal SQL: cannot evaluate %T", e)
-		return ""
-	}
-	get := func(name string) string { return eval(&ast.Ident{Name: name}) }
-	return journalQueries{selectRecords: get("selectRecords"), claimInsert: get("claimInsert"),
-		claimTakeOver: get("claimTakeOver"), complete: get("complete")}
-}
-
 // rawLoop is one fetch loop of the baseline, with its reused argument arrays.
 type rawLoop struct {
 	s    *stage
-	q    journalQueries
+	q    postgres.HotPathSQL
 	lat  *latencies
 	acks chan rawAck
 
@@ -674,7 +612,7 @@ type rawAck struct {
 	fetched time.Time
 }
 
-func newRawLoop(s *stage, q journalQueries, lat *latencies) *rawLoop {
+func newRawLoop(s *stage, q postgres.HotPathSQL, lat *latencies) *rawLoop {
 	return &rawLoop{s: s, q: q, lat: lat, acks: make(chan rawAck, 4*s.ncfg.FetchBatch), resultText: benchResult}
 }
 
@@ -758,7 +696,7 @@ func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
 	for _, i := range r.order {
 		r.keys = append(r.keys, r.cmds[i].key)
 	}
-	rows, _ := r.s.pool.Query(ctx, r.q.selectRecords, r.keys)
+	rows, _ := r.s.pool.Query(ctx, r.q.SelectRecords, r.keys)
 	if err := r.scanRecords(rows, true); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
@@ -816,9 +754,9 @@ func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
 // claim sends the store's pipelined claim (insert, take-over, read) for r.keys.
 func (r *rawLoop) claim(ctx context.Context) error {
 	b := &pgx.Batch{}
-	b.Queue(r.q.claimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
-	b.Queue(r.q.claimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
-	b.Queue(r.q.selectRecords, r.keys)
+	b.Queue(r.q.ClaimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
+	b.Queue(r.q.ClaimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
+	b.Queue(r.q.SelectRecords, r.keys)
 	br := r.s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	inserted := 0
@@ -887,7 +825,7 @@ func (r *rawLoop) complete(ctx context.Context) error {
 		r.codes, r.reqIDs, r.notes, r.reconciled = append(r.codes, ""), append(r.reqIDs, ""), append(r.notes, ""), append(r.reconciled, false)
 		r.holds = append(r.holds, 0)
 	}
-	rows, _ := r.s.pool.Query(ctx, r.q.complete, r.ckeys, r.tokens, r.statuses, r.objects,
+	rows, _ := r.s.pool.Query(ctx, r.q.Complete, r.ckeys, r.tokens, r.statuses, r.objects,
 		r.results, r.codes, r.reqIDs, r.notes, r.reconciled, r.holds)
 	applied := 0
 	for rows.Next() {

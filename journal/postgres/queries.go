@@ -280,3 +280,21 @@ GROUP BY lease_owner ORDER BY lease_owner`,
 WHERE operation_key = $1 AND trace_id IS NOT NULL`,
 	Searches: searches,
 }
+
+// HotPathSQL are the statements of the claim and completion path, as the
+// store sends them: a baseline that must do the store's exact work (the
+// raw loops of worker's benchmark and scripts/e2ebench) sends these, so it
+// cannot drift from the store.
+type HotPathSQL struct {
+	// SelectRecords reads rows by key ($1 text[]).
+	SelectRecords string
+	// ClaimInsert and ClaimTakeOver are the batched claim's two statements.
+	ClaimInsert, ClaimTakeOver string
+	// Complete is the batched completion.
+	Complete string
+}
+
+// HotPath returns the claim and completion statements.
+func HotPath() HotPathSQL {
+	return HotPathSQL{SelectRecords: selectRecords, ClaimInsert: claimInsert, ClaimTakeOver: claimTakeOver, Complete: complete}
+}

@@ -60,14 +60,14 @@ const (
 )
 
 type config struct {
-	bin, natsBin, journalURL, repo string
-	commands, lostCommands         int
-	lostIntents                    int
-	lostRate                       float64
-	rawLoops                       int
-	skipLost                       bool
-	replays                        int
-	timeout                        time.Duration
+	bin, natsBin, journalURL string
+	commands, lostCommands   int
+	lostIntents              int
+	lostRate                 float64
+	rawLoops                 int
+	skipLost                 bool
+	replays                  int
+	timeout                  time.Duration
 }
 
 func main() {
@@ -75,7 +75,6 @@ func main() {
 	flag.StringVar(&c.bin, "idemgate", "", "the built idemgate binary")
 	flag.StringVar(&c.natsBin, "nats-server", "", "the nats-server binary")
 	flag.StringVar(&c.journalURL, "journal-url", os.Getenv("TEST_DATABASE_URL"), "PostgreSQL URL (a fresh schema per run is made in it)")
-	flag.StringVar(&c.repo, "repo", ".", "the repository root (the journal's SQL is read from journal/postgres/queries.go)")
 	flag.IntVar(&c.commands, "commands", 20_000, "commands per run (raw and daemon); every fifth repeats an earlier intent")
 	flag.IntVar(&c.lostCommands, "lost-commands", 5000, "commands of the lost-response run")
 	flag.IntVar(&c.lostIntents, "lost-intents", 4000, "intents of the lost-response run")
@@ -109,7 +108,7 @@ type bench struct {
 	js      jetstream.JetStream
 	sb      *sbyk.Server
 	sbURL   string
-	q       queries
+	q       postgres.HotPathSQL
 }
 
 func run(c config) error {
@@ -118,10 +117,7 @@ func run(c config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{cfg: c, dir: dir}
-	if b.q, err = journalSQL(filepath.Join(c.repo, "journal", "postgres", "queries.go")); err != nil {
-		return err
-	}
+	b := &bench{cfg: c, dir: dir, q: postgres.HotPath()}
 	port, err := childproc.FreePort()
 	if err != nil {
 		return err

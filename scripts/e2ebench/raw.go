@@ -215,7 +215,7 @@ func (r *rawLoop) handle(ctx context.Context) error {
 	for _, i := range r.order {
 		r.keys = append(r.keys, r.cmds[i].key)
 	}
-	rows, _ := r.pool.Query(ctx, r.b.q.selectRecords, r.keys)
+	rows, _ := r.pool.Query(ctx, r.b.q.SelectRecords, r.keys)
 	if err := r.scanRecords(rows, true); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
@@ -358,9 +358,9 @@ func (r *rawLoop) post(ctx context.Context, c *rawCmd) (object, answer string, e
 
 func (r *rawLoop) claim(ctx context.Context) error {
 	b := &pgx.Batch{}
-	b.Queue(r.b.q.claimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
-	b.Queue(r.b.q.claimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
-	b.Queue(r.b.q.selectRecords, r.keys)
+	b.Queue(r.b.q.ClaimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
+	b.Queue(r.b.q.ClaimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
+	b.Queue(r.b.q.SelectRecords, r.keys)
 	br := r.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()
@@ -451,7 +451,7 @@ func (r *rawLoop) complete(ctx context.Context) error {
 		r.codes, r.reqIDs, r.notes, r.reconciled = append(r.codes, ""), append(r.reqIDs, ""), append(r.notes, ""), append(r.reconciled, false)
 		r.holds = append(r.holds, 0)
 	}
-	rows, _ := r.pool.Query(ctx, r.b.q.complete, r.ckeys, r.tokens, r.statuses, r.objects,
+	rows, _ := r.pool.Query(ctx, r.b.q.Complete, r.ckeys, r.tokens, r.statuses, r.objects,
 		r.results, r.codes, r.reqIDs, r.notes, r.reconciled, r.holds)
 	applied := 0
 	for rows.Next() {
