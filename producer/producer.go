@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -186,7 +187,15 @@ func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key 
 func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, key, msgID string, onPending func(operation.Result)) (operation.Result, error) {
 	results := make(chan operation.Result, 16)
 	inbox := c.nc.NewRespInbox()
+	// duplicate: JetStream already held the command. Until then the key's
+	// results subject carries only other commands' results (a retry's
+	// replay published just before, a changed payload's first outcome):
+	// this command's own come to its inbox.
+	var duplicate atomic.Bool
 	handle := func(m *nats.Msg) {
+		if m.Subject != inbox && !duplicate.Load() {
+			return
+		}
 		var r operation.Result
 		if json.Unmarshal(m.Data, &r) == nil && (key == "" || r.OperationKey == key || m.Subject == inbox) {
 			select {
@@ -218,6 +227,7 @@ func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, 
 	if err != nil {
 		return operation.Result{}, err
 	}
+	duplicate.Store(ack.Duplicate)
 	stored := make(chan operation.Result, 1)
 	if ack.Duplicate && key != "" {
 		// JetStream already held this command: the daemon will not answer

@@ -204,3 +204,29 @@ func TestPublishAndWaitTimesOut(t *testing.T) {
 	require.Nil(t, we.Pending)
 	require.Contains(t, err.Error(), "no result for test:invoice.create:evt-t1:v1")
 }
+
+// TestPublishAndWaitIgnoresOtherCommandsResults: a command JetStream stores
+// as new is answered on its own inbox; a result for the same key published
+// meanwhile on the results subject (another command's: a retry's replay, a
+// first payload's outcome) is not taken for its answer.
+func TestPublishAndWaitIgnoresOtherCommandsResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	const key = "test:payment.charge:order-x:v1"
+	cmd := operation.Command{EventID: "evt-x-changed", IntentID: "order-x", Operation: "payment.charge", ApprovalID: "appr-1",
+		Payload: json.RawMessage(`{"account_id":"merchant-account-17","order_id":"order-x","amount_minor":2000,"currency":"RUB"}`)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go func() {
+		// Another command's result for the key, while this one waits.
+		for range 10 {
+			time.Sleep(100 * time.Millisecond)
+			_ = consumer.PublishResult(ctx, b.js, operation.Result{OperationKey: key, EventID: "evt-x-first",
+				Operation: "payment.charge", Status: operation.ResultSucceeded, TargetObjectID: "pay-1"})
+		}
+	}()
+	r, err := b.client.PublishAndWait(ctx, cmd, key, nil)
+	var we *producer.WaitError
+	require.True(t, errors.As(err, &we), "answered with another command's result: %+v", r)
+	require.False(t, we.Duplicate)
+}
