@@ -63,6 +63,16 @@ func startRequeueRig(t *testing.T, ctx context.Context, ns *natstest.Server) *re
 	return rig
 }
 
+// settledAll waits until the consumer holds nothing: every command acked
+// or terminated.
+func (rig *requeueRig) settledAll(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ci, err := rig.r.cons.Info(ctx)
+		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0
+	}, 30*time.Second, 20*time.Millisecond, what)
+}
+
 func (rig *requeueRig) deliveries() []map[string]string {
 	rig.mu.Lock()
 	defer rig.mu.Unlock()
@@ -127,10 +137,7 @@ func TestNakOnLastDeliveryRequeues(t *testing.T) {
 	require.Equal(t, "1", seen[2][wire.HeaderRequeues])
 	require.Equal(t, "2", seen[4][wire.HeaderRequeues])
 
-	require.Eventually(t, func() bool {
-		ci, err := rig.r.cons.Info(ctx)
-		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0
-	}, 30*time.Second, 20*time.Millisecond, "originals terminated, the last copy acked")
+	rig.settledAll(t, ctx, "originals terminated, the last copy acked")
 }
 
 // TestNakOnLastDeliveryGivesUpPastMaxAge: a command first stored longer
@@ -151,10 +158,7 @@ func TestNakOnLastDeliveryGivesUpPastMaxAge(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool { return rig.givenUp.Load() == 1 }, 30*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool {
-		ci, err := rig.r.cons.Info(ctx)
-		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0
-	}, 30*time.Second, 20*time.Millisecond, "terminated")
+	rig.settledAll(t, ctx, "terminated")
 	require.Zero(t, rig.requeued.Load())
 	require.Len(t, rig.deliveries(), 2, "max_deliver deliveries, no copy")
 }

@@ -457,6 +457,28 @@ func TestLookupWindowStartsAtTheKeysFirstAttempt(t *testing.T) {
 	require.Equal(t, int32(3), pages.Load(), "without it the whole lookup window is read")
 }
 
+// lookupRig is an emulator on a clock the test moves (now, in Unix
+// nanoseconds), and an adapter in front of it that counts the list pages
+// it reads, with the lookup's page cap and clock skew given.
+func lookupRig(t *testing.T, maxPages int, skew time.Duration) (now *atomic.Int64, clock func() time.Time, srv *sbyk.Server, a *yookassa.Adapter, pages *atomic.Int32) {
+	t.Helper()
+	now, pages = new(atomic.Int64), new(atomic.Int32)
+	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	clock = func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	srv = sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
+	_, err := srv.Start("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	a = front(t, srv, func(c *yookassa.Config) {
+		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, maxPages, skew, 10*time.Second
+	}, func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			pages.Add(1)
+		}
+	})
+	return now, clock, srv, a, pages
+}
+
 // A key first seen a while ago, with many payments created since: the lists
 // run newest first, but the scan reads the window of the first attempt
 // (LookupSkew around the key's first sight, plus a call) before the rest,
@@ -464,21 +486,7 @@ func TestLookupWindowStartsAtTheKeysFirstAttempt(t *testing.T) {
 // key with no payment is still "not found" only once both parts were read.
 func TestLookupReadsTheFirstAttemptsWindowFirst(t *testing.T) {
 	t.Parallel()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
-	srv := sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
-	_, err := srv.Start("")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	var pages atomic.Int32
-	a := front(t, srv, func(c *yookassa.Config) {
-		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, 2, 5*time.Second, 10*time.Second
-	}, func(r *http.Request) {
-		if r.Method == http.MethodGet {
-			pages.Add(1)
-		}
-	})
+	now, clock, srv, a, pages := lookupRig(t, 2, 5*time.Second)
 	since := clock()
 	op := charge(adaptertest.Intent("early"), "pm-saved-1", 100, "RUB")
 	att := adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since})
@@ -521,21 +529,7 @@ func TestLookupReadsTheFirstAttemptsWindowFirst(t *testing.T) {
 // may be "not found".
 func TestLookupWindowEndsAtTheLastCall(t *testing.T) {
 	t.Parallel()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
-	srv := sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: clock}})
-	_, err := srv.Start("")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	var pages atomic.Int32
-	a := front(t, srv, func(c *yookassa.Config) {
-		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, 20, time.Second, 10*time.Second
-	}, func(r *http.Request) {
-		if r.Method == http.MethodGet {
-			pages.Add(1)
-		}
-	})
+	now, clock, srv, a, pages := lookupRig(t, 20, time.Second)
 	since := clock()
 	first := adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since})
 	op := charge(adaptertest.Intent("inside"), "pm-saved-1", 100, "RUB")
