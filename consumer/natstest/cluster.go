@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/idemgate/idemgate/internal/childproc"
 )
 
 // Cluster is an embedded JetStream cluster of n servers on loopback, each
@@ -15,6 +17,7 @@ import (
 type Cluster struct {
 	Servers []*server.Server
 	Name    string
+	routes  []int // each server's route port
 }
 
 // StartCluster starts n JetStream servers named n1…nN in cluster "idemgate"
@@ -38,14 +41,13 @@ func NewCluster(tb testing.TB, n int, opts ...func(*server.Options)) *Cluster {
 	tb.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := childproc.FreePort()
 		if err != nil {
 			tb.Fatalf("cluster port: %v", err)
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		ports[i] = p
 	}
-	c := &Cluster{Name: "idemgate"}
+	c := &Cluster{Name: "idemgate", routes: ports}
 	for i := 0; i < n; i++ {
 		var routes []string
 		for j, p := range ports {
@@ -77,8 +79,10 @@ func (c *Cluster) Start(tb testing.TB, i int) {
 	tb.Helper()
 	ns := c.Servers[i]
 	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		tb.Fatalf("nats server %s not ready", ns.Name())
+	// Start enables JetStream (its store and the meta group's log) before
+	// it listens, which on a loaded machine has taken over 10 s.
+	if !ns.ReadyForConnections(time.Minute) {
+		tb.Fatalf("nats server %s not ready in 1m: %s", ns.Name(), c.why(i))
 	}
 }
 
@@ -115,4 +119,27 @@ func (c *Cluster) URLs() string {
 		urls = append(urls, ns.ClientURL())
 	}
 	return strings.Join(urls, ",")
+}
+
+// why tells what server i has not opened yet, and whether another process
+// holds its route port.
+func (c *Cluster) why(i int) string {
+	ns := c.Servers[i]
+	var missing []string
+	if ns.Addr() == nil {
+		missing = append(missing, "client listener")
+	}
+	if ns.ClusterAddr() == nil {
+		missing = append(missing, "route listener")
+		addr := fmt.Sprintf("127.0.0.1:%d", c.routes[i])
+		if l, err := net.Listen("tcp", addr); err != nil {
+			missing = append(missing, "route port "+addr+" taken: "+err.Error())
+		} else {
+			_ = l.Close()
+		}
+	}
+	if len(missing) == 0 {
+		return "every listener open"
+	}
+	return strings.Join(missing, "; ")
 }
