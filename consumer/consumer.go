@@ -129,32 +129,30 @@ func (c Config) Validate() error {
 
 // CommandsStreamConfig is the commands stream's definition.
 func (c Config) CommandsStreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        c.CommandsStream,
-		Description: "idemgate commands: one business intent per Nats-Msg-Id",
-		Subjects:    []string{wire.CommandSubjects},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      c.CommandsMaxAge,
-		Duplicates:  c.DuplicateWindow,
-		Replicas:    c.Replicas,
-		MaxMsgSize:  c.MaxMsgSize,
-		Discard:     jetstream.DiscardOld,
-	}
+	return c.streamConfig(c.CommandsStream, "idemgate commands: one business intent per Nats-Msg-Id", wire.CommandSubjects,
+		c.CommandsMaxAge, c.DuplicateWindow, c.MaxMsgSize)
 }
 
-// ResultsStreamConfig is the results stream's definition.
+// ResultsStreamConfig is the results stream's definition. Its MaxMsgSize is
+// -1, the server's "unlimited", stated so Ensure finds it equal.
 func (c Config) ResultsStreamConfig() jetstream.StreamConfig {
+	return c.streamConfig(c.ResultsStream, "idemgate results: one per operation key and status", wire.ResultSubjects,
+		c.ResultsMaxAge, min(c.DuplicateWindow, c.ResultsMaxAge), -1)
+}
+
+// streamConfig is what both streams share: file storage, limits retention
+// that drops the oldest messages, and c's replica count.
+func (c Config) streamConfig(name, description, subjects string, maxAge, duplicates time.Duration, maxMsgSize int32) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        c.ResultsStream,
-		Description: "idemgate results: one per operation key and status",
-		Subjects:    []string{wire.ResultSubjects},
+		Name:        name,
+		Description: description,
+		Subjects:    []string{subjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      c.ResultsMaxAge,
-		Duplicates:  min(c.DuplicateWindow, c.ResultsMaxAge),
+		MaxAge:      maxAge,
+		Duplicates:  duplicates,
 		Replicas:    c.Replicas,
-		MaxMsgSize:  -1, // the server's "unlimited", stated so Ensure finds it equal
+		MaxMsgSize:  maxMsgSize,
 		Discard:     jetstream.DiscardOld,
 	}
 }
