@@ -197,15 +197,25 @@ func convert(v any, f FieldMap) (any, error) {
 }
 
 func toString(v any) (string, error) {
-	switch v := v.(type) {
-	case string:
-		return v, nil
-	case json.Number:
-		return v.String(), nil
-	case bool:
-		return strconv.FormatBool(v), nil
+	if s, ok := scalarText(v); ok {
+		return s, nil
 	}
 	return "", errors.New("not a scalar (string, number or boolean)")
+}
+
+// scalarText is the text of a decoded JSON scalar (numbers decoded as
+// json.Number): a string as it is, a number as written, a boolean as
+// true or false.
+func scalarText(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	case bool:
+		return strconv.FormatBool(v), true
+	}
+	return "", false
 }
 
 func toInt(v any) (json.Number, error) {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -199,13 +198,10 @@ func TBankToken(fields map[string]any, password string) string {
 }
 
 func tbankScalar(v any) (string, bool) {
+	if s, ok := scalarText(v); ok {
+		return s, true
+	}
 	switch v := v.(type) {
-	case string:
-		return v, true
-	case json.Number:
-		return v.String(), true
-	case bool:
-		return strconv.FormatBool(v), true
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64), true
 	case int:
