@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -94,6 +93,52 @@ func (c HTTPConfig) Validate(urlKey, rawURL string) error {
 	return nil
 }
 
+// Load loads cred through the injected Getenv.
+func (c HTTPConfig) Load(cred Credential) (redact.Secret, error) {
+	return cred.Load(c.Getenv)
+}
+
+// Configured is how every adapter's New starts: cfg with its defaults,
+// validated (Validate's error as it is).
+func Configured[C interface {
+	WithDefaults() C
+	Validate() error
+}](cfg C) (C, error) {
+	cfg = cfg.WithDefaults()
+	return cfg, cfg.Validate()
+}
+
+// SecretConfig is the Config of an adapter whose account has one secret and
+// nothing else to load.
+type SecretConfig[C any] interface {
+	WithDefaults() C
+	Validate() error
+	// Secret says where the secret comes from, once the defaults are in.
+	Secret() Credential
+	// Load is HTTPConfig's.
+	Load(Credential) (redact.Secret, error)
+}
+
+// ConfiguredSecret is Configured, then the secret loaded. A load error goes
+// through wrap, which words it the adapter's way (see Wrapping).
+func ConfiguredSecret[C SecretConfig[C]](cfg C, wrap func(error) error) (C, redact.Secret, error) {
+	cfg, err := Configured(cfg)
+	if err != nil {
+		return cfg, "", err
+	}
+	secret, err := cfg.Load(cfg.Secret())
+	if err != nil {
+		return cfg, "", wrap(err)
+	}
+	return cfg, secret, nil
+}
+
+// Wrapping returns a func that wraps an error as fmt.Errorf(format,
+// args..., err): format ends with the %w of that error.
+func Wrapping(format string, args ...any) func(error) error {
+	return func(err error) error { return fmt.Errorf(format, append(args, err)...) }
+}
+
 // NewClient returns the account's Client: the timeout, the rate limit and
 // authorize (nil: none), which adds the account's credentials to every
 // request the Client sends.
@@ -176,51 +221,4 @@ func (s LookupScan) From(ctx context.Context, now time.Time) time.Time {
 // negative (the operator's explicit "trust a not-found at once").
 func SettleTime(d, def time.Duration) time.Duration {
 	return max(cmp.Or(d, def), 0)
-}
-
-// ErrNoCredential is returned when no credential source is configured or
-// the configured one is empty.
-var ErrNoCredential = errors.New("no credential configured")
-
-// Credential says where one secret comes from: Value when set; else the
-// first line of File (surrounding space trimmed); else the environment
-// variable Env. Adapters keep the three as keys of their own, named by the
-// target's word for the secret (secret_key, secret_key_file,
-// secret_key_env), and default Env to a variable of their own.
-type Credential struct {
-	Value redact.Secret
-	File  string
-	Env   string
-}
-
-// Load resolves the credential; getenv nil means os.Getenv. Errors name the
-// source, never the value.
-func (c Credential) Load(getenv func(string) string) (redact.Secret, error) {
-	if c.Value != "" {
-		return c.Value, nil
-	}
-	if c.File != "" {
-		b, err := os.ReadFile(c.File)
-		if err != nil {
-			return "", fmt.Errorf("read credential file %s: %w", c.File, err)
-		}
-		s := strings.TrimSpace(string(b))
-		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-			s = strings.TrimSpace(s[:i])
-		}
-		if s == "" {
-			return "", fmt.Errorf("credential file %s: %w", c.File, ErrNoCredential)
-		}
-		return redact.Secret(s), nil
-	}
-	if c.Env != "" {
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		if v := strings.TrimSpace(getenv(c.Env)); v != "" {
-			return redact.Secret(v), nil
-		}
-		return "", fmt.Errorf("environment variable %s: %w", c.Env, ErrNoCredential)
-	}
-	return "", ErrNoCredential
 }

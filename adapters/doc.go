@@ -14,7 +14,9 @@
 //     LookupScan, the bounds of a lookup that scans by creation time from
 //     just before the key's first attempt (YooKassa, Bitrix24, amoCRM); and
 //     Credential, a secret given inline, as a file or as an environment
-//     variable;
+//     variable, held under the target's word for it (Token, Password,
+//     SecretKey, WebhookCode: token, token_file, token_env, ...);
+//     Configured and ConfiguredSecret, the first steps of every New;
 //   - Client: the HTTP client plus the target account's client-side token
 //     bucket (RateLimit), so requests wait for their slot within the call
 //     instead of meeting the target's 429/503, and its authorization

@@ -54,7 +54,7 @@ func setup(t *testing.T, daemon bool) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.sandbox.Close() })
 	shop, secret := b.sandbox.Credentials()
-	ad, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)})
+	ad, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}})
 	require.NoError(t, err)
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "journal.db"), sqlite.Config{})
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestDuplicatesInTheTargetAreReported(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = portal.Close() })
 	uid, code := portal.Credentials()
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: portal.URL(), UserID: uid, WebhookCode: redact.Secret(code),
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: portal.URL(), UserID: uid, WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)},
 		HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second, RateLimit: adapters.RateLimit{Rate: -1}}})
 	require.NoError(t, err)
 

@@ -36,7 +36,7 @@ func startBitrix24(t *testing.T, timeout time.Duration) (*sbbitrix24.Server, ada
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	uid, code := sb.Credentials()
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code), HTTPConfig: adapters.HTTPConfig{Timeout: timeout}})
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)}, HTTPConfig: adapters.HTTPConfig{Timeout: timeout}})
 	require.NoError(t, err)
 	return sb, a
 }
@@ -49,7 +49,7 @@ func startYooKassa(t *testing.T) (*sbyookassa.Server, adapters.Adapter) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	shop, secret := sb.Credentials()
-	a, err := yookassa.New(yookassa.Config{BaseURL: sb.URL(), ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}})
+	a, err := yookassa.New(yookassa.Config{BaseURL: sb.URL(), ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}})
 	require.NoError(t, err)
 	return sb, a
 }
@@ -338,7 +338,7 @@ func TestClientRateLimitedLookupWaitsItsTurn(t *testing.T) {
 	uid, code := sb.Credentials()
 	// Two requests at once (a lookup's two searches), then one every 2 s:
 	// once the bucket is empty, the next slot is past the 1 s call timeout.
-	limited, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: redact.Secret(code),
+	limited, err := bitrix24.New(bitrix24.Config{PortalURL: sb.URL(), UserID: uid, WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)},
 		HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, RateLimit: adapters.RateLimit{Rate: 0.5, Burst: 2}}})
 	require.NoError(t, err)
 

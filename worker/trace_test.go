@@ -82,7 +82,7 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	shop, secret := sb.Credentials()
-	yk, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret),
+	yk, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)},
 		HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
 	require.NoError(t, err)
 	ncfg := consumer.Config{AckWait: 15 * time.Second, FetchWait: 50 * time.Millisecond}.WithDefaults()

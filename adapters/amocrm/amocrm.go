@@ -32,13 +32,9 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // New validates cfg (after WithDefaults), resolves the token and returns the
 // adapter.
 func New(cfg Config) (*Adapter, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	tok, err := adapters.Credential{Value: cfg.Token, File: cfg.TokenFile, Env: cfg.TokenEnv}.Load(cfg.Getenv)
+	cfg, tok, err := adapters.ConfiguredSecret(cfg, adapters.Wrapping("amocrm: token: %w"))
 	if err != nil {
-		return nil, fmt.Errorf("amocrm: token: %w", err)
+		return nil, err
 	}
 	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BearerAuth(tok))}, nil
 }

@@ -60,7 +60,7 @@ func setup(t *testing.T, opts sb.Options, cfg amocrm.Config) (*amocrm.Adapter, *
 	_, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
-	cfg.BaseURL, cfg.Token, cfg.Timeout = srv.URL(), redact.Secret(srv.Token()), time.Second
+	cfg.BaseURL, cfg.Token.Value, cfg.Timeout = srv.URL(), redact.Secret(srv.Token()), time.Second
 	if cfg.KeyFieldID == 0 {
 		cfg.KeyFieldID = srv.KeyFieldID()
 	} else if cfg.KeyFieldID < 0 {
@@ -246,7 +246,7 @@ func frontAdapter(t *testing.T, srv *sb.Server, url string) *amocrm.Adapter {
 	t.Helper()
 	a, err := amocrm.New(amocrm.Config{
 		BaseURL:    url,
-		Token:      redact.Secret(srv.Token()),
+		Token:      adapters.Token{Value: redact.Secret(srv.Token())},
 		KeyFieldID: srv.KeyFieldID(),
 		SettleTime: -1,
 		HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second, RateLimit: adapters.RateLimit{Rate: -1}},

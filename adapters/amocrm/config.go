@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -40,12 +39,10 @@ type Config struct {
 	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the account URL, e.g. https://example.amocrm.ru (required).
 	BaseURL string `mapstructure:"base_url"`
-	// Token is the OAuth access or long-lived token; when empty it is read
-	// from TokenFile, else from the environment variable TokenEnv (default
+	// Token is the OAuth access or long-lived token: token, else the file
+	// token_file, else the environment variable token_env (default
 	// IDEMGATE_AMOCRM_TOKEN).
-	Token     redact.Secret `mapstructure:"token"`
-	TokenFile string        `mapstructure:"token_file"`
-	TokenEnv  string        `mapstructure:"token_env"`
+	Token adapters.Token `mapstructure:",squash"`
 	// KeyFieldID is the lead text custom field holding our key; 0 keeps the
 	// key in a tag only.
 	KeyFieldID int64 `mapstructure:"key_field_id"`
@@ -74,7 +71,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
 	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, "")
-	c.TokenEnv = cmp.Or(c.TokenEnv, DefaultTokenEnv)
+	c.Token.Env = cmp.Or(c.Token.Env, DefaultTokenEnv)
 	c.TaskTypeID = cmp.Or(c.TaskTypeID, DefaultTaskTypeID)
 	c.SettleTime = adapters.SettleTime(c.SettleTime, max(DefaultSettleTime, 2*c.Timeout))
 	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
@@ -85,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
+
+// Secret is where the token comes from.
+func (c Config) Secret() adapters.Credential { return adapters.Credential(c.Token) }
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("amocrm: invalid config")

@@ -35,13 +35,9 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // New validates cfg (after WithDefaults), resolves the webhook code and
 // returns the adapter.
 func New(cfg Config) (*Adapter, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	code, err := adapters.Credential{Value: cfg.WebhookCode, File: cfg.WebhookCodeFile, Env: cfg.WebhookCodeEnv}.Load(cfg.Getenv)
+	cfg, code, err := adapters.ConfiguredSecret(cfg, adapters.Wrapping("bitrix24: webhook code: %w"))
 	if err != nil {
-		return nil, fmt.Errorf("bitrix24: webhook code: %w", err)
+		return nil, err
 	}
 	if strings.ContainsAny(code.Reveal(), "/?#% ") {
 		return nil, fmt.Errorf("%w: webhook code must be a plain token", ErrInvalidConfig)

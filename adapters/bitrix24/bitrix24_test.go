@@ -62,7 +62,7 @@ func newAdapter(t *testing.T, base string, srv *sb.Server, mod func(*bitrix24.Co
 	cfg := bitrix24.Config{
 		PortalURL:   base,
 		UserID:      uid,
-		WebhookCode: redact.Secret(code),
+		WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)},
 		HTTPConfig:  adapters.HTTPConfig{Timeout: time.Second, RateLimit: adapters.RateLimit{Rate: -1}},
 	}
 	if mod != nil {
@@ -129,7 +129,7 @@ func TestWrongWebhookCode(t *testing.T) {
 	_, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: srv.URL(), UserID: "1", WebhookCode: "wrongcode123"})
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: srv.URL(), UserID: "1", WebhookCode: adapters.WebhookCode{Value: "wrongcode123"}})
 	require.NoError(t, err)
 	_, err = a.Execute(context.Background(), dealOp(adaptertest.Intent("auth"), 0))
 	adaptertest.RequireClass(t, err, adapters.NeverRetry, adapters.CodeAuthorizationDenied)
@@ -149,7 +149,7 @@ func TestConfig(t *testing.T) {
 	}
 	_, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, adapters.ErrNoCredential)
-	a, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", WebhookCode: "abc"})
+	a, err := bitrix24.New(bitrix24.Config{PortalURL: "https://x.bitrix24.ru", UserID: "1", WebhookCode: adapters.WebhookCode{Value: "abc"}})
 	require.NoError(t, err)
 	require.True(t, a.Capabilities().SingleFlight)
 }
@@ -368,7 +368,7 @@ func TestDefaultSettleTimeOutlastsTheTimeout(t *testing.T) {
 		a, err := bitrix24.New(bitrix24.Config{
 			PortalURL:   "https://x.bitrix24.ru",
 			UserID:      "1",
-			WebhookCode: "abc",
+			WebhookCode: adapters.WebhookCode{Value: "abc"},
 			SettleTime:  tc.settle,
 			HTTPConfig:  adapters.HTTPConfig{Timeout: tc.timeout},
 		})

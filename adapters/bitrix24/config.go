@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -50,12 +49,10 @@ type Config struct {
 	PortalURL string `mapstructure:"portal_url"`
 	// UserID is the webhook's user id (required).
 	UserID string `mapstructure:"user_id"`
-	// WebhookCode is the webhook's secret code; when empty it is read from
-	// WebhookCodeFile, else from the environment variable WebhookCodeEnv
+	// WebhookCode is the webhook's secret code: webhook_code, else the file
+	// webhook_code_file, else the environment variable webhook_code_env
 	// (default IDEMGATE_BITRIX24_WEBHOOK_CODE).
-	WebhookCode     redact.Secret `mapstructure:"webhook_code"`
-	WebhookCodeFile string        `mapstructure:"webhook_code_file"`
-	WebhookCodeEnv  string        `mapstructure:"webhook_code_env"`
+	WebhookCode adapters.WebhookCode `mapstructure:",squash"`
 	// OriginatorID is our system's id in ORIGINATOR_ID (default "idemgate").
 	OriginatorID string `mapstructure:"originator_id"`
 	// ActivityTypeID and OwnerTypeID shape crm.task.create (defaults 3, 3).
@@ -77,7 +74,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
 	c.PortalURL = adapters.TrimBaseURL(c.PortalURL, "")
-	c.WebhookCodeEnv = cmp.Or(c.WebhookCodeEnv, DefaultWebhookCodeEnv)
+	c.WebhookCode.Env = cmp.Or(c.WebhookCode.Env, DefaultWebhookCodeEnv)
 	c.OriginatorID = cmp.Or(c.OriginatorID, DefaultOriginatorID)
 	c.ActivityTypeID = cmp.Or(c.ActivityTypeID, DefaultActivityTypeID)
 	c.OwnerTypeID = cmp.Or(c.OwnerTypeID, DefaultOwnerTypeID)
@@ -86,6 +83,9 @@ func (c Config) WithDefaults() Config {
 	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
+
+// Secret is where the webhook code comes from.
+func (c Config) Secret() adapters.Credential { return adapters.Credential(c.WebhookCode) }
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("bitrix24: invalid config")

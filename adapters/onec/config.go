@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Modes of the adapter.
@@ -56,12 +55,10 @@ type Config struct {
 	KeyAttribute string `mapstructure:"key_attribute"`
 	// User is the infobase user (HTTP Basic, required).
 	User string `mapstructure:"user"`
-	// Password is the user's password; when empty it is read from
-	// PasswordFile, else from the environment variable PasswordEnv (default
+	// Password is the user's password: password, else the file
+	// password_file, else the environment variable password_env (default
 	// IDEMGATE_ONEC_PASSWORD).
-	Password     redact.Secret `mapstructure:"password"`
-	PasswordFile string        `mapstructure:"password_file"`
-	PasswordEnv  string        `mapstructure:"password_env"`
+	Password adapters.Password `mapstructure:",squash"`
 	// MaxKeyLen is the longest key the base stores (default 100).
 	MaxKeyLen int `mapstructure:"max_key_len"`
 }
@@ -75,10 +72,13 @@ func (c Config) WithDefaults() Config {
 	c.ODataPath = cmp.Or(c.ODataPath, DefaultODataPath)
 	c.Document = cmp.Or(c.Document, DefaultDocument)
 	c.KeyAttribute = cmp.Or(c.KeyAttribute, DefaultKeyAttribute)
-	c.PasswordEnv = cmp.Or(c.PasswordEnv, DefaultPasswordEnv)
+	c.Password.Env = cmp.Or(c.Password.Env, DefaultPasswordEnv)
 	c.MaxKeyLen = cmp.Or(c.MaxKeyLen, DefaultMaxKeyLen)
 	return c
 }
+
+// Secret is where the user's password comes from.
+func (c Config) Secret() adapters.Credential { return adapters.Credential(c.Password) }
 
 // ErrInvalidConfig is wrapped by every Validate error.
 var ErrInvalidConfig = errors.New("onec: invalid config")

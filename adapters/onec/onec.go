@@ -29,13 +29,9 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // New validates cfg (after WithDefaults), resolves the password and returns
 // the adapter.
 func New(cfg Config) (*Adapter, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	pw, err := adapters.Credential{Value: cfg.Password, File: cfg.PasswordFile, Env: cfg.PasswordEnv}.Load(cfg.Getenv)
+	cfg, pw, err := adapters.ConfiguredSecret(cfg, adapters.Wrapping("onec: password: %w"))
 	if err != nil {
-		return nil, fmt.Errorf("onec: password: %w", err)
+		return nil, err
 	}
 	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.User, pw))}, nil
 }

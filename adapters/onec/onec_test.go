@@ -47,7 +47,7 @@ func setup(t *testing.T, mode string) (*onec.Adapter, *sbonec.Server) {
 		BaseURL:    srv.BaseURL(),
 		Mode:       mode,
 		User:       user,
-		Password:   redact.Secret(pw),
+		Password:   adapters.Password{Value: redact.Secret(pw)},
 		HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)},
 	})
 	require.NoError(t, err)
@@ -112,7 +112,7 @@ func TestWrongPasswordIsFinalAndSafe(t *testing.T) {
 			_, err := srv.Start("")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = srv.Close() })
-			a, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: mode, User: "integration", Password: "wrong-pass-xyz", HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
+			a, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: mode, User: "integration", Password: adapters.Password{Value: "wrong-pass-xyz"}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
 			require.NoError(t, err)
 			o := op(adaptertest.Intent("auth"), 0)
 			_, err = a.Execute(context.Background(), o)
@@ -163,7 +163,7 @@ func TestInvalidOperationsAreRefusedLocally(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	good := onec.Config{BaseURL: "https://1c.example/base", User: "u", Password: "p"}.WithDefaults()
+	good := onec.Config{BaseURL: "https://1c.example/base", User: "u", Password: adapters.Password{Value: "p"}}.WithDefaults()
 	require.NoError(t, good.Validate())
 	require.Equal(t, onec.ModeHTTPService, good.Mode)
 	require.Equal(t, onec.DefaultTimeout, good.Timeout)
@@ -200,7 +200,7 @@ func TestODataDuplicatesAreReported(t *testing.T) {
 	t.Parallel()
 	replicaA, srv := setup(t, onec.ModeOData)
 	user, pw := srv.Credentials()
-	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: redact.Secret(pw), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
+	replicaB, err := onec.New(onec.Config{BaseURL: srv.BaseURL(), Mode: onec.ModeOData, User: user, Password: adapters.Password{Value: redact.Secret(pw)}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
 	require.NoError(t, err)
 	o := op(adaptertest.Intent("twice"), 0)
 	first := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 1})

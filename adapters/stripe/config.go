@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -47,12 +46,10 @@ type Config struct {
 	adapters.HTTPConfig `mapstructure:",squash"`
 	// BaseURL is the API root without /v1 (default https://api.stripe.com).
 	BaseURL string `mapstructure:"base_url"`
-	// SecretKey is the API key (sk_…); when empty it is read from
-	// SecretKeyFile, else from the environment variable SecretKeyEnv
+	// SecretKey is the API key (sk_…): secret_key, else the file
+	// secret_key_file, else the environment variable secret_key_env
 	// (default STRIPE_SECRET_KEY).
-	SecretKey     redact.Secret `mapstructure:"secret_key"`
-	SecretKeyFile string        `mapstructure:"secret_key_file"`
-	SecretKeyEnv  string        `mapstructure:"secret_key_env"`
+	SecretKey adapters.SecretKey `mapstructure:",squash"`
 	// APIVersion is sent as Stripe-Version when set (search needs
 	// 2020-08-27 or later; default: the account's version).
 	APIVersion string `mapstructure:"api_version"`
@@ -74,7 +71,7 @@ func (c Config) WithDefaults() Config {
 	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout})
 	c.RateLimit = limit
 	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
-	c.SecretKeyEnv = cmp.Or(c.SecretKeyEnv, DefaultSecretKeyEnv)
+	c.SecretKey.Env = cmp.Or(c.SecretKey.Env, DefaultSecretKeyEnv)
 	c.SettleTime = cmp.Or(c.SettleTime, DefaultSettleTime)
 	c.RefundMaxPages = cmp.Or(c.RefundMaxPages, DefaultRefundMaxPages)
 	return c

@@ -14,7 +14,7 @@ import (
 // published limits are; a configured rate wins.
 func TestRateLimitByKeyMode(t *testing.T) {
 	limit := func(key string, own adapters.RateLimit) adapters.RateLimit {
-		cfg := Config{SecretKey: redact.Secret(key)}
+		cfg := Config{SecretKey: adapters.SecretKey{Value: redact.Secret(key)}}
 		cfg.RateLimit = own
 		a, err := New(cfg)
 		require.NoError(t, err)

@@ -50,7 +50,7 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // environment), validation.
 func New(cfg Config) (*Adapter, error) {
 	cfg = cfg.WithDefaults()
-	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
+	secret, err := cfg.Load(adapters.Credential(cfg.SecretKey))
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}

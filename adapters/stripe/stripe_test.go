@@ -53,7 +53,7 @@ func setup(t *testing.T, opts sbst.Options, mod func(*stripe.Config)) bundle {
 	base, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	cfg := stripe.Config{BaseURL: base, SecretKey: redact.Secret(srv.SecretKey()), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, Clock: clk.Now}}
+	cfg := stripe.Config{BaseURL: base, SecretKey: adapters.SecretKey{Value: redact.Secret(srv.SecretKey())}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second, Clock: clk.Now}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -271,7 +271,7 @@ func TestAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newRaw(t, c.status, c.header, c.body)
-			a, err := stripe.New(stripe.Config{BaseURL: srv, SecretKey: "sk_test_x", HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
+			a, err := stripe.New(stripe.Config{BaseURL: srv, SecretKey: adapters.SecretKey{Value: "sk_test_x"}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}})
 			require.NoError(t, err)
 			_, err = a.Execute(ctx(t), charge(adaptertest.Intent("ans"), "pm_card_visa", 100))
 			adaptertest.RequireClass(t, err, c.class, c.code)
@@ -303,6 +303,6 @@ func TestConfig(t *testing.T) {
 	_, err = stripe.New(stripe.Config{HTTPConfig: adapters.HTTPConfig{Getenv: func(string) string { return "" }}})
 	require.ErrorIs(t, err, stripe.ErrInvalidConfig)
 	require.ErrorIs(t, stripe.Config{SettleTime: -1}.WithDefaults().Validate(), stripe.ErrInvalidConfig)
-	cfg := stripe.Config{SecretKey: "sk_live_secretvalue"}
+	cfg := stripe.Config{SecretKey: adapters.SecretKey{Value: "sk_live_secretvalue"}}
 	require.NotContains(t, fmt.Sprintf("%v %+v", cfg, cfg), "sk_live_secretvalue")
 }

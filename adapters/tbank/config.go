@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -40,12 +39,10 @@ type Config struct {
 	// environment variable TerminalKeyEnv (default TBANK_TERMINAL_KEY).
 	TerminalKey    string `mapstructure:"terminal_key"`
 	TerminalKeyEnv string `mapstructure:"terminal_key_env"`
-	// Password signs requests (Token). When empty it is read from
-	// PasswordFile, else from the environment variable PasswordEnv (default
+	// Password signs requests (Token): password, else the file
+	// password_file, else the environment variable password_env (default
 	// TBANK_PASSWORD).
-	Password     redact.Secret `mapstructure:"password"`
-	PasswordFile string        `mapstructure:"password_file"`
-	PasswordEnv  string        `mapstructure:"password_env"`
+	Password adapters.Password `mapstructure:",squash"`
 	// OrderIDUnique declares that the terminal refuses a repeated OrderId on
 	// Init (ErrorCode "8"). Unconfirmed for every terminal (TARGETS.md §9.6;
 	// one integrator reports it [3P]): default false, so the adapter declares
@@ -59,7 +56,7 @@ func (c Config) WithDefaults() Config {
 	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
 	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
 	c.TerminalKeyEnv = cmp.Or(c.TerminalKeyEnv, DefaultTerminalKeyEnv)
-	c.PasswordEnv = cmp.Or(c.PasswordEnv, DefaultPasswordEnv)
+	c.Password.Env = cmp.Or(c.Password.Env, DefaultPasswordEnv)
 	return c
 }
 

@@ -47,15 +47,15 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // New builds the adapter: defaults, credentials (value, file or
 // environment), validation.
 func New(cfg Config) (*Adapter, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := adapters.Configured(cfg)
+	if err != nil {
 		return nil, err
 	}
-	terminal, err := adapters.Credential{Value: redact.Secret(cfg.TerminalKey), Env: cfg.TerminalKeyEnv}.Load(cfg.Getenv)
+	terminal, err := cfg.Load(adapters.Credential{Value: redact.Secret(cfg.TerminalKey), Env: cfg.TerminalKeyEnv})
 	if err != nil {
 		return nil, fmt.Errorf("%w: terminal key: %w", ErrInvalidConfig, err)
 	}
-	password, err := adapters.Credential{Value: cfg.Password, File: cfg.PasswordFile, Env: cfg.PasswordEnv}.Load(cfg.Getenv)
+	password, err := cfg.Load(adapters.Credential(cfg.Password))
 	if err != nil {
 		return nil, fmt.Errorf("%w: password: %w", ErrInvalidConfig, err)
 	}

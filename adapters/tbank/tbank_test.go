@@ -34,7 +34,7 @@ func setup(t *testing.T, opts sbtb.Options, mod func(*tbank.Config)) bundle {
 	cfg := tbank.Config{
 		BaseURL:       base,
 		TerminalKey:   term,
-		Password:      redact.Secret(pw),
+		Password:      adapters.Password{Value: redact.Secret(pw)},
 		OrderIDUnique: !opts.DuplicateOrderIDs,
 		HTTPConfig:    adapters.HTTPConfig{Timeout: time.Second},
 	}
@@ -121,7 +121,7 @@ func TestCapabilities(t *testing.T) {
 func TestBadTokenIsDenied(t *testing.T) {
 	t.Parallel()
 	const wrong = "not-the-terminal-password"
-	b := setup(t, sbtb.Options{}, func(c *tbank.Config) { c.Password = wrong })
+	b := setup(t, sbtb.Options{}, func(c *tbank.Config) { c.Password.Value = wrong })
 	op := charge(adaptertest.Intent("token"), "1000000001", 100, "RUB")
 	_, err := b.a.Execute(ctx(t), op)
 	adaptertest.RequireClass(t, err, adapters.NeverRetry, adapters.CodeAuthorizationDenied)

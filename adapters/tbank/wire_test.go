@@ -59,7 +59,7 @@ func FuzzExecute(f *testing.F) {
 		_, _ = w.Write(body.Load().([]byte))
 	}))
 	defer srv.Close()
-	a, err := New(Config{BaseURL: srv.URL, TerminalKey: "T", Password: "p", HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
+	a, err := New(Config{BaseURL: srv.URL, TerminalKey: "T", Password: adapters.Password{Value: "p"}, HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
 	require.NoError(f, err)
 	op := operation.Operation{Key: operation.Key{Env: "t", Operation: OpCharge, IntentID: "i", Version: "v1"}, Type: OpCharge,
 		Fields: map[string]any{"account_id": "1", "order_id": "o", "amount_minor": int64(100), "currency": "RUB"}}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Defaults of Config.
@@ -46,12 +45,10 @@ type Config struct {
 	// the environment variable ShopIDEnv (default YOOKASSA_SHOP_ID).
 	ShopID    string `mapstructure:"shop_id"`
 	ShopIDEnv string `mapstructure:"shop_id_env"`
-	// SecretKey is the API secret (Basic password). When empty it is read
-	// from SecretKeyFile, else from the environment variable SecretKeyEnv
+	// SecretKey is the API secret (Basic password): secret_key, else the
+	// file secret_key_file, else the environment variable secret_key_env
 	// (default YOOKASSA_SECRET_KEY).
-	SecretKey     redact.Secret `mapstructure:"secret_key"`
-	SecretKeyFile string        `mapstructure:"secret_key_file"`
-	SecretKeyEnv  string        `mapstructure:"secret_key_env"`
+	SecretKey adapters.SecretKey `mapstructure:",squash"`
 	// TwoStage sends capture:false (the payment stops at
 	// waiting_for_capture). Default false: one-stage capture:true.
 	TwoStage bool `mapstructure:"two_stage"`
@@ -67,7 +64,7 @@ func (c Config) WithDefaults() Config {
 	c.HTTPConfig = c.HTTPConfig.WithDefaults(adapters.HTTPConfig{Name: DefaultName, Timeout: DefaultTimeout, RateLimit: DefaultRateLimit})
 	c.BaseURL = adapters.TrimBaseURL(c.BaseURL, DefaultBaseURL)
 	c.ShopIDEnv = cmp.Or(c.ShopIDEnv, DefaultShopIDEnv)
-	c.SecretKeyEnv = cmp.Or(c.SecretKeyEnv, DefaultSecretKeyEnv)
+	c.SecretKey.Env = cmp.Or(c.SecretKey.Env, DefaultSecretKeyEnv)
 	c.LookupScan = c.LookupScan.WithDefaults(adapters.LookupScan{LookupWindow: DefaultLookupWindow, LookupSkew: DefaultLookupSkew, LookupMaxPages: DefaultLookupMaxPages})
 	return c
 }

@@ -48,7 +48,7 @@ func TestSteadyLoadReusesConnections(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := adapters.NewMetrics(reg)
 	shop, secret := srv.Credentials()
-	a, err := yookassa.New(yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: redact.Secret(secret),
+	a, err := yookassa.New(yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)},
 		HTTPConfig: adapters.HTTPConfig{Timeout: 30 * time.Second, MaxInFlight: pool, Metrics: m}})
 	require.NoError(t, err)
 

@@ -41,15 +41,15 @@ var _ adapters.Adapter = (*Adapter)(nil)
 // New builds the adapter: defaults, credentials (value, file or
 // environment), validation.
 func New(cfg Config) (*Adapter, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := adapters.Configured(cfg)
+	if err != nil {
 		return nil, err
 	}
-	shopID, err := adapters.Credential{Value: redact.Secret(cfg.ShopID), Env: cfg.ShopIDEnv}.Load(cfg.Getenv)
+	shopID, err := cfg.Load(adapters.Credential{Value: redact.Secret(cfg.ShopID), Env: cfg.ShopIDEnv})
 	if err != nil {
 		return nil, fmt.Errorf("%w: shop_id not set (nor %s)", ErrInvalidConfig, cfg.ShopIDEnv)
 	}
-	secret, err := adapters.Credential{Value: cfg.SecretKey, File: cfg.SecretKeyFile, Env: cfg.SecretKeyEnv}.Load(cfg.Getenv)
+	secret, err := cfg.Load(adapters.Credential(cfg.SecretKey))
 	if err != nil {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}

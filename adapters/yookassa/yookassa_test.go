@@ -35,7 +35,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
+	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -47,7 +47,7 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 func mustNew(t *testing.T, b bundle, mod func(*yookassa.Config)) *yookassa.Adapter {
 	t.Helper()
 	shop, secret := b.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
+	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
 	mod(&cfg)
 	a, err := yookassa.New(cfg)
 	require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestAnswers(t *testing.T) {
 func TestBadCredentials(t *testing.T) {
 	t.Parallel()
 	const wrong = "wrong-secret-value-123"
-	b := setup(t, sbyk.Options{}, func(c *yookassa.Config) { c.SecretKey = wrong })
+	b := setup(t, sbyk.Options{}, func(c *yookassa.Config) { c.SecretKey.Value = wrong })
 	op := charge(adaptertest.Intent("auth"), "pm-saved-1", 100, "RUB")
 	_, err := b.a.Execute(ctx(t), op)
 	adaptertest.RequireClass(t, err, adapters.NeverRetry, adapters.CodeAuthorizationDenied)
@@ -300,7 +300,7 @@ func TestConfig(t *testing.T) {
 	} {
 		require.ErrorIs(t, bad.WithDefaults().Validate(), yookassa.ErrInvalidConfig)
 	}
-	cfg := yookassa.Config{SecretKey: "s3cr3t-value"}
+	cfg := yookassa.Config{SecretKey: adapters.SecretKey{Value: "s3cr3t-value"}}
 	require.NotContains(t, fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg), "s3cr3t-value")
 }
 
@@ -327,7 +327,7 @@ func front(t *testing.T, srv *sbyk.Server, mod func(*yookassa.Config), before fu
 	}))
 	t.Cleanup(ts.Close)
 	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}}
+	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}}
 	if mod != nil {
 		mod(&cfg)
 	}

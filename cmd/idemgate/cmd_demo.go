@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/yookassa"
@@ -258,9 +259,9 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) 
 	shop, secret := sb.YooKassa.Credentials()
 	user, password := sb.OneC.Credentials()
 	uid, code := sb.Bitrix24.Credentials()
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: redact.Secret(secret)}
-	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: redact.Secret(password)}
-	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: redact.Secret(code)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
+	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: adapters.Password{Value: redact.Secret(password)}}
+	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)}}
 	c.Routes = map[string]string{
 		"payment.charge":  yookassa.DefaultName,
 		"payment.refund":  yookassa.DefaultName,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
@@ -262,7 +263,7 @@ func benchTargetOnly(b *testing.B) {
 	}
 	defer sb.Close()
 	shop, secret := sb.YooKassa.Credentials()
-	a, err := yookassa.New(yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: redact.Secret(secret)})
+	a, err := yookassa.New(yookassa.Config{BaseURL: sb.YooKassa.URL(), ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/redact"
@@ -44,7 +45,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	c.NATS.EmbeddedAddr = freeAddr(t)
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 	if tune != nil {
 		tune(&c)
 	}

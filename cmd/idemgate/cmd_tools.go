@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/journal"
@@ -375,15 +374,11 @@ decision; the trail then records what the call found.`,
 // on the configured NATS (the embedded server's address when none is
 // configured: the daemon's). It gives up at once when NATS does not answer.
 func publishResolved(ctx context.Context, c Config, rec journal.Record) error {
-	nc, err := natsClient(c)
+	nc, js, err := toolJetStream(c)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return worker.PublishResult(pctx, js, rec)
@@ -414,14 +409,10 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			// embedded server of a running daemon. Without one the journal
 			// still settles, and each command's next delivery replays the
 			// result once the daemon runs.
-			nc, err := natsClient(c)
+			nc, js, err := toolJetStream(c)
 			switch {
 			case err == nil:
 				defer nc.Close()
-				js, err := jetstream.New(nc)
-				if err != nil {
-					return err
-				}
 				deps.JS = js
 			case c.NATS.URL == "":
 				fmt.Fprintf(stderr, "note: %v\nresults are not published now; each command's next delivery replays its result once the daemon runs\n", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/console"
@@ -100,7 +101,7 @@ func TestConsoleInChromium(t *testing.T) {
 	const token = "console-test-token-5d1e"
 	c := testDaemonConfig(t)
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sbURL, ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sbURL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 	c.Console.Enabled = true
 	c.Console.Users = []console.User{{Name: "alice", Role: console.RoleOperator, TokenSHA256: console.HashToken(token)}}
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
@@ -316,8 +317,8 @@ func TestConsoleObjectLinks(t *testing.T) {
 	t.Parallel()
 	c := defaults()
 	c.Routes = map[string]string{"crm.deal.create": "bitrix24", "payment.charge": "yookassa"}
-	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: "https://example.bitrix24.ru", UserID: "1", WebhookCode: redact.Secret("code")}
-	c.Adapters.YooKassa = &yookassa.Config{ShopID: "1", SecretKey: redact.Secret("k")}
+	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: "https://example.bitrix24.ru", UserID: "1", WebhookCode: adapters.WebhookCode{Value: redact.Secret("code")}}
+	c.Adapters.YooKassa = &yookassa.Config{ShopID: "1", SecretKey: adapters.SecretKey{Value: redact.Secret("k")}}
 	routes, err := buildAdapters(c, quietLog(), nil)
 	require.NoError(t, err)
 	link := objectLinks(routes)

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
@@ -237,7 +238,7 @@ ingest:
 	c := testDaemonConfig(t)
 	c.Ingest = ing.Ingest
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 	c.Worker.CallTimeout = 2 * time.Second
 	c.Reconciler.Interval = 200 * time.Millisecond
 	logs := &lockedWriter{w: &bytes.Buffer{}}

@@ -164,6 +164,21 @@ func natsClient(c Config) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// toolJetStream is natsClient's connection and its JetStream, for the tools
+// that publish results.
+func toolJetStream(c Config) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := natsClient(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
 // withoutPasswords shows a NATS server list with any password masked.
 func withoutPasswords(servers string) string {
 	parts := strings.Split(servers, ",")

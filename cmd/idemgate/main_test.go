@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
@@ -167,7 +168,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 				c.Journal.URL = pgtest.Schema(t)
 			}
 			c.Routes = map[string]string{"payment.charge": "yookassa"}
-			c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)}
+			c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 			require.NoError(t, c.validate())
 
 			ctx, cancel := context.WithCancel(context.Background())

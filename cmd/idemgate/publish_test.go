@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/consumer/natstest"
@@ -126,7 +127,7 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	c.NATS.EmbeddedAddr = freeAddr(t)
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
-	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret)}
+	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 	require.NoError(t, c.validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

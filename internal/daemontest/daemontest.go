@@ -83,7 +83,7 @@ func Start(tb testing.TB, engine string) *Daemon {
 	}
 	tb.Cleanup(func() { _ = d.YooKassa.Close() })
 	shop, secret := d.YooKassa.Credentials()
-	yk, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: redact.Secret(secret), HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
+	yk, err := yookassa.New(yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
 	if err != nil {
 		tb.Fatalf("yookassa adapter: %v", err)
 	}
