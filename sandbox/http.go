@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // What emulators share in serving their contracts: bodies in and out, the
@@ -38,6 +39,26 @@ func WriteBody(w http.ResponseWriter, status int, contentType string, body []byt
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// Stored is an answer an emulator keeps under an idempotency key to replay
+// it: the hash of the request that made it (another request under the key
+// is refused), the answer's status and body, and when it was stored.
+type Stored struct {
+	Hash   string
+	Status int
+	Body   []byte
+	At     time.Time
+}
+
+// Fresh reports whether st is still kept at now, under keys kept for ttl.
+func (st Stored) Fresh(now time.Time, ttl time.Duration) bool {
+	return now.Sub(st.At) < ttl
+}
+
+// Replay writes the stored answer.
+func (st Stored) Replay(w http.ResponseWriter) {
+	WriteBody(w, st.Status, "", st.Body)
 }
 
 // ReadBody reads at most limit bytes of the request body; a larger body is

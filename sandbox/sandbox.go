@@ -47,8 +47,15 @@ func (o Options) WithDefaults() Options {
 type Spec struct {
 	// Name is the emulator's registry name, e.g. "onec".
 	Name string
-	// Handler serves the target's contract.
+	// Handler serves the target's contract. Default: a ServeMux of Routes.
 	Handler http.Handler
+	// Routes are the contract's ServeMux patterns ("POST /v3/payments") and
+	// their handlers, each wrapped in Wrap when set (the target's
+	// credential check). NotFound answers what no route matches (default:
+	// the ServeMux's 404).
+	Routes   map[string]http.HandlerFunc
+	Wrap     func(http.HandlerFunc) http.HandlerFunc
+	NotFound http.HandlerFunc
 	// Classify tells which requests create objects (ScopeCreate) and which
 	// only read (ScopeRead). Default: POST, PUT and PATCH create.
 	Classify func(r *http.Request) Scope
@@ -89,7 +96,7 @@ func NewCore(spec Spec, opts Options) *Core {
 		spec.WriteError = defaultWriteError
 	}
 	if spec.Handler == nil {
-		spec.Handler = http.NotFoundHandler()
+		spec.Handler = spec.mux()
 	}
 	return &Core{
 		spec:    spec,
@@ -98,6 +105,21 @@ func NewCore(spec Spec, opts Options) *Core {
 		faults:  newFaultSet(opts.Seed),
 		closing: make(chan struct{}),
 	}
+}
+
+// mux serves s.Routes.
+func (s Spec) mux() http.Handler {
+	mux := http.NewServeMux()
+	for pattern, h := range s.Routes {
+		if s.Wrap != nil {
+			h = s.Wrap(h)
+		}
+		mux.HandleFunc(pattern, h)
+	}
+	if s.NotFound != nil {
+		mux.HandleFunc("/", s.NotFound)
+	}
+	return mux
 }
 
 func defaultClassify(r *http.Request) Scope {

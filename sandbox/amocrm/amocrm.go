@@ -106,13 +106,11 @@ func New(opts Options) *Server {
 	// A negative rate makes a bucket without capacity: no limit.
 	s.bucket = sandbox.NewLeakyBucket(s.opts.RatePerSec, s.opts.RatePerSec, s.opts.Clock)
 	s.resetState()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v4/leads", s.auth(s.addLeads))
-	mux.HandleFunc("GET /api/v4/leads", s.auth(s.listLeads))
-	mux.HandleFunc("POST /api/v4/tasks", s.auth(s.addTasks))
-	mux.HandleFunc("GET /api/v4/tasks", s.auth(s.listTasks))
-	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name: "amocrm", Handler: mux, WriteError: writeInjected, OnReset: s.resetState,
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: "amocrm", WriteError: writeInjected, OnReset: s.resetState, Wrap: s.auth,
+		Routes: map[string]http.HandlerFunc{
+			"POST /api/v4/leads": s.addLeads, "GET /api/v4/leads": s.listLeads,
+			"POST /api/v4/tasks": s.addTasks, "GET /api/v4/tasks": s.listTasks,
+		},
 	}, s.opts.Options)
 	return s
 }

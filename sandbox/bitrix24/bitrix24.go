@@ -83,10 +83,9 @@ func New(opts Options) *Server {
 	// A negative Bucket makes a bucket without capacity: no limit.
 	s.bucket = sandbox.NewLeakyBucket(s.opts.Bucket, s.opts.LeakPerSec, s.opts.Clock)
 	s.resetState()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/rest/{uid}/{code}/{method}", s.serve)
 	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name: "bitrix24", Handler: mux, Classify: classify, WriteError: writeInjected, OnReset: s.resetState,
+		Name: "bitrix24", Classify: classify, WriteError: writeInjected, OnReset: s.resetState,
+		Routes: map[string]http.HandlerFunc{"/rest/{uid}/{code}/{method}": s.serve},
 	}, s.opts.Options)
 	return s
 }

@@ -93,14 +93,14 @@ type Server struct {
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
 	s.resetState()
-	mux := http.NewServeMux()
 	svc := s.opts.BasePath + "/hs/integration/invoices"
-	mux.HandleFunc("POST "+svc, s.auth(s.createInvoice))
-	mux.HandleFunc("GET "+svc+"/{key}", s.auth(s.getInvoice))
 	od := s.opts.BasePath + "/odata/standard.odata/"
-	mux.HandleFunc("POST "+od+"{set}", s.auth(s.odataCreate))
-	mux.HandleFunc("GET "+od+"{set}", s.auth(s.odataList))
-	s.Core = sandbox.NewCore(sandbox.Spec{Name: "onec", Handler: mux, WriteError: writeInjected, OnReset: s.resetState}, s.opts.Options)
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: "onec", WriteError: writeInjected, OnReset: s.resetState, Wrap: s.auth,
+		Routes: map[string]http.HandlerFunc{
+			"POST " + svc: s.createInvoice, "GET " + svc + "/{key}": s.getInvoice,
+			"POST " + od + "{set}": s.odataCreate, "GET " + od + "{set}": s.odataList,
+		},
+	}, s.opts.Options)
 	return s
 }
 

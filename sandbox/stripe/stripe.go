@@ -125,30 +125,26 @@ type apiError struct {
 	PaymentIntent *intent `json:"payment_intent,omitempty"`
 }
 
+// stored is an idempotency key's record: in flight until done, then the
+// answer to replay.
 type stored struct {
+	sandbox.Stored
 	endpoint string
-	hash     string
 	done     bool
-	status   int
-	body     []byte
-	at       time.Time
 }
 
 // New builds the emulator (not started).
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
 	s.resetState()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/payment_intents", s.auth(s.idempotent(s.createIntent)))
-	mux.HandleFunc("GET /v1/payment_intents/search", s.auth(s.search))
-	mux.HandleFunc("GET /v1/payment_intents/{id}", s.auth(s.getIntent))
-	mux.HandleFunc("POST /v1/refunds", s.auth(s.idempotent(s.createRefund)))
-	mux.HandleFunc("GET /v1/refunds", s.auth(s.listRefunds))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeErr(w, http.StatusNotFound, apiError{Type: "invalid_request_error", Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
-	})
-	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name: Name, Handler: mux, WriteError: writeInjected, OnReset: s.resetState,
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: Name, WriteError: writeInjected, OnReset: s.resetState, Wrap: s.auth,
+		Routes: map[string]http.HandlerFunc{
+			"POST /v1/payment_intents": s.idempotent(s.createIntent), "POST /v1/refunds": s.idempotent(s.createRefund),
+			"GET /v1/payment_intents/search": s.search, "GET /v1/payment_intents/{id}": s.getIntent, "GET /v1/refunds": s.listRefunds,
+		},
+		NotFound: func(w http.ResponseWriter, r *http.Request) {
+			writeErr(w, http.StatusNotFound, apiError{Type: "invalid_request_error", Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
+		},
 	}, s.opts.Options)
 	return s
 }
@@ -233,7 +229,7 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 		if use {
 			s.mu.Lock()
 			st, ok := s.keys[key]
-			if ok && s.Now().Sub(st.at) >= s.opts.KeyTTL {
+			if ok && !st.Fresh(s.Now(), s.opts.KeyTTL) {
 				ok = false
 			}
 			switch {
@@ -242,7 +238,7 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 				writeErr(w, http.StatusConflict, apiError{Type: "idempotency_error", Code: "idempotency_key_in_use",
 					Message: "There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): " + key + ". Please try again later."})
 				return
-			case ok && (st.endpoint != endpoint || st.hash != hash):
+			case ok && (st.endpoint != endpoint || st.Hash != hash):
 				s.mu.Unlock()
 				writeErr(w, http.StatusBadRequest, apiError{Type: "idempotency_error",
 					Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request."})
@@ -250,13 +246,13 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 			case ok:
 				w.Header().Set("Idempotent-Replayed", "true")
 				w.Header().Set("Original-Request", "req_replayed")
-				status, out := st.status, st.body
+				answer := st.Stored
 				s.mu.Unlock()
 				w.Header().Set("Request-Id", "req_"+randID(14))
-				sandbox.WriteBody(w, status, "", out)
+				answer.Replay(w)
 				return
 			}
-			s.keys[key] = &stored{endpoint: endpoint, hash: hash, at: s.Now()}
+			s.keys[key] = &stored{Stored: sandbox.Stored{Hash: hash, At: s.Now()}, endpoint: endpoint}
 			s.mu.Unlock()
 		}
 		if s.opts.BeforeExecute != nil {
@@ -271,7 +267,7 @@ func (s *Server) idempotent(h func(r *http.Request, form url.Values, key string)
 		if use {
 			s.mu.Lock()
 			if res.keep {
-				s.keys[key] = &stored{endpoint: endpoint, hash: hash, done: true, status: res.status, body: out, at: s.Now()}
+				s.keys[key] = &stored{Stored: sandbox.Stored{Hash: hash, Status: res.status, Body: out, At: s.Now()}, endpoint: endpoint, done: true}
 			} else {
 				delete(s.keys, key)
 			}

@@ -96,21 +96,14 @@ type payment struct {
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
 	s.resetState()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v2/Init", s.signed(s.initPayment))
-	mux.HandleFunc("POST /v2/Charge", s.signed(s.charge))
-	mux.HandleFunc("POST /v2/CheckOrder", s.signed(s.checkOrder))
-	mux.HandleFunc("POST /v2/GetState", s.signed(s.getState))
-	mux.HandleFunc("POST /v2/Cancel", s.signed(s.cancel))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		sandbox.WriteJSON(w, http.StatusNotFound, "", failure(CodeInvalidParams, "Метод не найден", ""))
-	})
-	s.Core = sandbox.NewCore(sandbox.Spec{
-		Name:       Name,
-		Handler:    mux,
-		Classify:   classify,
-		WriteError: writeInjected,
-		OnReset:    s.resetState,
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: Name, Classify: classify, WriteError: writeInjected, OnReset: s.resetState,
+		Routes: map[string]http.HandlerFunc{
+			"POST /v2/Init": s.signed(s.initPayment), "POST /v2/Charge": s.signed(s.charge), "POST /v2/Cancel": s.signed(s.cancel),
+			"POST /v2/CheckOrder": s.signed(s.checkOrder), "POST /v2/GetState": s.signed(s.getState),
+		},
+		NotFound: func(w http.ResponseWriter, r *http.Request) {
+			sandbox.WriteJSON(w, http.StatusNotFound, "", failure(CodeInvalidParams, "Метод не найден", ""))
+		},
 	}, s.opts.Options)
 	return s
 }

@@ -84,7 +84,7 @@ type Server struct {
 	refunds  map[string]*refund
 	order    []*payment // in creation order
 	rorder   []*refund  // in creation order
-	keys     map[string]*stored
+	keys     map[string]*sandbox.Stored
 }
 
 type amount struct {
@@ -126,28 +126,19 @@ type refund struct {
 	created time.Time
 }
 
-type stored struct {
-	hash   string
-	status int
-	body   []byte
-	at     time.Time
-}
-
 // New builds the emulator (not started).
 func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
 	s.resetState()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v3/payments", s.auth(s.createPayment))
-	mux.HandleFunc("GET /v3/payments", s.auth(s.listPayments))
-	mux.HandleFunc("GET /v3/payments/{id}", s.auth(s.getPayment))
-	mux.HandleFunc("POST /v3/refunds", s.auth(s.createRefund))
-	mux.HandleFunc("GET /v3/refunds", s.auth(s.listRefunds))
-	mux.HandleFunc("GET /v3/refunds/{id}", s.auth(s.getRefund))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "Resource not found", "")
-	})
-	s.Core = sandbox.NewCore(sandbox.Spec{Name: Name, Handler: mux, WriteError: writeInjected, OnReset: s.resetState}, s.opts.Options)
+	s.Core = sandbox.NewCore(sandbox.Spec{Name: Name, WriteError: writeInjected, OnReset: s.resetState, Wrap: s.auth,
+		Routes: map[string]http.HandlerFunc{
+			"POST /v3/payments": s.createPayment, "GET /v3/payments": s.listPayments, "GET /v3/payments/{id}": s.getPayment,
+			"POST /v3/refunds": s.createRefund, "GET /v3/refunds": s.listRefunds, "GET /v3/refunds/{id}": s.getRefund,
+		},
+		NotFound: func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "not_found", "Resource not found", "")
+		},
+	}, s.opts.Options)
 	return s
 }
 
@@ -172,7 +163,7 @@ func (s *Server) resetState() {
 	s.payments = make(map[string]*payment)
 	s.refunds = make(map[string]*refund)
 	s.order, s.rorder = nil, nil
-	s.keys = make(map[string]*stored)
+	s.keys = make(map[string]*sandbox.Stored)
 }
 
 func writeInjected(w http.ResponseWriter, _ *http.Request, status int, _ time.Duration) {
@@ -231,12 +222,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, create func(
 	defer s.mu.Unlock()
 	now := s.Now()
 	if !ignored {
-		if st, ok := s.keys[key]; ok && now.Sub(st.at) < s.opts.KeyTTL {
-			if st.hash != hash {
+		if st, ok := s.keys[key]; ok && st.Fresh(now, s.opts.KeyTTL) {
+			if st.Hash != hash {
 				writeError(w, http.StatusBadRequest, "invalid_request", "Idempotence key duplicated", "Idempotence-Key")
 				return
 			}
-			sandbox.WriteBody(w, st.status, "", st.body)
+			st.Replay(w)
 			return
 		}
 	}
@@ -247,7 +238,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, create func(
 		return
 	}
 	if a.keep && !ignored {
-		s.keys[key] = &stored{hash: hash, status: a.status, body: out, at: now}
+		s.keys[key] = &sandbox.Stored{Hash: hash, Status: a.status, Body: out, At: now}
 	}
 	sandbox.WriteBody(w, a.status, "", out)
 }
