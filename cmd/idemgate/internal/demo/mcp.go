@@ -102,12 +102,12 @@ func mcpAgent(ctx context.Context, s *session, row *Row) error {
 	}
 	s.p.step("agent: same intent_id, %s → %s, next_action %s: %q", rub(500000), changed.Status, changed.NextAction, changed.Reason)
 
-	cleanup, err := s.inject(y, sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1})
+	cleanup, err := s.inject(y, "the next payment is created, then its answer never comes",
+		sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: the next payment is created, then its answer never comes")
 	lost, err := call("payment_charge", args(lostIn, 7000))
 	if err != nil {
 		return err

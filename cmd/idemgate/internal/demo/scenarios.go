@@ -81,15 +81,17 @@ func merge(into map[string]operation.Result, from map[string]operation.Result) {
 	}
 }
 
-// inject adds faults to a target and removes what is left of them when the
+// inject adds faults to a target, tells what they do (what, on the
+// progress line), and returns what removes what is left of them when the
 // scenario ends.
-func (s *session) inject(t sandbox.Target, faults ...sandbox.Fault) (func(), error) {
+func (s *session) inject(t sandbox.Target, what string, faults ...sandbox.Fault) (func(), error) {
 	for _, f := range faults {
 		if err := t.InjectFault(f); err != nil {
 			t.ClearFaults()
 			return func() {}, fmt.Errorf("inject %s into %s: %w", f.Kind, t.Name(), err)
 		}
 	}
+	s.p.step("sandbox: %s", what)
 	return t.ClearFaults, nil
 }
 
@@ -162,16 +164,13 @@ func errSuffix(err error) string {
 func paymentLostResponse(ctx context.Context, s *session, row *Row) error {
 	y := s.rt.Sandboxes.YooKassa
 	m := mark(y)
-	cleanup, err := s.inject(y, sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Scope: sandbox.ScopeCreate, Count: 1})
+	cleanup, err := s.inject(y, "the next payment is created, then the connection closes before the answer",
+		sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Scope: sandbox.ScopeCreate, Count: 1})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: the next payment is created, then the connection closes before the answer")
-	in := s.intent(opCharge, "charge-lost", chargePayload("order-48292", 99000))
-	row.Intents = 1
-	s.p.step("agent: charge %s for order-48292", rub(99000))
-	cmd, results, atts, err := s.sendOne(ctx, row, in, "charge-lost-1")
+	cmd, results, atts, err := s.chargeOnce(ctx, row, "charge-lost", "order-48292", 99000)
 	if err != nil {
 		return err
 	}
@@ -222,18 +221,14 @@ func paymentFaults(ctx context.Context, s *session, row *Row) error {
 	y := s.rt.Sandboxes.YooKassa
 	m := mark(y)
 	const retryAfter = time.Second
-	cleanup, err := s.inject(y,
+	cleanup, err := s.inject(y, "the next payment request gets 503, the one after 429 with Retry-After: 1",
 		sandbox.Fault{Kind: sandbox.FaultHTTP503, Scope: sandbox.ScopeCreate, Count: 1},
 		sandbox.Fault{Kind: sandbox.FaultHTTP429, Scope: sandbox.ScopeCreate, Count: 1, RetryAfter: retryAfter})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: the next payment request gets 503, the one after 429 with Retry-After: 1")
-	in := s.intent(opCharge, "charge-faults", chargePayload("order-48294", 31000))
-	row.Intents = 1
-	s.p.step("agent: charge %s for order-48294", rub(31000))
-	cmd, results, atts, err := s.sendOne(ctx, row, in, "charge-faults-1")
+	cmd, results, atts, err := s.chargeOnce(ctx, row, "charge-faults", "order-48294", 31000)
 	if err != nil {
 		return err
 	}
@@ -288,12 +283,12 @@ func replicasRacing(ctx context.Context, s *session, row *Row) error {
 		}
 	}()
 	m := mark(y)
-	cleanup, err := s.inject(y, sandbox.Fault{Kind: sandbox.FaultDelay, Scope: sandbox.ScopeCreate, Delay: 250 * time.Millisecond})
+	cleanup, err := s.inject(y, "every payment takes 250ms, so copies overlap",
+		sandbox.Fault{Kind: sandbox.FaultDelay, Scope: sandbox.ScopeCreate, Delay: 250 * time.Millisecond})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: every payment takes 250ms, so copies overlap")
 	const intents, copies = 8, 3
 	row.Intents = intents
 	var cmds []operation.Command
@@ -398,12 +393,12 @@ func joinErrs(msgs []string) error {
 func invoiceScenario(ctx context.Context, s *session, row *Row) error {
 	o := s.rt.Sandboxes.OneC
 	m := mark(o)
-	cleanup, err := s.inject(o, sandbox.Fault{Kind: sandbox.FaultHTTP500AfterCommit, Scope: sandbox.ScopeCreate, Count: 1})
+	cleanup, err := s.inject(o, "1C will post the next invoice, then answer 500",
+		sandbox.Fault{Kind: sandbox.FaultHTTP500AfterCommit, Scope: sandbox.ScopeCreate, Count: 1})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: 1C will post the next invoice, then answer 500")
 	in := s.intent(opInvoice, "invoice", map[string]any{
 		"order_id": "order-48291", "customer_id": "cust-7", "amount_minor": 125000, "currency": "rub",
 		"due_date": "2030-01-31", "description": "Подписка, январь",
@@ -440,12 +435,12 @@ func invoiceScenario(ctx context.Context, s *session, row *Row) error {
 func crmTaskScenario(ctx context.Context, s *session, row *Row) error {
 	b := s.rt.Sandboxes.Bitrix24
 	m := mark(b)
-	cleanup, err := s.inject(b, sandbox.Fault{Kind: sandbox.FaultHTTP503, Scope: sandbox.ScopeCreate, Count: 1})
+	cleanup, err := s.inject(b, "Bitrix24 refuses the next add with 503 QUERY_LIMIT_EXCEEDED",
+		sandbox.Fault{Kind: sandbox.FaultHTTP503, Scope: sandbox.ScopeCreate, Count: 1})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	s.p.step("sandbox: Bitrix24 refuses the next add with 503 QUERY_LIMIT_EXCEEDED")
 	titles := []string{"Call the customer about invoice 48291", "Send the signed contract"}
 	row.Intents = len(titles)
 	var cmds []operation.Command
@@ -485,6 +480,15 @@ func crmTaskScenario(ctx context.Context, s *session, row *Row) error {
 	row.check("both copies of each task got the same activity", len(bad) == 0, "%d commands, %d tasks%s",
 		len(cmds), len(titles), errSuffix(joinErrs(bad)))
 	return nil
+}
+
+// chargeOnce sends one intent, name, to charge minor units for order as
+// the event <name>-1, and returns what sendOne does.
+func (s *session) chargeOnce(ctx context.Context, row *Row, name, order string, minor int64) (operation.Command, map[string]operation.Result, []journal.Attempt, error) {
+	in := s.intent(opCharge, name, chargePayload(order, minor))
+	row.Intents = 1
+	s.p.step("agent: charge %s for %s", rub(minor), order)
+	return s.sendOne(ctx, row, in, name+"-1")
 }
 
 // sendOne publishes one command for an intent, waits for its final result
