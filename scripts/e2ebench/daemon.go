@@ -70,6 +70,9 @@ adapters:
 	var logs bytes.Buffer
 	cmd := exec.Command(b.cfg.bin, "run", "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if b.cfg.profileDir != "" && lostRate == 0 {
+		cmd.Env = append(os.Environ(), "IDEMGATE_PROFILE_DIR="+b.cfg.profileDir)
+	}
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}

@@ -12,7 +12,8 @@
 //     new intent, the batch's calls at once → the journal's completion SQL
 //     → async publish of each result → ack on its PubAck;
 //   - daemon: `idemgate run` with its defaults and the emulator as target;
-//     CPU milliseconds per command from /proc/<pid>/stat;
+//     CPU milliseconds per command from /proc/<pid>/stat; -profile has it
+//     write CPU and allocation profiles (IDEMGATE_PROFILE_DIR) of that run;
 //   - replay: with the daemon still running, -replays more commands for the
 //     same intents under new event ids, answered from the journal;
 //   - naive: the lost-response stage (below) done by a naive journal in this
@@ -74,6 +75,7 @@ type config struct {
 	lostRate                 float64
 	rawLoops                 int
 	naiveConns               int
+	profileDir               string
 	skipLost                 bool
 	replays                  int
 	timeout                  time.Duration
@@ -90,6 +92,7 @@ func main() {
 	flag.Float64Var(&c.lostRate, "lost-rate", 0.05, "share of the emulator's answers lost after the payment is made")
 	flag.IntVar(&c.rawLoops, "raw-loops", 4, "concurrent fetch loops of the raw baseline")
 	flag.IntVar(&c.naiveConns, "naive-conns", 16, "PostgreSQL connections of the naive journal (its statements are one per command)")
+	flag.StringVar(&c.profileDir, "profile", "", "folder for the daemon's CPU and allocation profiles (cpu.pprof, allocs.pprof) of its main run, start to exit, replays included")
 	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
 	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
