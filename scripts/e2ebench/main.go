@@ -12,8 +12,9 @@
 //     new intent, the batch's calls at once → the journal's completion SQL
 //     → async publish of each result → ack on its PubAck;
 //   - daemon: `idemgate run` with its defaults and the emulator as target;
-//     CPU milliseconds per command from /proc/<pid>/stat; -profile has it
-//     write CPU and allocation profiles (IDEMGATE_PROFILE_DIR) of that run;
+//     CPU milliseconds per command from /proc/<pid>/stat; -profile DIR has
+//     it write CPU and allocation profiles (IDEMGATE_PROFILE_DIR) of that
+//     run to DIR/main, and of the lost-response run to DIR/lost;
 //   - replay: with the daemon still running, -replays more commands for the
 //     same intents under new event ids, answered from the journal;
 //   - naive: the lost-response stage (below) done by a naive journal in this
@@ -92,7 +93,7 @@ func main() {
 	flag.Float64Var(&c.lostRate, "lost-rate", 0.05, "share of the emulator's answers lost after the payment is made")
 	flag.IntVar(&c.rawLoops, "raw-loops", 4, "concurrent fetch loops of the raw baseline")
 	flag.IntVar(&c.naiveConns, "naive-conns", 16, "PostgreSQL connections of the naive journal (its statements are one per command)")
-	flag.StringVar(&c.profileDir, "profile", "", "folder for the daemon's CPU and allocation profiles (cpu.pprof, allocs.pprof) of its main run, start to exit, replays included")
+	flag.StringVar(&c.profileDir, "profile", "", "folder for the daemon's CPU and allocation profiles (cpu.pprof, allocs.pprof), start to exit: main/ of its main run (replays included), lost/ of the lost-response run")
 	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
 	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
