@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -125,7 +126,8 @@ func NewRequest(ctx context.Context, method, rawURL string, body []byte) (*http.
 }
 
 // onceReader is a body that is not a *bytes.Reader, so net/http does not
-// infer GetBody for it.
+// infer GetBody for it. (Send hands a small one to the Transport as an
+// io.NopCloser of a *bytes.Reader, which does not infer GetBody either.)
 type onceReader struct {
 	b []byte
 	i int
@@ -141,6 +143,10 @@ func (r *onceReader) Read(p []byte) (int, error) {
 }
 
 func (r *onceReader) Close() error { return nil }
+
+// oneWriteBody is the largest body Send sends in the headers' write: with
+// the headers it fits the Transport's 4 KiB write buffer.
+const oneWriteBody = 2 << 10
 
 // countingBody counts the bytes the Transport took from a request body. A
 // byte not yet taken cannot have reached the target: an answer that comes
@@ -198,8 +204,11 @@ type HTTPResponse struct {
 //
 // Any HTTP status is returned as a response, not an error: use StatusError
 // for the default classification of non-2xx answers. An answer that came
-// before the whole body was written is marked EarlyAnswer. Errors never
-// hold the URL (it may carry a credential) nor the body.
+// before the whole body was written is marked EarlyAnswer (a body of up to
+// 2 KiB made by NewRequest goes out in one write with the headers: an
+// answer never comes before it). The client's Timeout bounds the exchange
+// as a deadline on req's context. Errors never hold the URL (it may carry a
+// credential) nor the body.
 func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, error) {
 	if limit <= 0 {
 		limit = DefaultResponseLimit
@@ -209,9 +218,29 @@ func Send(client *http.Client, req *http.Request, limit int64) (*HTTPResponse, e
 		WroteHeaders: func() { wrote.Store(true) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true); crashpoint.Hit(crashpoint.RequestWritten) },
 	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	ctx := httptrace.WithClientTrace(req.Context(), trace)
+	if client.Timeout > 0 {
+		// The client's bound as the request's deadline: the same bound (the
+		// answer is read before Send returns), without the timer goroutine
+		// and cancel channel net/http adds to every request whose Transport
+		// is not its own (ours is wrapped for tracing).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, client.Timeout)
+		defer cancel()
+		c := *client
+		c.Timeout = 0
+		client = &c
+	}
+	req = req.WithContext(ctx)
 	var body *countingBody
-	if req.Body != nil && req.Body != http.NoBody {
+	if once, ok := req.Body.(*onceReader); ok && once.i == 0 && len(once.b) <= oneWriteBody {
+		// A small body NewRequest made goes out in the headers' write: as a
+		// reader net/http knows to be in memory, it does not flush the
+		// headers first (one write, not two). No answer can then begin
+		// before the whole body was handed to the connection, so there is
+		// nothing to count (EarlyAnswer stays false).
+		req.Body = io.NopCloser(bytes.NewReader(once.b))
+	} else if req.Body != nil && req.Body != http.NoBody {
 		body = &countingBody{rc: req.Body}
 		req.Body = body
 	}

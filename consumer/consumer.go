@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -243,7 +242,8 @@ func sameConsumer(have, want jetstream.ConsumerConfig) bool {
 // or on wire.RejectedSubject when r has no operation key, with the
 // Nats-Msg-Id of wire.ResultMsgID.
 func ResultMsg(r operation.Result) (*nats.Msg, error) {
-	body, err := json.Marshal(r)
+	// json.Marshal's bytes without its reflection (operation.Result.AppendJSON).
+	body, err := r.AppendJSON(make([]byte, 0, 192+len(r.OperationKey)+len(r.EventID)+len(r.Result)))
 	if err != nil {
 		return nil, fmt.Errorf("encode result %s: %w", r.OperationKey, err)
 	}

@@ -29,9 +29,9 @@ import (
 //     lost lease, a claim that is no longer ours) is backoff.Permanent.
 //
 // Each retry is a new attempt in the journal (failed_retryable → started
-// under a new token), with the same key at the target.
+// under a new token), with the same key at the target. It runs on a stack
+// grown for it (growStack): an executor's (goExecute), or a reconciliation's.
 func (w *Worker) execute(j *job) {
-	growStack(0)
 	ctx, cancel := context.WithCancel(w.work)
 	defer cancel()
 	r := &retryRun{w: w, j: j, adapter: w.d.Adapters[j.op.Type], began: time.Now(), ctx: ctx, cancel: cancel}

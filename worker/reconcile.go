@@ -270,6 +270,7 @@ func (w *Worker) reconcile(j *job) {
 		}
 		j.setClaim(c, sent)
 		if c.Decision == journal.Execute {
+			growStack(0)
 			w.execute(j)
 			return
 		}

@@ -5,10 +5,12 @@ package worker
 // journal). A goroutine starts with a small stack that would otherwise
 // double several times during the call, each time copying a deeper stack:
 // the runtime walks and adjusts every frame it moves, which cost ~7 % of
-// the daemon's CPU with an HTTP target. Called first thing on the
-// goroutine of each call; the frame below makes the runtime size the stack
-// once (to 16 KiB, the largest size the runtime's per-P stack caches
-// serve) while only a frame or two need moving.
+// the daemon's CPU with an HTTP target. Called first thing on a goroutine
+// that will call execute: an executor (goExecute, whose idle wait keeps the
+// stack from being shrunk between calls) and a reconciliation that goes on
+// to execute. The frame below makes the runtime size the stack once (to
+// 16 KiB, the largest size the runtime's per-P stack caches serve) while
+// only a frame or two need moving.
 //
 //go:noinline
 func growStack(n int) byte {

@@ -50,6 +50,8 @@ type Worker struct {
 	router *consumer.Router
 	commit *committer
 	beats  *heartbeats
+	// execs hands a call to an idle executor (goExecute).
+	execs chan *job
 
 	startstop.BaseStartStop
 	work       context.Context
@@ -86,6 +88,7 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 	fillDeps(&d)
 	w := &Worker{
 		cfg: cfg, ncfg: ncfg, d: d, rules: rules, log: d.Log, m: d.Metrics, defaultRedact: defaultRedact,
+		execs: make(chan *job),
 	}
 	w.router = consumer.NewRouter(ncfg, consumer.RouterConfig{MaxInFlight: cfg.MaxInFlight, Handlers: cfg.Claimers,
 		PendingEvery: cfg.HeartbeatInterval}, d.Consumer, d.JS, d.NC, d.Log, d.Metrics.routerHooks())
@@ -276,7 +279,7 @@ func (w *Worker) dispatch(j *job) {
 	switch c.Decision {
 	case journal.Execute:
 		w.m.decided(c.Decision)
-		go w.execute(j)
+		w.goExecute(j)
 	case journal.Reconcile:
 		w.m.decided(c.Decision)
 		go w.reconcile(j)

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,7 +41,46 @@ func (e *exitError) Unwrap() error { return e.err }
 func configError(err error) error { return &exitError{code: exitConfig, err: err} }
 
 func main() {
-	os.Exit(run(signalContext(), os.Args[1:], os.Stdout, os.Stderr))
+	stopProfile := startProfile(os.Getenv(profileEnv), os.Stderr)
+	code := run(signalContext(), os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
+}
+
+// profileEnv names a folder for profiles of the whole process (off when
+// unset): cpu.pprof, and allocs.pprof written at exit. scripts/e2ebench
+// -profile sets it for the daemon it runs.
+const profileEnv = "IDEMGATE_PROFILE_DIR"
+
+// startProfile writes a CPU profile to dir/cpu.pprof until the returned
+// stop, which then writes the allocation profile to dir/allocs.pprof; with
+// dir empty, or when the files cannot be made (said on stderr), it does
+// nothing.
+func startProfile(dir string, stderr io.Writer) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "idemgate: no profile:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		a, err := os.Create(filepath.Join(dir, "allocs.pprof"))
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(a, 0), a.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "idemgate: no allocation profile:", err)
+		}
+	}
 }
 
 // signalContext ends at the first SIGINT/SIGTERM, which drains gracefully;

@@ -70,6 +70,16 @@ adapters:
 	var logs bytes.Buffer
 	cmd := exec.Command(b.cfg.bin, "run", "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if b.cfg.profileDir != "" {
+		dir := filepath.Join(b.cfg.profileDir, "main")
+		if lostRate > 0 {
+			dir = filepath.Join(b.cfg.profileDir, "lost")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return result{}, err
+		}
+		cmd.Env = append(os.Environ(), "IDEMGATE_PROFILE_DIR="+dir)
+	}
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}

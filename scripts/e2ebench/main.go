@@ -12,13 +12,23 @@
 //     new intent, the batch's calls at once → the journal's completion SQL
 //     → async publish of each result → ack on its PubAck;
 //   - daemon: `idemgate run` with its defaults and the emulator as target;
-//     CPU milliseconds per command from /proc/<pid>/stat;
+//     CPU milliseconds per command from /proc/<pid>/stat; -profile DIR has
+//     it write CPU and allocation profiles (IDEMGATE_PROFILE_DIR) of that
+//     run to DIR/main, and of the lost-response run to DIR/lost;
 //   - replay: with the daemon still running, -replays more commands for the
 //     same intents under new event ids, answered from the journal;
+//   - naive: the lost-response stage (below) done by a naive journal in this
+//     process, -raw-loops fetch loops, each command on its own: INSERT … ON
+//     CONFLICT DO NOTHING on the key → on a fresh key one POST, a lost
+//     answer retried at once without a lookup, each request under a fresh
+//     Idempotence-Key (YooKassa's SDKs' default) → the answer stored →
+//     async publish → ack on its PubAck; the duplicate payments it makes are
+//     counted and printed, not a failure;
 //   - lost: the daemon again, with -lost-rate of the emulator's answers lost
 //     after the payment is made (connection closed), -lost-commands commands
 //     for -lost-intents intents; the emulator's ledger must hold exactly one
-//     payment per intent.
+//     payment per intent. Its rate is printed as a ratio to the naive
+//     journal's.
 //
 // Each run is timed from the first result published to the last command
 // acknowledged. The machine is shared: compare the ratio of one run, not
@@ -65,6 +75,8 @@ type config struct {
 	lostIntents              int
 	lostRate                 float64
 	rawLoops                 int
+	naiveConns               int
+	profileDir               string
 	skipLost                 bool
 	replays                  int
 	timeout                  time.Duration
@@ -80,6 +92,8 @@ func main() {
 	flag.IntVar(&c.lostIntents, "lost-intents", 4000, "intents of the lost-response run")
 	flag.Float64Var(&c.lostRate, "lost-rate", 0.05, "share of the emulator's answers lost after the payment is made")
 	flag.IntVar(&c.rawLoops, "raw-loops", 4, "concurrent fetch loops of the raw baseline")
+	flag.IntVar(&c.naiveConns, "naive-conns", 16, "PostgreSQL connections of the naive journal (its statements are one per command)")
+	flag.StringVar(&c.profileDir, "profile", "", "folder for the daemon's CPU and allocation profiles (cpu.pprof, allocs.pprof), start to exit: main/ of its main run (replays included), lost/ of the lost-response run")
 	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
 	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
@@ -163,12 +177,19 @@ func run(c config) error {
 	if c.skipLost {
 		return nil
 	}
+	nv, err := b.naiveRun(c.lostCommands, c.lostIntents, c.lostRate)
+	if err != nil {
+		return fmt.Errorf("naive journal: %w", err)
+	}
+	fmt.Printf("naive:        %6.0f commands/s  (the same lost-response run by a naive journal: key table, no lookup before a retry), %d duplicate effects\n",
+		nv.rate(), nv.duplicates)
 	l, err := b.daemonRun(c.lostCommands, c.lostIntents, c.lostRate)
 	if err != nil {
 		return fmt.Errorf("lost responses: %w", err)
 	}
 	fmt.Printf("lost:         %6.0f commands/s  (%d commands for %d intents, %.0f %% of answers lost), %.3f ms daemon CPU per command, %d duplicate effects\n",
 		l.rate(), l.commands, c.lostIntents, c.lostRate*100, l.cpuPerCommand(), l.duplicates)
+	fmt.Printf("lost ratio:   %.2f× the naive journal\n", l.rate()/nv.rate())
 	if l.duplicates != 0 {
 		return fmt.Errorf("lost responses: %d duplicate payments in the emulator's ledger", l.duplicates)
 	}

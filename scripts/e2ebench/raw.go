@@ -134,29 +134,33 @@ type rawAck struct {
 
 func (r *rawLoop) run(ctx context.Context) error {
 	ackErr := make(chan error, 1)
-	go func() {
-		var first error
-		for a := range r.acks {
-			select {
-			case <-a.fut.Ok():
-				if err := a.msg.Ack(); err != nil && first == nil {
-					first = err
-				}
-			case err := <-a.fut.Err():
-				_ = a.msg.Nak()
-				if first == nil {
-					first = err
-				}
-			}
-		}
-		ackErr <- first
-	}()
+	go func() { ackErr <- r.ackLoop() }()
 	err := r.fetchLoop(ctx)
 	close(r.acks)
 	if aerr := <-ackErr; err == nil {
 		err = aerr
 	}
 	return err
+}
+
+// ackLoop acks each command once its result's PubAck arrives (a nak if the
+// publish failed) until acks is closed, and returns the first error.
+func (r *rawLoop) ackLoop() error {
+	var first error
+	for a := range r.acks {
+		select {
+		case <-a.fut.Ok():
+			if err := a.msg.Ack(); err != nil && first == nil {
+				first = err
+			}
+		case err := <-a.fut.Err():
+			_ = a.msg.Nak()
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
 }
 
 func (r *rawLoop) fetchLoop(ctx context.Context) error {
@@ -285,7 +289,7 @@ func (r *rawLoop) call(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.object, c.answer, c.err = r.post(ctx, c)
+			c.object, c.answer, c.err = r.post(ctx, c, c.key)
 		}()
 	}
 	wg.Wait()
@@ -302,7 +306,8 @@ type payment struct {
 	Metadata        map[string]string `json:"metadata,omitempty"`
 }
 
-func (r *rawLoop) post(ctx context.Context, c *rawCmd) (object, answer string, err error) {
+// post makes c's payment under the Idempotence-Key idemKey.
+func (r *rawLoop) post(ctx context.Context, c *rawCmd, idemKey string) (object, answer string, err error) {
 	var f struct {
 		AccountID   string `json:"account_id"`
 		OrderID     string `json:"order_id"`
@@ -327,7 +332,7 @@ func (r *rawLoop) post(ctx context.Context, c *rawCmd) (object, answer string, e
 	}
 	req.SetBasicAuth(r.shop, r.secret)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotence-Key", c.key)
+	req.Header.Set("Idempotence-Key", idemKey)
 	resp, err := r.http.Do(req)
 	if err != nil {
 		return "", "", err

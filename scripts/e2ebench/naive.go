@@ -1,0 +1,209 @@
+// The naive journal: the lost-response run's baseline, the shape of a key
+// table without lookup-before-retry (a River or DBOS style job that records
+// the key, then calls).
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+)
+
+// naiveTries bounds the calls of one command; each lost answer is retried.
+const naiveTries = 10
+
+// naiveRun is the lost-response run done by a naive journal in this
+// process, against a fresh stage with the same faults as the daemon's run:
+// -raw-loops fetch loops, each command of a batch in its own goroutine:
+// INSERT … ON CONFLICT DO NOTHING on the key; on a fresh key, call the
+// target (a lost answer is retried at once, without looking up) and store
+// the answer; on a known key, read the stored answer (none yet: nak, it is
+// in progress elsewhere); publish the result; ack on its PubAck. Each call
+// carries a fresh Idempotence-Key, as YooKassa's SDKs make one per request
+// when none is given: the retry of a lost answer is a second payment, which
+// the emulator's ledger counts (r.duplicates) and which does not fail the run.
+func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
+	defer cancel()
+	ncfg := consumer.Config{}.WithDefaults()
+	url, err := b.stage(ctx, "naive", n, intents, ncfg)
+	if err != nil {
+		return result{}, err
+	}
+	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
+	if err != nil {
+		return result{}, err
+	}
+	if lostRate > 0 {
+		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
+			return result{}, err
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return result{}, err
+	}
+	pcfg.MaxConns = int32(b.cfg.naiveConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE naive_journal (key text PRIMARY KEY, object text, response text)`); err != nil {
+		return result{}, err
+	}
+	shop, secret := b.sb.Credentials()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	var wg sync.WaitGroup
+	errs := make(chan error, b.cfg.rawLoops)
+	for range b.cfg.rawLoops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := &naiveLoop{rawLoop: rawLoop{b: b, cons: cons, pool: pool, http: client, shop: shop, secret: secret, ncfg: ncfg,
+				acks: make(chan rawAck, 4*ncfg.FetchBatch)}}
+			if err := l.run(loopCtx); err != nil {
+				errs <- err
+				stopLoops()
+			}
+		}()
+	}
+	elapsed, werr := b.watch(loopCtx, cons, n, nil, nil)
+	stopLoops()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return result{}, err
+	default:
+	}
+	if werr != nil {
+		return result{}, werr
+	}
+	r := result{commands: n, elapsed: elapsed}
+	if got := b.sb.TotalEffects(); got != intents {
+		r.duplicates = got - intents
+	}
+	return r, nil
+}
+
+type naiveLoop struct {
+	rawLoop
+}
+
+func (l *naiveLoop) run(ctx context.Context) error {
+	ackErr := make(chan error, 1)
+	go func() { ackErr <- l.ackLoop() }()
+	err := l.fetchLoop(ctx)
+	close(l.acks)
+	if aerr := <-ackErr; err == nil {
+		err = aerr
+	}
+	return err
+}
+
+func (l *naiveLoop) fetchLoop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		batch, err := l.cons.Fetch(l.ncfg.FetchBatch, jetstream.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+		)
+		for m := range batch.Messages() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.handle(ctx, m); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if first != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return first
+		}
+	}
+	return nil
+}
+
+// handle is one command, start to publish.
+func (l *naiveLoop) handle(ctx context.Context, m jetstream.Msg) error {
+	c := &rawCmd{msg: m}
+	if err := json.Unmarshal(m.Data(), &c.cmd); err != nil {
+		return err
+	}
+	c.key = keyOf(&c.cmd)
+	tag, err := l.pool.Exec(ctx, `INSERT INTO naive_journal (key) VALUES ($1) ON CONFLICT DO NOTHING`, c.key)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	c.found = tag.RowsAffected() == 0
+	if c.found {
+		var object, answer *string
+		if err := l.pool.QueryRow(ctx, `SELECT object, response FROM naive_journal WHERE key = $1`, c.key).Scan(&object, &answer); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if answer == nil {
+			// In progress in another goroutine: JetStream redelivers it.
+			return m.NakWithDelay(100 * time.Millisecond)
+		}
+		c.object, c.answer = *object, *answer
+	} else {
+		for try := 1; ; try++ {
+			// No lookup before a retry, and a fresh key per request.
+			c.object, c.answer, err = l.post(ctx, c, uuid.NewString())
+			if err == nil || try == naiveTries || ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %d calls: %w", c.key, naiveTries, err)
+		}
+		if _, err := l.pool.Exec(ctx, `UPDATE naive_journal SET object = $2, response = $3 WHERE key = $1`, c.key, c.object, c.answer); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	res := operation.Result{OperationKey: c.key, EventID: c.cmd.EventID, Operation: c.cmd.Operation,
+		Status: operation.ResultSucceeded, TargetSystem: "payments", TargetObjectID: c.object,
+		Result: json.RawMessage(c.answer), Attempts: 1, Replayed: c.found}
+	msg, err := consumer.ResultMsg(res)
+	if err != nil {
+		return err
+	}
+	fut, err := l.b.js.PublishMsgAsync(msg)
+	if err != nil {
+		return err
+	}
+	l.acks <- rawAck{msg: m, fut: fut}
+	return nil
+}
