@@ -1,7 +1,10 @@
 package yookassa
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"io"
 	"errors"
 	"fmt"
 	"strconv"
@@ -80,24 +83,6 @@ type errorBody struct {
 	RetryAfter  json.RawMessage `json:"retry_after,omitempty"`
 }
 
-// listEnvelope is the envelope of GET /v3/payments and GET /v3/refunds. The cursor
-// field's name is unconfirmed (TARGETS.md §9.5: next_cursor in the docs,
-// next_page in an SDK fixture), so both are read.
-type listEnvelope struct {
-	Type       string            `json:"type"`
-	Items      []json.RawMessage `json:"items"`
-	NextCursor string            `json:"next_cursor,omitempty"`
-	NextPage   string            `json:"next_page,omitempty"`
-}
-
-// Cursor returns the next-page cursor, whichever field carried it.
-func (l listEnvelope) Cursor() string {
-	if l.NextCursor != "" {
-		return l.NextCursor
-	}
-	return l.NextPage
-}
-
 // errMalformed is returned by the parsers for any body that is not a
 // well-formed object of the expected kind.
 var errMalformed = errors.New("malformed response body")
@@ -135,24 +120,112 @@ func (o object) check() error {
 	return nil
 }
 
-// parseList parses a list envelope and each of its items.
+// parseList parses a list envelope and each of its items, in one pass: the
+// envelope is read token by token and each item decoded straight into a
+// fresh object. (Unmarshalling the envelope with its items as raw messages
+// and then each item scanned every item four times; a lookup reads every
+// payment made while the key's calls ran, so that was half the daemon's CPU
+// when answers were lost.) A field named twice in the envelope makes the
+// list malformed: which "items" would count is not something to guess.
+// Field names match case-insensitively, as encoding/json's do. The cursor
+// field's name is unconfirmed (TARGETS.md §9.5: next_cursor in the docs,
+// next_page in an SDK fixture), so both are read.
 func parseList(body []byte) ([]object, string, error) {
-	var l listEnvelope
-	if err := json.Unmarshal(body, &l); err != nil {
-		return nil, "", fmt.Errorf("%w: not a list", errMalformed)
+	notList := fmt.Errorf("%w: not a list", errMalformed)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, "", notList
 	}
-	if l.Type != "list" {
-		return nil, "", fmt.Errorf("%w: not a list", errMalformed)
-	}
-	out := make([]object, 0, len(l.Items))
-	for _, raw := range l.Items {
-		o, err := parseObject(raw)
+	var typ, nextCursor, nextPage string
+	var items []object
+	seen := make(map[string]bool, 4)
+	for dec.More() {
+		t, err := dec.Token()
 		if err != nil {
-			return nil, "", err
+			return nil, "", notList
+		}
+		name := listField(t.(string)) // a key is always a string
+		if seen[name] {
+			return nil, "", fmt.Errorf("%w: field %q twice in a list", errMalformed, name)
+		}
+		seen[name] = true
+		switch name {
+		case "type":
+			err = dec.Decode(&typ)
+		case "next_cursor":
+			err = dec.Decode(&nextCursor)
+		case "next_page":
+			err = dec.Decode(&nextPage)
+		case "items":
+			items, err = decodeItems(dec)
+			if err != nil && !errors.Is(err, errMalformed) {
+				err = notList
+			}
+			if err != nil {
+				return nil, "", err
+			}
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return nil, "", notList
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, "", notList
+	}
+	if _, err := dec.Token(); err != io.EOF { // nothing may follow
+		return nil, "", notList
+	}
+	if typ != "list" {
+		return nil, "", notList
+	}
+	if items == nil {
+		items = []object{}
+	}
+	return items, cmp.Or(nextCursor, nextPage), nil
+}
+
+// listField names an envelope field: the field parseList reads that it
+// matches as encoding/json would (Unicode case folding), else itself in
+// lower case.
+func listField(key string) string {
+	for _, f := range [...]string{"type", "items", "next_cursor", "next_page"} {
+		if strings.EqualFold(key, f) {
+			return f
+		}
+	}
+	return strings.ToLower(key)
+}
+
+// decodeItems reads the items array (or null) at dec, each item checked.
+func decodeItems(dec *json.Decoder) ([]object, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if t == nil { // "items": null
+		return nil, nil
+	}
+	if t != json.Delim('[') {
+		return nil, errors.New("items: not an array")
+	}
+	var out []object
+	for dec.More() {
+		var o object
+		if err := dec.Decode(&o); err != nil {
+			return nil, fmt.Errorf("%w: not a JSON object", errMalformed)
+		}
+		if err := o.check(); err != nil {
+			return nil, err
 		}
 		out = append(out, o)
 	}
-	return out, l.Cursor(), nil
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, err
+	}
+	return out, nil
 }
 
 // parseError parses an error document; ok is false when the body is not one.
