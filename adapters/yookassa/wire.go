@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
