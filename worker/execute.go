@@ -336,18 +336,27 @@ func (r *retryRun) exhaust() {
 }
 
 // unknown records the attempt's outcome as unknown, held until a lookup can
-// answer truly, and brings the command back to reconcile it.
+// answer truly, and brings the command back to reconcile it: as soon as a
+// lookup can answer (the settle time), since one read ends the uncertainty
+// and only a second call needs the retry policy's delay; for a target that
+// cannot be looked up, whose reconciliation is a call with the same key,
+// after that delay.
 func (r *retryRun) unknown(ae *adapters.Error, note string) {
 	w, j := r.w, r.j
 	w.m.unknown.Inc()
-	settle := settleFor(r.adapter.Capabilities(), w.cfg.CallTimeout)
+	caps := r.adapter.Capabilities()
+	settle := settleFor(caps, w.cfg.CallTimeout)
+	back := settle + holdSlack
+	if !caps.Lookup {
+		back = max(back, w.cfg.Retry.NextRetry(1))
+	}
 	key := j.op.Key.String()
 	if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: crashpoint.Token(w.work, w.d.Store, key, j.claim.Token), Status: journal.StatusUnknown,
 		ErrorCode: ae.Code, TargetRequestID: ae.RequestID, Note: note, HoldFor: settle}); err != nil {
 		w.completionFailed(j, err)
 		return
 	}
-	w.publishPendingAndNak(j, max(settle+holdSlack, w.cfg.Retry.NextRetry(1)), j.claim.Attempt)
+	w.publishPendingAndNak(j, back, j.claim.Attempt)
 }
 
 // fenced handles a call whose lease was taken over while it ran: the new

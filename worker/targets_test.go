@@ -460,3 +460,30 @@ func TestStalledOwnerSendsNothingAfterItsLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, journal.StatusFailedFinal, rec.Status)
 }
+
+// TestLostAnswerLookedUpBeforeTheRetryDelay: the answer to a YooKassa
+// charge is lost after the payment is made. The lookup that settles it
+// comes as soon as the target's search can answer, not after the retry
+// policy's delay (two minutes here, past the wait for the result): one
+// read ends the uncertainty, and only a second call would need the delay.
+// The charge is found, not made again.
+func TestLostAnswerLookedUpBeforeTheRetryDelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sb, a := startYooKassa(t)
+	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Count: 1}))
+	b.workerFor(t, "w1", worker.Config{LeaseTTL: 3 * time.Second, CallTimeout: 2 * time.Second,
+		Retry: worker.RetryPolicy{MaxAttempts: 4, InitialDelay: 2 * time.Minute, MaxDelay: 2 * time.Minute, MaxElapsed: 10 * time.Minute, InLease: 2 * time.Second}},
+		map[string]adapters.Adapter{"payment.charge": a})
+	const key = "test:payment.charge:order-lost-answer:v1"
+	b.publishCommand(t, chargeCommand("evt-lost-answer", "order-lost-answer"))
+	r := b.await(t, key, 1)[0]
+	require.Equal(t, operation.ResultSucceeded, r.Status, "%+v %s", r, trail(t, b.store, key))
+	require.Equal(t, 1, sb.TotalEffects(), "one charge in the target")
+	exe := executes(t, b.store, key)
+	require.Len(t, exe, 1, "no second call: %s", trail(t, b.store, key))
+	require.Equal(t, journal.OutcomeUnknown, exe[0].Outcome, trail(t, b.store, key))
+	atts, err := b.store.Attempts(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, journal.KindReconcile, atts[len(atts)-1].Kind, "settled by a lookup: %s", trail(t, b.store, key))
+}
