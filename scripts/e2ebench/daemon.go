@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgate/idemgate/consumer"
-	"github.com/idemgate/idemgate/sandbox"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,20 +22,11 @@ import (
 func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
 	defer cancel()
-	ncfg := consumer.Config{}.WithDefaults()
-	url, err := b.stage(ctx, "daemon", n, intents, ncfg)
+	st, err := b.freshStage(ctx, "daemon", n, intents, lostRate)
 	if err != nil {
 		return result{}, err
 	}
-	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
-	if err != nil {
-		return result{}, err
-	}
-	if lostRate > 0 {
-		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
-			return result{}, err
-		}
-	}
+	url, cons := st.url, st.cons
 	shop, secret := b.sb.Credentials()
 	cfgPath := filepath.Join(b.dir, "idemgate.yaml")
 	yaml := fmt.Sprintf(`env: %s

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/sandbox"
 )
 
 // naiveTries bounds the calls of one command; each lost answer is retried.
@@ -37,21 +35,11 @@ const naiveTries = 10
 func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
 	defer cancel()
-	ncfg := consumer.Config{}.WithDefaults()
-	url, err := b.stage(ctx, "naive", n, intents, ncfg)
+	st, err := b.freshStage(ctx, "naive", n, intents, lostRate)
 	if err != nil {
 		return result{}, err
 	}
-	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
-	if err != nil {
-		return result{}, err
-	}
-	if lostRate > 0 {
-		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
-			return result{}, err
-		}
-	}
-	pcfg, err := pgxpool.ParseConfig(url)
+	pcfg, err := pgxpool.ParseConfig(st.url)
 	if err != nil {
 		return result{}, err
 	}
@@ -64,37 +52,12 @@ func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE naive_journal (key text PRIMARY KEY, object text, response text)`); err != nil {
 		return result{}, err
 	}
-	shop, secret := b.sb.Credentials()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-
-	loopCtx, stopLoops := context.WithCancel(ctx)
-	defer stopLoops()
-	var wg sync.WaitGroup
-	errs := make(chan error, b.cfg.rawLoops)
-	for range b.cfg.rawLoops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := &naiveLoop{rawLoop: rawLoop{b: b, cons: cons, pool: pool, http: client, shop: shop, secret: secret, ncfg: ncfg,
-				acks: make(chan rawAck, 4*ncfg.FetchBatch)}}
-			if err := l.run(loopCtx); err != nil {
-				errs <- err
-				stopLoops()
-			}
-		}()
-	}
-	elapsed, werr := b.watch(loopCtx, cons, n, nil, nil)
-	stopLoops()
-	wg.Wait()
-	select {
-	case err := <-errs:
+	elapsed, err := b.runLoops(ctx, st, n, func(l rawLoop) loop {
+		l.pool = pool
+		return &naiveLoop{rawLoop: l}
+	})
+	if err != nil {
 		return result{}, err
-	default:
-	}
-	if werr != nil {
-		return result{}, werr
 	}
 	r := result{commands: n, elapsed: elapsed}
 	if got := b.sb.TotalEffects(); got != intents {

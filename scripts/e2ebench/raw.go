@@ -21,26 +21,77 @@ import (
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
 )
 
 // rawRun is the baseline: the daemon's work by hand, in this process.
 func (b *bench) rawRun() (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)
 	defer cancel()
-	ncfg := consumer.Config{}.WithDefaults()
-	url, err := b.stage(ctx, "raw", b.cfg.commands, b.cfg.commands*4/5, ncfg)
+	intents := b.cfg.commands * 4 / 5
+	st, err := b.freshStage(ctx, "raw", b.cfg.commands, intents, 0)
 	if err != nil {
 		return result{}, err
 	}
-	cons, err := b.js.Consumer(ctx, ncfg.CommandsStream, ncfg.Durable)
-	if err != nil {
-		return result{}, err
-	}
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := pgxpool.New(ctx, st.url)
 	if err != nil {
 		return result{}, err
 	}
 	defer pool.Close()
+	elapsed, err := b.runLoops(ctx, st, b.cfg.commands, func(l rawLoop) loop {
+		l.pool = pool
+		return &l
+	})
+	if err != nil {
+		return result{}, err
+	}
+	r := result{commands: b.cfg.commands, elapsed: elapsed}
+	if got := b.sb.TotalEffects(); got != intents {
+		r.duplicates = got - intents
+		return r, fmt.Errorf("%d payments for %d intents", got, intents)
+	}
+	return r, nil
+}
+
+// stage is a fresh stage and its commands consumer.
+type stage struct {
+	url  string
+	cons jetstream.Consumer
+	ncfg consumer.Config
+}
+
+// freshStage makes a fresh stage named name (n commands for intents),
+// with its commands consumer,
+// and, with lostRate > 0, loses that share of the emulator's answers after
+// the payment is made.
+func (b *bench) freshStage(ctx context.Context, name string, n, intents int, lostRate float64) (stage, error) {
+	st := stage{ncfg: consumer.Config{}.WithDefaults()}
+	url, err := b.stage(ctx, name, n, intents, st.ncfg)
+	if err != nil {
+		return stage{}, err
+	}
+	st.url = url
+	if st.cons, err = b.js.Consumer(ctx, st.ncfg.CommandsStream, st.ncfg.Durable); err != nil {
+		return stage{}, err
+	}
+	if lostRate > 0 {
+		if err := b.sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Rate: lostRate}); err != nil {
+			return stage{}, err
+		}
+	}
+	return st, nil
+}
+
+// loop is one of the in-process loops: it runs until ctx ends.
+type loop interface {
+	run(ctx context.Context) error
+}
+
+// runLoops runs -raw-loops loops, each made by mk from a rawLoop holding
+// the stage's consumer, a keep-alive HTTP client and the emulator's
+// credentials, until n commands are answered; it returns how long that
+// took.
+func (b *bench) runLoops(ctx context.Context, st stage, n int, mk func(rawLoop) loop) (time.Duration, error) {
 	shop, secret := b.sb.Credentials()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
@@ -51,34 +102,26 @@ func (b *bench) rawRun() (result, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, b.cfg.rawLoops)
 	for range b.cfg.rawLoops {
+		l := mk(rawLoop{b: b, cons: st.cons, http: client, shop: shop, secret: secret, ncfg: st.ncfg,
+			acks: make(chan rawAck, 4*st.ncfg.FetchBatch)})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := &rawLoop{b: b, cons: cons, pool: pool, http: client, shop: shop, secret: secret, ncfg: ncfg,
-				acks: make(chan rawAck, 4*ncfg.FetchBatch)}
 			if err := l.run(loopCtx); err != nil {
 				errs <- err
 				stopLoops()
 			}
 		}()
 	}
-	elapsed, werr := b.watch(loopCtx, cons, b.cfg.commands, nil, nil)
+	elapsed, werr := b.watch(loopCtx, st.cons, n, nil, nil)
 	stopLoops()
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return result{}, err
+		return 0, err
 	default:
 	}
-	if werr != nil {
-		return result{}, werr
-	}
-	r := result{commands: b.cfg.commands, elapsed: elapsed}
-	if got, want := b.sb.TotalEffects(), b.cfg.commands*4/5; got != want {
-		r.duplicates = got - want
-		return r, fmt.Errorf("%d payments for %d intents", got, want)
-	}
-	return r, nil
+	return elapsed, werr
 }
 
 type rawLoop struct {
