@@ -15,7 +15,11 @@
 //     or ≥ now − LookupWindow when the worker does not say (adapters.Attempt),
 //     and matches metadata.idemgate_key; it never re-POSTs (that would create
 //     a payment after 24 hours). Each object counts once, by id, however the
-//     pages fall. Reaching LookupMaxPages without a match is Indeterminate;
+//     pages fall. Reaching LookupMaxPages without a match is Indeterminate.
+//     Lookups made while a read of the same list runs share the next one
+//     (the union of their overlapping windows, n lookups with n ×
+//     LookupMaxPages pages), each answered from its own window only, and
+//     never from a read that began before the lookup was made;
 //   - duplicates: more than one object with the key (the oldest is the
 //     operation's) is reported in the outcome (Outcome.Duplicates, the
 //     result's "duplicates" and "duplicate_object_ids"), by Lookup and by a

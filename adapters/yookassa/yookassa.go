@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +33,7 @@ const CodeLookupIncomplete = "lookup_incomplete"
 type Adapter struct {
 	cfg    Config
 	client *adapters.Client
+	scans  *scanLanes
 }
 
 var _ adapters.Adapter = (*Adapter)(nil)
@@ -54,7 +54,9 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, fmt.Errorf("%w: secret key: %w", ErrInvalidConfig, err)
 	}
 	cfg.ShopID = shopID.Reveal()
-	return &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.ShopID, secret))}, nil
+	a := &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.ShopID, secret))}
+	a.scans = newScanLanes(cfg.LookupMaxPages, a.listPage)
+	return a, nil
 }
 
 // Name returns the configured instance name.
@@ -305,7 +307,9 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // (a request the target committed after its client gave up), each part
 // within LookupMaxPages. Without Until the first window ends a call
 // (Timeout) after Since; without Since, or while the first window is not
-// over yet, the whole window from From is read as one.
+// over yet, the whole window from From is read as one. Lookups waiting at
+// the same time share these reads (scanLanes, scan.go); each still gets
+// the objects of its own windows only.
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
 	now := a.cfg.Clock()
 	from := a.cfg.From(ctx, now)
@@ -313,14 +317,22 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 	if end := a.firstWindowEnd(ctx); end.After(from) && end.Before(now) {
 		first = end
 	}
-	if first.IsZero() {
-		return a.scanWindow(ctx, op, from, time.Time{})
+	path := "/v3/payments"
+	filter := url.Values{}
+	switch op.Type {
+	case OpCharge:
+	case OpRefund:
+		// The payment narrows the scan when the command is at hand; the
+		// reconciler has only the key, and the refunds list filters by
+		// payment only optionally.
+		path = "/v3/refunds"
+		if pid := op.String("payment_id"); pid != "" {
+			filter.Set("payment_id", pid)
+		}
+	default:
+		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}
-	matches, complete, err := a.scanWindow(ctx, op, from, first)
-	if err != nil || len(matches) > 0 || !complete {
-		return matches, complete, err
-	}
-	return a.scanWindow(ctx, op, first, time.Time{})
+	return a.scans.scan(ctx, path, filter, &scanRequest{key: op.Key.String(), from: from, to: first, rest: !first.IsZero()})
 }
 
 // firstWindowEnd is the end of the window the attempts so far made their
@@ -338,55 +350,6 @@ func (a *Adapter) firstWindowEnd(ctx context.Context) time.Time {
 		return att.Since.Add(a.cfg.LookupSkew + a.cfg.Timeout)
 	}
 	return time.Time{}
-}
-
-// scanWindow reads the objects created from from up to to (both inclusive;
-// a zero to: up to now) and returns those carrying op's key, oldest first,
-// and whether the whole window was read.
-func (a *Adapter) scanWindow(ctx context.Context, op operation.Operation, from, to time.Time) ([]object, bool, error) {
-	const layout = "2006-01-02T15:04:05.000Z"
-	q := url.Values{}
-	q.Set("created_at.gte", from.UTC().Format(layout))
-	if !to.IsZero() {
-		q.Set("created_at.lte", to.UTC().Format(layout))
-	}
-	q.Set("limit", "100")
-	path := "/v3/payments"
-	switch op.Type {
-	case OpCharge:
-	case OpRefund:
-		// The payment narrows the scan when the command is at hand; the
-		// reconciler has only the key, and the refunds list filters by
-		// payment only optionally.
-		path = "/v3/refunds"
-		if pid := op.String("payment_id"); pid != "" {
-			q.Set("payment_id", pid)
-		}
-	default:
-		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
-	}
-	key := op.Key.String()
-	var matches []object
-	seen := map[string]bool{}
-	for page := 0; page < a.cfg.LookupMaxPages; page++ {
-		items, next, err := a.listPage(ctx, path, q)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, o := range items {
-			if o.Metadata[MetaKey] == key && !seen[o.ID] {
-				seen[o.ID] = true
-				matches = append(matches, o)
-			}
-		}
-		if next == "" {
-			slices.Reverse(matches) // newest first → oldest first
-			return matches, true, nil
-		}
-		q.Set("cursor", next)
-	}
-	slices.Reverse(matches)
-	return matches, false, nil
 }
 
 func idsOf(objs []object) []string {
