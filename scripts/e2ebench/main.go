@@ -78,6 +78,7 @@ type config struct {
 	naiveConns               int
 	profileDir               string
 	skipLost                 bool
+	keepSchemas              bool
 	replays                  int
 	timeout                  time.Duration
 }
@@ -95,6 +96,7 @@ func main() {
 	flag.IntVar(&c.naiveConns, "naive-conns", 16, "PostgreSQL connections of the naive journal (its statements are one per command)")
 	flag.StringVar(&c.profileDir, "profile", "", "folder for the daemon's CPU and allocation profiles (cpu.pprof, allocs.pprof), start to exit: main/ of its main run (replays included), lost/ of the lost-response run")
 	flag.BoolVar(&c.skipLost, "skip-lost", false, "leave the lost-response run out")
+	flag.BoolVar(&c.keepSchemas, "keep-schemas", false, "keep each run's journal schema (dropped at the end by default) and print its name")
 	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
 	flag.Parse()
@@ -123,6 +125,7 @@ type bench struct {
 	sb      *sbyk.Server
 	sbURL   string
 	q       postgres.HotPathSQL
+	schemas []string // made by stage, dropped at the end unless -keep-schemas
 }
 
 func run(c config) error {
@@ -132,6 +135,7 @@ func run(c config) error {
 	}
 	defer os.RemoveAll(dir)
 	b := &bench{cfg: c, dir: dir, q: postgres.HotPath()}
+	defer b.dropSchemas()
 	port, err := childproc.FreePort()
 	if err != nil {
 		return err
@@ -242,6 +246,7 @@ func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg con
 	if err != nil {
 		return "", err
 	}
+	b.schemas = append(b.schemas, schema)
 	url := withParam(b.cfg.journalURL, "search_path", schema)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -271,6 +276,34 @@ func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg con
 		return "", fmt.Errorf("pre-load made %d intents, want %d", next, intents)
 	}
 	return url, nil
+}
+
+// dropSchemas drops the journals the runs made, so that repeated runs (one
+// in every scripts/test) leave nothing behind; -keep-schemas keeps them
+// for a look at the journal of a run.
+func (b *bench) dropSchemas() {
+	if b.cfg.keepSchemas {
+		for _, s := range b.schemas {
+			fmt.Fprintln(os.Stderr, "e2ebench: kept schema", s)
+		}
+		return
+	}
+	if len(b.schemas) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, b.cfg.journalURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2ebench: drop the run's schemas:", err)
+		return
+	}
+	defer conn.Close(ctx)
+	for _, s := range b.schemas {
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+s+" CASCADE"); err != nil {
+			fmt.Fprintf(os.Stderr, "e2ebench: drop schema %s: %v\n", s, err)
+		}
+	}
 }
 
 // publish sends one command per entry of intentOf, command p for intent
