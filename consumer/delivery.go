@@ -22,6 +22,7 @@ type Delivery struct {
 	fetchedAt time.Time
 	key       string     // names the delivery in logs once known
 	span      trace.Span // the delivery's span (trace.go); nil with tracing off
+	onSettled func()     // OnSettled's
 }
 
 // Data is the command's body.
@@ -91,6 +92,23 @@ func (d *Delivery) Answer(r operation.Result) {
 		d.r.settled(d)
 	})
 }
+
+// Tell publishes r (a pending result: the outcome is being settled) and
+// keeps the command: its handler settles it later, as always exactly once.
+func (d *Delivery) Tell(r operation.Result) {
+	d.r.publish(d, r, func(err error) {
+		if err == nil {
+			d.r.published(r.Status)
+		} else {
+			d.r.publishFailed()
+		}
+	})
+}
+
+// OnSettled has f run once the command is settled (acked, naked or
+// terminated; its slot already free). It must be set before the handler
+// can settle the command, and f must not block.
+func (d *Delivery) OnSettled(f func()) { d.onSettled = f }
 
 // AnswerThenNak publishes r (a pending result: the outcome is being
 // settled) and brings the command back after delay, published or not.

@@ -235,6 +235,9 @@ func (r *Router) settled(d *Delivery) {
 		r.hooks.Settled(time.Since(d.fetchedAt))
 	}
 	<-r.slots
+	if d.onSettled != nil {
+		d.onSettled()
+	}
 	r.inflight.Done()
 }
 

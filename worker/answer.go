@@ -65,8 +65,13 @@ func (w *Worker) publishAndAck(j *job, r operation.Result) { j.d.Answer(r) }
 // publishPendingAndNak tells the agent the outcome is being settled, and
 // brings the command back after delay.
 func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, attempts int) {
-	j.d.AnswerThenNak(operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
-		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}, delay)
+	j.d.AnswerThenNak(w.pendingResult(j, attempts), delay)
+}
+
+// pendingResult says the outcome of j's operation is being settled.
+func (w *Worker) pendingResult(j *job, attempts int) operation.Result {
+	return operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
+		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}
 }
 
 // nak returns the command to JetStream after delay and releases its slot.

@@ -21,6 +21,7 @@ type Metrics struct {
 	unknown       prometheus.Counter
 	failedFinal   prometheus.Counter
 	retries       prometheus.Counter
+	waited        prometheus.Counter
 	decisions     *prometheus.CounterVec
 	byDecision    map[journal.Decision]prometheus.Counter
 	results       *prometheus.CounterVec
@@ -75,6 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unknown:     c("operations_unknown_total", "Calls whose outcome became unknown (reconcile before retry)."),
 		failedFinal: c("operations_failed_final_total", "Operations that failed finally."),
 		retries:     c("operation_retries_total", "Retry-class failures that led to another attempt or a redelivery."),
+		waited:      c("commands_waited_total", "Copies of a command (claim in_progress) that waited in this worker for the delivery owning their key to settle, instead of a redelivery."),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "claim_decisions_total",
 			Help: "Journal claim decisions of command deliveries: execute, replay_succeeded, replay_failed, conflict, in_progress, reconcile."},
 			[]string{"decision"}),
@@ -130,7 +132,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
+			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
 			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp)
 	}
 	return m

@@ -115,6 +115,7 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	b.target.mu.Unlock()
 	close(block)
 	b.await(t, held, 2)
+	require.Equal(t, 1.0, series(t, reg, "idemgate_commands_waited_total", nil), "the copy waited for the call")
 
 	for _, d := range worker.Decisions {
 		require.GreaterOrEqual(t, decisions(string(d)), 1.0, "claim_decisions_total{decision=%q}", d)

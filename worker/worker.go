@@ -50,6 +50,8 @@ type Worker struct {
 	router *consumer.Router
 	commit *committer
 	beats  *heartbeats
+	// waiting holds copies of commands whose key a delivery here owns.
+	waiting *waitingRoom
 	// execs hands a call to an idle executor (goExecute).
 	execs chan *job
 
@@ -129,6 +131,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
 	w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m)
 	w.beats = newHeartbeats(w)
+	w.waiting = newWaitingRoom(w.cfg.MaxInFlight)
 	go w.beats.loop()
 	w.router.Start(ctx, w.handleBatch)
 	go func() {
@@ -170,6 +173,8 @@ type job struct {
 	// claimedAt is when claim came back, on this process's monotonic clock:
 	// the operation's age now is claim.Age() plus the time since.
 	claimedAt time.Time
+	// claimSent is when the claim was sent (this process's clock).
+	claimSent time.Time
 	// leaseBy is when the claim's lease ends at the earliest, on this
 	// process's monotonic clock: the time the claim was sent plus the
 	// lease the database granted (zero without a lease). A process stopped
@@ -179,7 +184,7 @@ type job struct {
 
 // setClaim records a claim sent at sent (this process's clock).
 func (j *job) setClaim(c journal.Claim, sent time.Time) {
-	j.claim, j.claimedAt, j.leaseBy = c, time.Now(), time.Time{}
+	j.claim, j.claimSent, j.claimedAt, j.leaseBy = c, sent, time.Now(), time.Time{}
 	if c.Owns() && !c.Record.LeaseUntil.IsZero() && !c.Now.IsZero() {
 		j.leaseBy = sent.Add(c.Record.LeaseUntil.Sub(c.Now))
 	}
@@ -222,6 +227,12 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 	if len(jobs) == 0 {
 		return
 	}
+	w.claimBatch(jobs, reqs)
+}
+
+// claimBatch claims jobs (reqs in the same order) in one round trip and
+// acts on each decision.
+func (w *Worker) claimBatch(jobs []*job, reqs []journal.ClaimRequest) {
 	sent := time.Now() // the lease is measured from before the claim went out
 	claimSpan := startClaimSpan(jobs)
 	claims, err := w.d.Store.Claim(w.work, reqs)
@@ -279,9 +290,11 @@ func (w *Worker) dispatch(j *job) {
 	switch c.Decision {
 	case journal.Execute:
 		w.m.decided(c.Decision)
+		w.own(j)
 		w.goExecute(j)
 	case journal.Reconcile:
 		w.m.decided(c.Decision)
+		w.own(j)
 		go w.reconcile(j)
 	case journal.ReplaySucceeded, journal.ReplayFailed:
 		w.m.decided(c.Decision)
@@ -292,9 +305,13 @@ func (w *Worker) dispatch(j *job) {
 		go w.publishConflict(j, c.Record)
 	case journal.InProgress:
 		// Another owner will publish, or a retryable failure waits out its
-		// backoff: this delivery comes back later and takes no attempt.
+		// backoff: this delivery waits for a delivery of this worker that
+		// owns the key (waiting.go), or comes back later, and takes no
+		// attempt.
 		w.m.decided(c.Decision)
-		w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
+		if !w.wait(j) {
+			w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
+		}
 	default:
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
 		w.nak(j, time.Second)

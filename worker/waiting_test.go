@@ -1,0 +1,145 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/worker"
+)
+
+// slowRetries is a retry policy whose delays outlast every test: a copy
+// sent back to JetStream with the retry delay would not return in time.
+var slowRetries = worker.RetryPolicy{InitialDelay: time.Minute, MaxDelay: time.Minute, MaxElapsed: time.Hour}
+
+func intentCharge(event, intent string) []byte {
+	return []byte(fmt.Sprintf(`{"event_id":%q,"intent_id":%q,"operation":"payment.charge","approval_id":"appr-1",
+		"payload":{"account_id":"merchant-account-17","order_id":%q,"amount_minor":100,"currency":"rub"}}`, event, intent, "order-"+intent))
+}
+
+// resultsFor collects, in arrival order, the results for key until n final
+// ones (not pending) arrived.
+func (b *bundle) resultsFor(t *testing.T, key string, n int) []operation.Result {
+	t.Helper()
+	var got []operation.Result
+	final := 0
+	deadline := time.After(30 * time.Second)
+	for final < n {
+		select {
+		case r := <-b.results:
+			if r.OperationKey != key {
+				continue
+			}
+			got = append(got, r)
+			if r.Status != operation.ResultPending {
+				final++
+			}
+		case <-deadline:
+			t.Fatalf("got %d of %d final results for %s: %+v", final, n, key, got)
+		}
+	}
+	return got
+}
+
+// Copies of a command that arrive while this worker's call for their key
+// runs wait for that call, not for the retry delay (here a minute): each is
+// told "pending" at once and answered from the journal as soon as the call's
+// result is published, with one effect and no redelivery.
+func TestCopiesWaitForTheCallNotTheRetryDelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.metrics = worker.NewMetrics(reg)
+	block := make(chan struct{})
+	b.target.block = block
+	b.worker(t, "w1", worker.Config{Retry: slowRetries, HeartbeatInterval: 100 * time.Millisecond})
+	const key = "test:payment.charge:intent-wait:v1"
+
+	b.publish(t, intentCharge("evt-wait-0", "intent-wait"))
+	require.Eventually(t, func() bool { _, c := b.target.count(key); return c == 1 }, 30*time.Second, 5*time.Millisecond)
+	for i := 1; i <= 3; i++ {
+		b.publish(t, intentCharge(fmt.Sprint("evt-wait-", i), "intent-wait"))
+	}
+	require.Eventually(t, func() bool { return series(t, reg, "idemgate_commands_waited_total", nil) == 3 },
+		30*time.Second, 5*time.Millisecond, "three copies wait for the call")
+	time.Sleep(300 * time.Millisecond) // several heartbeats while they wait
+	b.target.mu.Lock()
+	b.target.block = nil
+	b.target.mu.Unlock()
+	close(block)
+
+	res := b.resultsFor(t, key, 4)
+	pendingSeen := map[string]bool{}
+	replayed := 0
+	for _, r := range res {
+		if r.Status == operation.ResultPending {
+			pendingSeen[r.EventID] = true
+			continue
+		}
+		require.Equal(t, operation.ResultSucceeded, r.Status, "%+v", r)
+		if r.Replayed {
+			replayed++
+			require.True(t, pendingSeen[r.EventID], "the copy %s is told pending before its result", r.EventID)
+		}
+	}
+	require.Equal(t, 3, replayed, "the copies are answered from the journal")
+	effects, calls := b.target.count(key)
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, calls)
+	cons, err := b.js.Consumer(context.Background(), b.ncfg.CommandsStream, b.ncfg.Durable)
+	require.NoError(t, err)
+	ci, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, ci.NumRedelivered, "no copy went back to JetStream")
+}
+
+// The call's answer is lost while copies wait: they are claimed again when
+// its delivery settles, one of them (or the command's own redelivery)
+// looks the key up, and every copy ends succeeded with the one object,
+// without a second call and without the retry delay.
+func TestCopiesWaitingOnALostAnswerEndWithTheLookup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	block := make(chan struct{})
+	b.target.block = block
+	b.target.lostNext = 1
+	b.worker(t, "w1", worker.Config{Retry: slowRetries})
+	const key = "test:payment.charge:intent-lost:v1"
+
+	b.publish(t, intentCharge("evt-lost-0", "intent-lost"))
+	require.Eventually(t, func() bool { _, c := b.target.count(key); return c == 1 }, 30*time.Second, 5*time.Millisecond)
+	for i := 1; i <= 3; i++ {
+		b.publish(t, intentCharge(fmt.Sprint("evt-lost-", i), "intent-lost"))
+	}
+	waitFor(t, 30*time.Second, "three copies told pending", func() (bool, string) {
+		n := 0
+		for len(b.results) > 0 {
+			if r := <-b.results; r.OperationKey == key && r.Status == operation.ResultPending {
+				n++
+			}
+		}
+		return n >= 3, "pending results"
+	})
+	b.target.mu.Lock()
+	b.target.block = nil
+	b.target.mu.Unlock()
+	close(block)
+
+	res := b.await(t, key, 4)
+	for _, r := range res {
+		require.Equal(t, operation.ResultSucceeded, r.Status, "%+v", r)
+		require.Equal(t, res[0].TargetObjectID, r.TargetObjectID)
+	}
+	effects, calls := b.target.count(key)
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, calls, "the lost answer is looked up, never called again")
+	b.target.mu.Lock()
+	lookups := b.target.lookups
+	b.target.mu.Unlock()
+	require.GreaterOrEqual(t, lookups, 1)
+}
