@@ -165,13 +165,23 @@ func (r *Router) Close() {
 	})
 }
 
-// fetchLoop pulls whole batches: it waits until a batch's worth of in-flight
+// fetchLoop pulls batches: it waits until a batch's worth of in-flight
 // slots is free. Fetching whatever few slots were just freed would split the
 // stream into small batches, each costing a claim round trip of its own.
+//
+// A fetch stays open until its batch is full or FetchWait passes, but what
+// it brings is handed on as it arrives: a group closes once no command has
+// followed its last one for fetchLinger. Commands the server has at hand
+// arrive back to back and make one group; a lone command (a redelivery
+// after a short delay, the first command after a quiet spell) is handled at
+// once instead of waiting out the open fetch. Stopping does not wait for
+// an open fetch either: what it still brings is naked back.
 func (r *Router) fetchLoop(ctx context.Context) {
 	defer close(r.fetchDone)
 	defer close(r.batches)
 	size := min(r.cfg.FetchBatch, r.rc.MaxInFlight)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for ctx.Err() == nil {
 		for n := 0; n < size; n++ {
 			select {
@@ -192,31 +202,73 @@ func (r *Router) fetchLoop(ctx context.Context) {
 			}
 			continue
 		}
-		msgs := make([]jetstream.Msg, 0, n)
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
+		got := 0
+		group := make([]jetstream.Msg, 0, n)
+		flush := func() {
+			if len(group) > 0 {
+				r.handOn(group)
+				got += len(group)
+				group = make([]jetstream.Msg, 0, n-got)
+			}
 		}
-		at := time.Now()
+		msgs := batch.Messages()
+		for open := true; open; {
+			var m jetstream.Msg
+			select {
+			case m, open = <-msgs:
+			case <-linger.C:
+				flush()
+				continue
+			case <-ctx.Done():
+				// Stopping: the fetch may stay open for a while yet. What
+				// it still brings goes straight back to the stream.
+				go nakAll(msgs)
+				open = false
+			}
+			if !open {
+				break
+			}
+			group = append(group, m)
+			if len(group) == 1 {
+				linger.Reset(fetchLinger)
+			}
+		}
+		linger.Stop()
+		flush()
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
 			r.log.Debug("fetch ended", "error", err.Error())
 		}
-		r.release(n - len(msgs))
-		if len(msgs) == 0 {
-			continue
-		}
-		if r.hooks.Fetched != nil {
-			r.hooks.Fetched(len(msgs))
-		}
-		r.inflight.Add(len(msgs))
-		// One allocation for the batch's deliveries.
-		ds := make([]Delivery, len(msgs))
-		out := make([]*Delivery, len(msgs))
-		for i, m := range msgs {
-			ds[i] = Delivery{r: r, msg: m, fetchedAt: at, span: startDeliverySpan(m)}
-			out[i] = &ds[i]
-		}
-		r.batches <- out
+		r.release(n - got)
 	}
+}
+
+// nakAll returns every message still to come from an abandoned fetch to the
+// stream at once, so that it is redelivered without waiting for AckWait.
+func nakAll(msgs <-chan jetstream.Msg) {
+	for m := range msgs {
+		_ = m.Nak()
+	}
+}
+
+// fetchLinger is how long a group of fetched commands waits for one more
+// before it is handed on (fetchLoop).
+const fetchLinger = 2 * time.Millisecond
+
+// handOn makes deliveries of msgs and queues them for the handlers.
+func (r *Router) handOn(msgs []jetstream.Msg) {
+	at := time.Now()
+	if r.hooks.Fetched != nil {
+		r.hooks.Fetched(len(msgs))
+	}
+	r.inflight.Add(len(msgs))
+	// One allocation for the group's deliveries.
+	ds := make([]Delivery, len(msgs))
+	out := make([]*Delivery, len(msgs))
+	for i, m := range msgs {
+		ds[i] = Delivery{r: r, msg: m, fetchedAt: at, span: startDeliverySpan(m)}
+		out[i] = &ds[i]
+	}
+	r.batches <- out
 }
 
 func (r *Router) release(n int) {

@@ -132,3 +132,42 @@ func TestRouterSettlesEachDeliveryAfterItsResult(t *testing.T) {
 	require.Equal(t, 4, settled)
 	require.Equal(t, map[operation.ResultStatus]int{operation.ResultSucceeded: 2, operation.ResultRejected: 1, operation.ResultPending: 1}, published)
 }
+
+// TestRouterHandsOnCommandsAsTheyArrive: a fetch stays open for FetchWait
+// (here a minute) while its batch is not full, but the commands it brings
+// reach the handler as they arrive, not when the fetch ends: each of
+// three commands published one by one, with the handler's answer awaited
+// in between, is handled long before the open fetch would end; and
+// stopping does not wait for the open fetch either (it would outlast the
+// test's context).
+func TestRouterHandsOnCommandsAsTheyArrive(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, js := ns.Connect(t)
+	c := Config{AckWait: 5 * time.Minute, FetchWait: time.Minute}.WithDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := Ensure(ctx, js, c)
+	require.NoError(t, err)
+	r := NewRouter(c, RouterConfig{MaxInFlight: 100, Handlers: 1}, cons, js, nc, nil, Hooks{})
+	handled := make(chan string, 10)
+	r.Start(ctx, func(ds []*Delivery) {
+		for _, d := range ds {
+			handled <- string(d.Data())
+			d.Answer(operation.Result{OperationKey: "test:payment.charge:" + string(d.Data()) + ":v1", Operation: "payment.charge",
+				Status: operation.ResultSucceeded})
+		}
+	})
+	for _, id := range []string{"evt-1", "evt-2", "evt-3"} {
+		_, err := js.Publish(ctx, wire.CommandSubject("payment.charge"), []byte(id))
+		require.NoError(t, err)
+		select {
+		case got := <-handled:
+			require.Equal(t, id, got)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not handled while the fetch stays open", id)
+		}
+	}
+	r.StopFetching()
+	require.NoError(t, r.Drain(ctx))
+	r.Close()
+}
