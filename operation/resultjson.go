@@ -16,20 +16,11 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendJSONString(dst, r.OperationKey)
 	dst = append(dst, `,"event_id":`...)
 	dst = appendJSONString(dst, r.EventID)
-	if r.Operation != "" {
-		dst = append(dst, `,"operation":`...)
-		dst = appendJSONString(dst, r.Operation)
-	}
+	dst = appendOptionalString(dst, `,"operation":`, r.Operation)
 	dst = append(dst, `,"status":`...)
 	dst = appendJSONString(dst, string(r.Status))
-	if r.TargetSystem != "" {
-		dst = append(dst, `,"target_system":`...)
-		dst = appendJSONString(dst, r.TargetSystem)
-	}
-	if r.TargetObjectID != "" {
-		dst = append(dst, `,"target_object_id":`...)
-		dst = appendJSONString(dst, r.TargetObjectID)
-	}
+	dst = appendOptionalString(dst, `,"target_system":`, r.TargetSystem)
+	dst = appendOptionalString(dst, `,"target_object_id":`, r.TargetObjectID)
 	if len(r.Result) > 0 {
 		dst = append(dst, `,"result":`...)
 		var err error
@@ -37,14 +28,8 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if r.ErrorCode != "" {
-		dst = append(dst, `,"error_code":`...)
-		dst = appendJSONString(dst, r.ErrorCode)
-	}
-	if r.Reason != "" {
-		dst = append(dst, `,"reason":`...)
-		dst = appendJSONString(dst, r.Reason)
-	}
+	dst = appendOptionalString(dst, `,"error_code":`, r.ErrorCode)
+	dst = appendOptionalString(dst, `,"reason":`, r.Reason)
 	dst = append(dst, `,"attempts":`...)
 	dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
 	dst = append(dst, `,"replayed":`...)
@@ -64,6 +49,15 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, ']')
 	}
 	return append(dst, '}'), nil
+}
+
+// appendOptionalString appends name (the comma, the quoted field name and
+// the colon) and s quoted, unless s is empty: an omitempty string field.
+func appendOptionalString(dst []byte, name, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return appendJSONString(append(dst, name...), s)
 }
 
 // appendCompactJSON appends raw as json.Marshal writes a json.RawMessage:
