@@ -42,7 +42,7 @@ func TestDependencyDirection(t *testing.T) {
 	// sandbox is the emulators' framework: the standard library only (an
 	// emulator package may use more, e.g. google/uuid).
 	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true, "sandbox": true,
-		"wire": true, "internal/startstop": true}
+		"wire": true, "internal/startstop": true, "adapters/tbank/tbanktoken": true}
 	// The idemgate packages a stdlibOnly package may still import.
 	stdlibPlus := map[string]map[string]bool{"operation": {mod + "redact": true}}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -65,6 +65,9 @@ func TestDependencyDirection(t *testing.T) {
 			}
 			if strings.Contains(imp, "spf13/viper") && top != "cmd" {
 				t.Errorf("%s imports viper: configuration is read only in cmd", rel)
+			}
+			if top == "ingest" && strings.HasPrefix(imp, mod+"adapters") && imp != mod+"adapters/tbank/tbanktoken" {
+				t.Errorf("%s imports %s: of the adapters, ingest uses only T-Bank's token rule (adapters/tbank/tbanktoken)", rel, imp)
 			}
 			if top == "worker" && strings.HasPrefix(imp, "github.com/nats-io/") {
 				t.Errorf("%s imports %s: the worker reaches JetStream only through consumer (Router, Delivery, PublishResult)", rel, imp)

@@ -54,5 +54,7 @@
 //
 // Imports: the standard library, nats.go's jetstream, prometheus'
 // client_golang and idemgate's operation, redact, wire (subjects and
-// headers) and internal/startstop packages. Only cmd imports ingest.
+// headers), internal/startstop and adapters/tbank/tbanktoken (T-Bank's
+// Token rule, which the adapter signs with) packages. Only cmd imports
+// ingest.
 package ingest

@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/adapters/tbank/tbanktoken"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -168,48 +168,10 @@ func VerifyStandard(id, timestamp, signatures string, body []byte, keys [][]byte
 	return verifySigned(keys, func(key []byte) []byte { return standardMAC(key, id, timestamp, body) }, sigs, ts, now, tolerance)
 }
 
-// TBankToken returns a T-Bank Token over a request or notification: the
-// root-level scalar values (nested objects, arrays, nulls and Token itself
-// left out) plus {"Password": password}, sorted by key, values concatenated,
-// SHA-256, lower-case hex. Numbers keep their literal JSON text when they
-// are json.Number; booleans are "true"/"false".
+// TBankToken returns T-Bank's Token over a notification's fields: the rule
+// the adapter signs its requests with (tbanktoken.Of), held once.
 func TBankToken(fields map[string]any, password string) string {
-	keys := make([]string, 0, len(fields)+1)
-	for k, v := range fields {
-		if k == "Token" || k == "Password" {
-			continue
-		}
-		if _, ok := tbankScalar(v); ok {
-			keys = append(keys, k)
-		}
-	}
-	keys = append(keys, "Password")
-	slices.Sort(keys)
-	h := sha256.New()
-	for _, k := range keys {
-		if k == "Password" {
-			h.Write([]byte(password))
-			continue
-		}
-		s, _ := tbankScalar(fields[k])
-		h.Write([]byte(s))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func tbankScalar(v any) (string, bool) {
-	if s, ok := scalarText(v); ok {
-		return s, true
-	}
-	switch v := v.(type) {
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64), true
-	case int:
-		return strconv.Itoa(v), true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	}
-	return "", false
+	return tbanktoken.Of(fields, password)
 }
 
 // VerifyTBank checks a parsed T-Bank notification: its Token must be the

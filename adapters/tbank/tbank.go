@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/tbank/tbanktoken"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 )
@@ -384,7 +385,7 @@ func (a *Adapter) refund(ctx context.Context, op operation.Operation) (adapters.
 // status; a 200 must carry a well-formed answer.
 func (a *Adapter) call(ctx context.Context, method string, params map[string]any) (answer, error) {
 	params["TerminalKey"] = a.cfg.TerminalKey
-	params["Token"] = token(params, a.password.Reveal())
+	params["Token"] = tbanktoken.Of(params, a.password.Reveal())
 	resp, err := a.client.JSON(ctx, http.MethodPost, a.cfg.BaseURL+"/v2/"+method, params, nil)
 	if err != nil {
 		return answer{}, err

@@ -2,13 +2,9 @@ package tbank
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -30,39 +26,6 @@ var finalFailure = map[string]bool{
 var succeeded = map[string]bool{
 	StatusConfirmed: true, StatusAuthorized: true, "PARTIAL_REFUNDED": true, "REFUNDED": true,
 	"REFUNDING": true, "PARTIAL_REVERSED": true,
-}
-
-// token signs a request: the values of the root-level scalar parameters
-// (Token and nested objects excluded) plus the Password, sorted by
-// parameter name, concatenated; hex SHA-256 (TARGETS.md §6, [OK]).
-func token(params map[string]any, password string) string {
-	vals := map[string]string{"Password": password}
-	for k, v := range params {
-		if k == "Token" {
-			continue
-		}
-		switch x := v.(type) {
-		case string:
-			vals[k] = x
-		case int64:
-			vals[k] = strconv.FormatInt(x, 10)
-		case int:
-			vals[k] = strconv.Itoa(x)
-		case bool:
-			vals[k] = strconv.FormatBool(x)
-		}
-	}
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(vals[k])
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
 }
 
 // flexID is an id T-Bank sends as a string in some answers and a number in

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/tbank/tbanktoken"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -24,7 +25,7 @@ func TestTokenDocExample(t *testing.T) {
 		"Description": "Подарочная карта на 1000 рублей", "DATA": map[string]string{"x": "y"}, "Token": "old",
 	}
 	sum := sha256.Sum256([]byte("19200" + "Подарочная карта на 1000 рублей" + "00000" + "secret-pw" + "MerchantTerminalKey"))
-	require.Equal(t, hex.EncodeToString(sum[:]), token(params, "secret-pw"))
+	require.Equal(t, hex.EncodeToString(sum[:]), tbanktoken.Of(params, "secret-pw"))
 }
 
 // FuzzAnswer: arbitrary bodies never panic, and a 200 body is accepted only
