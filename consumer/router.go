@@ -174,8 +174,10 @@ func (r *Router) Close() {
 // followed its last one for fetchLinger. Commands the server has at hand
 // arrive back to back and make one group; a lone command (a redelivery
 // after a short delay, the first command after a quiet spell) is handled at
-// once instead of waiting out the open fetch. Stopping does not wait for
-// an open fetch either: what it still brings is naked back.
+// once instead of waiting out the open fetch. Stopping still waits for an
+// open fetch to end (at most FetchWait) and hands on what it brings: the
+// server would deliver into the void what a fetch abandoned early still
+// brings, and those commands would wait out AckWait.
 func (r *Router) fetchLoop(ctx context.Context) {
 	defer close(r.fetchDone)
 	defer close(r.batches)
@@ -219,11 +221,6 @@ func (r *Router) fetchLoop(ctx context.Context) {
 			case <-linger.C:
 				flush()
 				continue
-			case <-ctx.Done():
-				// Stopping: the fetch may stay open for a while yet. What
-				// it still brings goes straight back to the stream.
-				go nakAll(msgs)
-				open = false
 			}
 			if !open {
 				break
@@ -239,14 +236,6 @@ func (r *Router) fetchLoop(ctx context.Context) {
 			r.log.Debug("fetch ended", "error", err.Error())
 		}
 		r.release(n - got)
-	}
-}
-
-// nakAll returns every message still to come from an abandoned fetch to the
-// stream at once, so that it is redelivered without waiting for AckWait.
-func nakAll(msgs <-chan jetstream.Msg) {
-	for m := range msgs {
-		_ = m.Nak()
 	}
 }
 

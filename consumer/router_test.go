@@ -134,17 +134,17 @@ func TestRouterSettlesEachDeliveryAfterItsResult(t *testing.T) {
 }
 
 // TestRouterHandsOnCommandsAsTheyArrive: a fetch stays open for FetchWait
-// (here a minute) while its batch is not full, but the commands it brings
+// (here 16 s) while its batch is not full, but the commands it brings
 // reach the handler as they arrive, not when the fetch ends: each of
 // three commands published one by one, with the handler's answer awaited
-// in between, is handled long before the open fetch would end; and
-// stopping does not wait for the open fetch either (it would outlast the
-// test's context).
+// in between, is handled within half of that (the fetch open since the
+// start would end only after FetchWait).
 func TestRouterHandsOnCommandsAsTheyArrive(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
-	c := Config{AckWait: 5 * time.Minute, FetchWait: time.Minute}.WithDefaults()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	c := Config{AckWait: 5 * time.Minute, FetchWait: 16 * time.Second}.WithDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cons, err := Ensure(ctx, js, c)
 	require.NoError(t, err)
@@ -163,7 +163,7 @@ func TestRouterHandsOnCommandsAsTheyArrive(t *testing.T) {
 		select {
 		case got := <-handled:
 			require.Equal(t, id, got)
-		case <-time.After(20 * time.Second):
+		case <-time.After(8 * time.Second):
 			t.Fatalf("%s not handled while the fetch stays open", id)
 		}
 	}
