@@ -77,10 +77,9 @@ func (e *benchEnv) close() { e.pool.Close() }
 // on PostgreSQL: the store's figures, to compare with SQLite's and, within
 // one run, with the raw baselines below.
 func BenchmarkJournal(b *testing.B) {
-	journaltest.Benchmark(b, func(b *testing.B) journal.Store {
+	journaltest.Benchmark(b, func(b *testing.B) (journal.Store, func()) {
 		env := newBenchEnv(b)
-		b.Cleanup(env.close)
-		return env.store
+		return env.store, env.close
 	}, journaltest.BenchOptions{Callers: benchCallers, Batches: benchBatches})
 }
 

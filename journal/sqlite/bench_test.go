@@ -19,7 +19,7 @@ import (
 // plain read on the reader pool. Compare with BenchmarkCommitFloor, one
 // fsync per operation, measured on the same disk.
 func BenchmarkJournal(b *testing.B) {
-	journaltest.Benchmark(b, func(b *testing.B) journal.Store { return open(b) }, journaltest.BenchOptions{Callers: 1})
+	journaltest.Benchmark(b, func(b *testing.B) (journal.Store, func()) { return open(b), func() {} }, journaltest.BenchOptions{Callers: 1})
 }
 
 // BenchmarkCommitFloor is the baseline: one single-row INSERT committed per
