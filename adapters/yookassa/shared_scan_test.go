@@ -16,7 +16,6 @@ import (
 	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 	sbyk "github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
@@ -59,14 +58,11 @@ func newHeldList(t *testing.T, skew ...time.Duration) *heldList {
 		_, _ = w.Write(rec.Body.Bytes())
 	}))
 	t.Cleanup(ts.Close)
-	shop, secret := h.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop,
-		SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: 10 * time.Second}}
-	for _, d := range skew {
-		cfg.LookupSkew = d
-	}
-	h.a, err = yookassa.New(cfg)
-	require.NoError(t, err)
+	h.a = adapterAt(t, h.srv, ts.URL, 10*time.Second, func(c *yookassa.Config) {
+		for _, d := range skew {
+			c.LookupSkew = d
+		}
+	})
 	return h
 }
 

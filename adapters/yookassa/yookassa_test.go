@@ -34,21 +34,23 @@ func setup(t *testing.T, opts sbyk.Options, mod func(*yookassa.Config)) bundle {
 	base, err := srv.Start("")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
-	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: base, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
-	if mod != nil {
-		mod(&cfg)
-	}
-	a, err := yookassa.New(cfg)
-	require.NoError(t, err)
-	return bundle{srv: srv, a: a}
+	return bundle{srv: srv, a: adapterAt(t, srv, base, time.Second, mod)}
 }
 
 func mustNew(t *testing.T, b bundle, mod func(*yookassa.Config)) *yookassa.Adapter {
 	t.Helper()
-	shop, secret := b.srv.Credentials()
-	cfg := yookassa.Config{BaseURL: b.srv.URL(), ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: time.Second}}
-	mod(&cfg)
+	return adapterAt(t, b.srv, b.srv.URL(), time.Second, mod)
+}
+
+// adapterAt is the adapter for srv's shop at baseURL (the emulator, or a
+// front of it), with timeout, then mod (when not nil) applied.
+func adapterAt(t *testing.T, srv *sbyk.Server, baseURL string, timeout time.Duration, mod func(*yookassa.Config)) *yookassa.Adapter {
+	t.Helper()
+	shop, secret := srv.Credentials()
+	cfg := yookassa.Config{BaseURL: baseURL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: timeout}}
+	if mod != nil {
+		mod(&cfg)
+	}
 	a, err := yookassa.New(cfg)
 	require.NoError(t, err)
 	return a
@@ -326,14 +328,7 @@ func front(t *testing.T, srv *sbyk.Server, mod func(*yookassa.Config), before fu
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	shop, secret := srv.Credentials()
-	cfg := yookassa.Config{BaseURL: ts.URL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}, HTTPConfig: adapters.HTTPConfig{Timeout: 5 * time.Second}}
-	if mod != nil {
-		mod(&cfg)
-	}
-	a, err := yookassa.New(cfg)
-	require.NoError(t, err)
-	return a
+	return adapterAt(t, srv, ts.URL, 5*time.Second, mod)
 }
 
 // createPayments makes n payments straight in the emulator.
