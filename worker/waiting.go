@@ -42,8 +42,10 @@ type waitingRoom struct {
 }
 
 // leftFor is how long the room remembers that a key's owner left: far
-// longer than a claim's round trip.
-const leftFor = 10 * time.Second
+// longer than a claim's round trip, and short, since every settled key is
+// written down (two generations of it are kept). A claim slower than that
+// only loses the shortcut: its copy comes back after the usual delay.
+const leftFor = 2 * time.Second
 
 // keyWork is what this worker does for one key: how many of its
 // deliveries own it (more than one only when a lease was taken over from a

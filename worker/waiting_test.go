@@ -143,3 +143,42 @@ func TestCopiesWaitingOnALostAnswerEndWithTheLookup(t *testing.T) {
 	b.target.mu.Unlock()
 	require.GreaterOrEqual(t, lookups, 1)
 }
+
+// At most half of MaxInFlight copies wait at once: with four in flight
+// (one fetched at a time), the call and three copies, two copies wait and
+// the third goes back to JetStream with the retry delay (here a minute), so
+// copies never take every slot from the work they wait on. The two that
+// waited are answered when the call ends.
+func TestAtMostHalfOfMaxInFlightWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ncfg.FetchBatch = 1
+	reg := prometheus.NewRegistry()
+	b.metrics = worker.NewMetrics(reg)
+	block := make(chan struct{})
+	b.target.block = block
+	b.worker(t, "w1", worker.Config{Retry: slowRetries, MaxInFlight: 4})
+	const key = "test:payment.charge:intent-cap:v1"
+
+	b.publish(t, intentCharge("evt-cap-0", "intent-cap"))
+	require.Eventually(t, func() bool { _, c := b.target.count(key); return c == 1 }, 30*time.Second, 5*time.Millisecond)
+	for i := 1; i <= 3; i++ {
+		b.publish(t, intentCharge(fmt.Sprint("evt-cap-", i), "intent-cap"))
+	}
+	require.Eventually(t, func() bool {
+		return series(t, reg, "idemgate_claim_decisions_total", map[string]string{"decision": "in_progress"}) == 3
+	}, 30*time.Second, 5*time.Millisecond, "the three copies claimed")
+	require.Equal(t, 2.0, series(t, reg, "idemgate_commands_waited_total", nil), "two copies wait, the third went back")
+	b.target.mu.Lock()
+	b.target.block = nil
+	b.target.mu.Unlock()
+	close(block)
+
+	res := b.await(t, key, 3) // the call and the two copies that waited
+	for _, r := range res {
+		require.Equal(t, operation.ResultSucceeded, r.Status, "%+v", r)
+	}
+	effects, calls := b.target.count(key)
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, calls)
+}
