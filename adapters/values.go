@@ -8,6 +8,16 @@ import (
 // The rules for values adapters write to targets or keep from their
 // answers, the same for every target.
 
+// Metadata keys under which payment adapters store the operation key, the
+// order and the approval on the target's object (Stripe metadata, YooKassa
+// metadata, T-Bank DATA), so that a lookup can match the full key exactly
+// even when the target's key header carries only its digest.
+const (
+	MetaKey        = "idemgate_key"
+	MetaOrderID    = "idemgate_order_id"
+	MetaApprovalID = "idemgate_approval_id"
+)
+
 // Marker is the "[op:<key>]" text adapters append to a free-text field
 // (a comment, a name, a description) of an object they create, so that a
 // lookup finds the object even behind a connector that dropped every field

@@ -232,6 +232,16 @@ func DefaultRegistry() *Registry {
 	return r
 }
 
+// The built-in operation types (DefaultRegistry), named here once for the
+// adapters that perform them and the tools that send them.
+const (
+	TypeInvoiceCreate = "invoice.create"
+	TypeTaskCreate    = "crm.task.create"
+	TypeDealCreate    = "crm.deal.create"
+	TypePaymentCharge = "payment.charge"
+	TypePaymentRefund = "payment.refund"
+)
+
 func builtinTypes() []Type {
 	id := func(name string, required bool) Field {
 		return Field{Name: name, Kind: KindString, Required: required, MaxLen: 128}
@@ -243,7 +253,7 @@ func builtinTypes() []Type {
 	description := Field{Name: "description", Kind: KindString, MaxLen: 4000, Multiline: true}
 	return []Type{
 		{
-			Name: "invoice.create", TargetSystem: "1c",
+			Name: TypeInvoiceCreate, TargetSystem: "1c",
 			Fields: []Field{
 				id("order_id", true), id("customer_id", true), money(false), currency,
 				{Name: "due_date", Kind: KindDate},
@@ -251,7 +261,7 @@ func builtinTypes() []Type {
 			},
 		},
 		{
-			Name: "crm.task.create", TargetSystem: "crm",
+			Name: TypeTaskCreate, TargetSystem: "crm",
 			Fields: []Field{
 				{Name: "title", Kind: KindString, Required: true, MaxLen: 255},
 				id("responsible_id", true), id("customer_id", false),
@@ -260,7 +270,7 @@ func builtinTypes() []Type {
 			},
 		},
 		{
-			Name: "crm.deal.create", TargetSystem: "crm",
+			Name: TypeDealCreate, TargetSystem: "crm",
 			Fields: []Field{
 				{Name: "title", Kind: KindString, Required: true, MaxLen: 255},
 				id("customer_id", true), money(true), currency,
@@ -268,11 +278,11 @@ func builtinTypes() []Type {
 			},
 		},
 		{
-			Name: "payment.charge", TargetSystem: "payments", RequiresApproval: true,
+			Name: TypePaymentCharge, TargetSystem: "payments", RequiresApproval: true,
 			Fields: []Field{id("account_id", true), id("order_id", true), money(false), currency},
 		},
 		{
-			Name: "payment.refund", TargetSystem: "payments", RequiresApproval: true,
+			Name: TypePaymentRefund, TargetSystem: "payments", RequiresApproval: true,
 			Fields: []Field{id("payment_id", true), id("order_id", false), money(false), currency},
 		},
 	}

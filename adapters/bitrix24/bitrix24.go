@@ -18,8 +18,8 @@ import (
 
 // Operation types this adapter performs.
 const (
-	OpDealCreate = "crm.deal.create"
-	OpTaskCreate = "crm.task.create"
+	OpDealCreate = operation.TypeDealCreate
+	OpTaskCreate = operation.TypeTaskCreate
 )
 
 // Adapter is the Bitrix24 adapter. It is safe for concurrent use.

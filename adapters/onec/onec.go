@@ -15,7 +15,7 @@ import (
 )
 
 // OpInvoiceCreate is the operation type this adapter performs.
-const OpInvoiceCreate = "invoice.create"
+const OpInvoiceCreate = operation.TypeInvoiceCreate
 
 // Adapter is the 1C adapter. It is safe for concurrent use.
 type Adapter struct {

@@ -19,15 +19,15 @@ import (
 
 // Operation types this adapter performs.
 const (
-	OpCharge = "payment.charge"
-	OpRefund = "payment.refund"
+	OpCharge = operation.TypePaymentCharge
+	OpRefund = operation.TypePaymentRefund
 )
 
 // Metadata keys written on every PaymentIntent and refund.
 const (
-	MetaKey        = "idemgate_key"
-	MetaOrderID    = "idemgate_order_id"
-	MetaApprovalID = "idemgate_approval_id"
+	MetaKey        = adapters.MetaKey
+	MetaOrderID    = adapters.MetaOrderID
+	MetaApprovalID = adapters.MetaApprovalID
 )
 
 // Safe codes of this adapter.

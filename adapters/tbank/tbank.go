@@ -15,8 +15,8 @@ import (
 
 // Operation types this adapter performs.
 const (
-	OpCharge = "payment.charge"
-	OpRefund = "payment.refund"
+	OpCharge = operation.TypePaymentCharge
+	OpRefund = operation.TypePaymentRefund
 )
 
 // Safe codes of this adapter.
@@ -29,10 +29,12 @@ const (
 	CodeInProgress = "payment_in_progress"
 )
 
-// DATA keys (≤ 20 characters each, values ≤ 100).
+// DATA keys (≤ 20 characters each, values ≤ 100): the shared metadata names,
+// but for the approval, kept as "idemgate_approval" as existing orders carry
+// it.
 const (
-	dataKey      = "idemgate_key"
-	dataOrder    = "idemgate_order_id"
+	dataKey      = adapters.MetaKey
+	dataOrder    = adapters.MetaOrderID
 	dataApproval = "idemgate_approval"
 )
 

@@ -9,15 +9,17 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/idemgate/idemgate/adapters"
 )
 
 // Metadata keys the adapter writes on every payment and refund. The full
 // operation key is kept here even when the Idempotence-Key header carries its
 // digest, so a listing scan can match it exactly.
 const (
-	MetaKey        = "idemgate_key"
-	MetaApprovalID = "idemgate_approval_id"
-	MetaOrderID    = "idemgate_order_id"
+	MetaKey        = adapters.MetaKey
+	MetaApprovalID = adapters.MetaApprovalID
+	MetaOrderID    = adapters.MetaOrderID
 )
 
 // Payment and refund statuses (TARGETS.md §5).

@@ -17,8 +17,8 @@ import (
 
 // Operation types this adapter performs.
 const (
-	OpCharge = "payment.charge"
-	OpRefund = "payment.refund"
+	OpCharge = operation.TypePaymentCharge
+	OpRefund = operation.TypePaymentRefund
 )
 
 // CodeProcessing is the safe code of YooKassa's legacy 202 "processing"

@@ -23,6 +23,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/yookassa"
 	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -263,11 +264,11 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) 
 	c.Adapters.OneC = &onec.Config{BaseURL: sb.OneC.BaseURL(), User: user, Password: adapters.Password{Value: redact.Secret(password)}}
 	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: sb.Bitrix24.URL(), UserID: uid, WebhookCode: adapters.WebhookCode{Value: redact.Secret(code)}}
 	c.Routes = map[string]string{
-		"payment.charge":  yookassa.DefaultName,
-		"payment.refund":  yookassa.DefaultName,
-		"invoice.create":  onec.DefaultName,
-		"crm.task.create": bitrix24.DefaultName,
-		"crm.deal.create": bitrix24.DefaultName,
+		operation.TypePaymentCharge: yookassa.DefaultName,
+		operation.TypePaymentRefund: yookassa.DefaultName,
+		operation.TypeInvoiceCreate: onec.DefaultName,
+		operation.TypeTaskCreate:    bitrix24.DefaultName,
+		operation.TypeDealCreate:    bitrix24.DefaultName,
 	}
 	return c, nil
 }

@@ -17,14 +17,14 @@ import (
 )
 
 // Operations the workload sends, each routed to an emulator.
-var workloadOps = []string{"invoice.create", "payment.charge", "payment.refund", "crm.task.create", "crm.deal.create"}
+var workloadOps = []string{operation.TypeInvoiceCreate, operation.TypePaymentCharge, operation.TypePaymentRefund, operation.TypeTaskCreate, operation.TypeDealCreate}
 
 // The CRM operations go to Bitrix24, whose portal admits a few requests a
 // second (TARGETS.md §2: 5/s on Enterprise); the others share the rest of
 // the rate.
 var (
-	crmOps   = []string{"crm.task.create", "crm.deal.create"}
-	otherOps = []string{"invoice.create", "payment.charge", "payment.refund"}
+	crmOps   = []string{operation.TypeTaskCreate, operation.TypeDealCreate}
+	otherOps = []string{operation.TypeInvoiceCreate, operation.TypePaymentCharge, operation.TypePaymentRefund}
 )
 
 // freshShare is the part of the messages that are new intents (the rest are
@@ -108,13 +108,13 @@ func (w *workload) payload(op, intent string, alt bool) (json.RawMessage, string
 	var p map[string]any
 	approval := ""
 	switch op {
-	case "invoice.create":
+	case operation.TypeInvoiceCreate:
 		p = map[string]any{"order_id": "o-" + intent, "customer_id": fmt.Sprintf("c-%d", w.intn(50)), "amount_minor": amount,
 			"currency": "RUB", "description": "Invoice for order " + intent + " " + w.canary + "-" + intent}
-	case "payment.charge":
+	case operation.TypePaymentCharge:
 		p = map[string]any{"account_id": "merchant-account-17", "order_id": "o-" + intent, "amount_minor": amount, "currency": "RUB"}
 		approval = "appr-" + intent
-	case "payment.refund":
+	case operation.TypePaymentRefund:
 		w.mu.Lock()
 		pay := ""
 		if len(w.payments) > 0 {
@@ -127,14 +127,14 @@ func (w *workload) payload(op, intent string, alt bool) (json.RawMessage, string
 		}
 		p = map[string]any{"payment_id": pay, "amount_minor": r, "currency": "RUB"}
 		approval = "appr-" + intent
-	case "crm.task.create":
+	case operation.TypeTaskCreate:
 		title := "Call back about order " + intent
 		if alt {
 			title += " (changed)"
 		}
 		p = map[string]any{"title": title, "responsible_id": "7", "customer_id": fmt.Sprintf("c-%d", w.intn(50)),
 			"description": "Customer notes: " + w.canary + "-" + intent}
-	case "crm.deal.create":
+	case operation.TypeDealCreate:
 		p = map[string]any{"title": "Deal " + intent, "customer_id": fmt.Sprintf("c-%d", w.intn(50)), "amount_minor": amount, "currency": "RUB"}
 	}
 	b, _ := json.Marshal(p)
@@ -182,12 +182,12 @@ func (w *workload) next() (outgoing, error) {
 		cmd.EventID = msgID
 		cmd.Payload, _ = w.payload(cmd.Operation, cmd.IntentID, true)
 	case KindKeyless:
-		s.Op = "invoice.create"
+		s.Op = operation.TypeInvoiceCreate
 		return outgoing{s: s, subj: wire.CommandPrefix + s.Op, body: []byte("{not json " + msgID)}, nil
 	case KindPoison:
 		op := workloadOps[w.intn(len(workloadOps))]
-		if op == "payment.refund" {
-			op = "payment.charge"
+		if op == operation.TypePaymentRefund {
+			op = operation.TypePaymentCharge
 		}
 		intent := fmt.Sprintf("p%07d", n)
 		cmd = operation.Command{EventID: msgID, Operation: op, IntentID: intent, ApprovalID: "appr-" + intent,
@@ -198,8 +198,8 @@ func (w *workload) next() (outgoing, error) {
 		if w.float() < w.crmShare {
 			op = crmOps[w.intn(len(crmOps))]
 		}
-		if op == "payment.refund" && !havePayments {
-			op = "payment.charge"
+		if op == operation.TypePaymentRefund && !havePayments {
+			op = operation.TypePaymentCharge
 		}
 		intent := fmt.Sprintf("i%07d", n)
 		cmd = operation.Command{EventID: msgID, Operation: op, IntentID: intent}
@@ -312,7 +312,7 @@ func (w *workload) onReply(m *nats.Msg) {
 		return
 	}
 	s.Reply = &Reply{Status: string(r.Status), ObjectID: r.TargetObjectID, At: at}
-	if s.Op == "payment.charge" && r.Status == operation.ResultSucceeded && r.TargetObjectID != "" && s.Kind == KindFresh {
+	if s.Op == operation.TypePaymentCharge && r.Status == operation.ResultSucceeded && r.TargetObjectID != "" && s.Kind == KindFresh {
 		w.payments = append(w.payments, r.TargetObjectID)
 	}
 }

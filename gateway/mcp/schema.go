@@ -163,11 +163,11 @@ func ToolName(opType string) string { return strings.ReplaceAll(opType, ".", "_"
 
 // summaries are the first sentence of the built-in types' tools.
 var summaries = map[string]string{
-	"invoice.create":  "Create an invoice in 1C (invoice.create).",
-	"crm.task.create": "Create a task in the CRM (crm.task.create).",
-	"crm.deal.create": "Create a deal in the CRM (crm.deal.create).",
-	"payment.charge":  "Charge a payment through the payment provider (payment.charge). Moves money.",
-	"payment.refund":  "Refund a payment through the payment provider (payment.refund). Moves money.",
+	operation.TypeInvoiceCreate: "Create an invoice in 1C (invoice.create).",
+	operation.TypeTaskCreate:    "Create a task in the CRM (crm.task.create).",
+	operation.TypeDealCreate:    "Create a deal in the CRM (crm.deal.create).",
+	operation.TypePaymentCharge: "Charge a payment through the payment provider (payment.charge). Moves money.",
+	operation.TypePaymentRefund: "Refund a payment through the payment provider (payment.refund). Moves money.",
 }
 
 // description teaches the key discipline for one operation type.

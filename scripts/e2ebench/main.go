@@ -65,7 +65,7 @@ import (
 
 const (
 	env    = "bench"
-	opType = "payment.charge"
+	opType = operation.TypePaymentCharge
 	owner  = "raw-baseline"
 )
 

@@ -23,9 +23,9 @@ type scenario struct {
 
 // Operation types the scenarios send.
 const (
-	opCharge  = "payment.charge"
-	opInvoice = "invoice.create"
-	opTask    = "crm.task.create"
+	opCharge  = operation.TypePaymentCharge
+	opInvoice = operation.TypeInvoiceCreate
+	opTask    = operation.TypeTaskCreate
 )
 
 var scenarios = []scenario{
