@@ -1,5 +1,9 @@
 // Command idemgate is the idemgate daemon and its tools: run, migrate,
 // publish, trace, resolve, reconcile, ingest, sandbox, demo and version.
+//
+// It is the composition root: it may import every package of the module,
+// and it is the only one that reads the configuration (viper) and sets up
+// tracing (otelsetup), which deps_test.go enforces. Nothing imports it.
 package main
 
 import (

@@ -7,6 +7,9 @@
 // logs, and fails when one guarantee was breached. See docs/soak.md.
 //
 // Run it with scripts/soak, which builds what it needs.
+//
+// It drives the built binaries from outside and may import any package of
+// the module for its clients, emulators and checks; nothing imports it.
 package main
 
 import (

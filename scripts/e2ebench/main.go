@@ -33,6 +33,10 @@
 // Each run is timed from the first result published to the last command
 // acknowledged. The machine is shared: compare the ratio of one run, not
 // figures across runs.
+//
+// It may import any package of the module: the raw baseline reuses the
+// journal's own statements (postgres.HotPathSQL) so that it does the
+// store's exact work. Nothing imports it.
 package main
 
 import (

@@ -11,7 +11,8 @@
 // A line without its reason is an error: every allowed skip says why. Blank
 // lines and lines starting with '#' are comments.
 //
-// scripts/test runs it; it is not part of idemgate.
+// scripts/test runs it; it is not part of idemgate, imports the standard
+// library only, and nothing imports it.
 package main
 
 import (
