@@ -16,6 +16,15 @@ const (
 	CompleteSQL      = complete
 )
 
+// The scans of the open operations (the reconciler's and the console's
+// lease holders), for the test of their plans.
+var (
+	TakeOverStaleSQL     = takeOverStale
+	ListUnresolvedSQL    = readSQL.ListUnresolved
+	ListIdleRetryableSQL = readSQL.ListIdleRetryable
+	LeaseHoldersSQL      = readSQL.LeaseHolders
+)
+
 // InTx returns a copy of s that sends its statements through tx, for tests
 // that look inside the transaction a call ran in.
 func (s *Store) InTx(tx pgx.Tx) *Store {

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,8 +82,8 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 		"first page": "agent_operation_log_created_key_idx", "deep page": "agent_operation_log_created_key_idx",
 		"time range": "agent_operation_log_created_key_idx", "type": "agent_operation_log_created_key_idx",
 		"key": "agent_operation_log_pkey", "event": "agent_operation_log_event_idx",
-		"object": "agent_operation_log_object_idx", "intent": "agent_operation_log_key_c_idx",
-		"unknown": "agent_operation_log_(open_created|status)_idx", "failed_final": "agent_operation_log_created_key_idx",
+		"object": "agent_operation_log_object_idx", "intent": "agent_operation_log_pkey",
+		"unknown": "agent_operation_log_open_created_idx", "failed_final": "agent_operation_log_created_key_idx",
 	}
 	for name, q := range searchCases(n) {
 		plan, err := s.ExplainSearch(ctx, q)
@@ -93,6 +94,40 @@ func TestSearchPlansUseIndexes(t *testing.T) {
 		recs, err := s.Search(ctx, q)
 		require.NoError(t, err, name)
 		require.NotEmpty(t, recs, name)
+	}
+}
+
+// TestOpenScansReadTheOpenIndex: on a journal of 100,000 rows, nearly all
+// ended, the reconciler's scans (unknown outcomes and expired leases, the
+// unresolved, the idle retryable) and the count of lease holders read the
+// partial index of the open operations: migration 0006 dropped the status
+// index of every row, and none of them may fall back to reading the table.
+func TestOpenScansReadTheOpenIndex(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	fillSearchable(t, s, 100_000)
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"take over stale":     {postgres.TakeOverStaleSQL, []any{"reconciler", int64(30_000), 100}},
+		"list unresolved":     {postgres.ListUnresolvedSQL, []any{5, 100}},
+		"list idle retryable": {postgres.ListIdleRetryableSQL, []any{int64(3_600_000), 100}},
+		"lease holders":       {postgres.LeaseHoldersSQL, nil},
+	} {
+		rows, err := s.Pool().Query(ctx, "EXPLAIN "+tc.sql, tc.args...)
+		require.NoError(t, err, name)
+		var lines []string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line), name)
+			lines = append(lines, line)
+		}
+		require.NoError(t, rows.Err(), name)
+		plan := strings.Join(lines, "\n")
+		require.Contains(t, plan, "agent_operation_log_open_created_idx", "%s:\n%s", name, plan)
+		require.NotContains(t, plan, "Seq Scan on agent_operation_log", "%s:\n%s", name, plan)
 	}
 }
 
