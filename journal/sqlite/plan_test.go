@@ -48,3 +48,42 @@ func TestBatchStatementsLookUpByKey(t *testing.T) {
 		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
 	}
 }
+
+// TestOpenScansReadTheOpenIndex: the scans of open operations (the
+// reconciler's take-over, the unresolved and idle-retryable lists, the lease
+// holders, the console's open-status search) read the partial index of the
+// open operations. Migration 0006 dropped the status index of every row, and
+// SQLite reads a partial index only when the query repeats its condition: a
+// scan that lost it would read the whole journal.
+func TestOpenScansReadTheOpenIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "journal.db"), Config{})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	for name, tc := range map[string]struct {
+		query string
+		args  []any
+	}{
+		"take over stale":     {takeOverStale, []any{"reconciler", 0, 30_000, 100}},
+		"list unresolved":     {listUnresolved, []any{5, 100}},
+		"list idle retryable": {listIdleRetryable, []any{3_600_000, 100}},
+		"lease holders":       {readSQL.LeaseHolders, nil},
+		"search open":         {searchOpen, []any{nil, nil, nil, nil, nil, nil, 50, "unknown"}},
+	} {
+		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+		require.NoError(t, err, name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		all := strings.Join(plan, "\n")
+		require.Contains(t, all, "agent_operation_log_open_created_idx", "%s does not read the open operations' index:\n%s", name, all)
+		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
+	}
+}

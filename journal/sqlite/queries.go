@@ -19,6 +19,13 @@ import "github.com/idemgate/idemgate/journal/internal/sqljournal"
 // nowMS is SQLite's clock in milliseconds.
 const nowMS = `CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`
 
+// isOpen is the condition of the partial index of the open operations
+// (migration 0004), written as the index writes it: SQLite reads a partial
+// index only for a query that carries its condition term for term, so every
+// scan of open operations repeats it (the status index of every row is gone
+// since migration 0006).
+const isOpen = `status IN ('started', 'failed_retryable', 'unknown')`
+
 const selectNow = `SELECT ` + nowMS
 
 // underToken joins a batch's items (?1: [key, token, …]) to the rows they
@@ -206,8 +213,9 @@ UPDATE agent_operation_log SET
     effect_possible = 1
 WHERE operation_key IN (
     SELECT operation_key FROM agent_operation_log
-    WHERE (status = 'unknown' AND (lease_until IS NULL OR lease_until < ?2))
-       OR (status = 'started' AND lease_until < ?2)
+    WHERE ` + isOpen + `
+      AND ((status = 'unknown' AND (lease_until IS NULL OR lease_until < ?2))
+        OR (status = 'started' AND lease_until < ?2))
     ORDER BY updated_at
     LIMIT ?4)
 RETURNING ` + recordColumns + `, 1, ?2`
@@ -267,14 +275,14 @@ ORDER BY started_at, lease_token`
 
 const listUnresolved = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log
-WHERE status = 'unknown' AND reconcile_rounds >= ?1
+WHERE ` + isOpen + ` AND status = 'unknown' AND reconcile_rounds >= ?1
 ORDER BY created_at LIMIT ?2`
 
 // listIdleRetryable: idle since the row was last touched or, when held,
 // since its hold ended.
 const listIdleRetryable = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log
-WHERE status = 'failed_retryable'
+WHERE ` + isOpen + ` AND status = 'failed_retryable'
   AND max(updated_at, coalesce(lease_until, updated_at)) < ` + nowMS + ` - ?1
 ORDER BY updated_at LIMIT ?2`
 
@@ -300,7 +308,7 @@ var readSQL = sqljournal.ReadSQL{
 	AttemptCounts: `SELECT kind, outcome, count(*) FROM agent_operation_attempts
 WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`,
 	LeaseHolders: `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
-WHERE status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
+WHERE ` + isOpen + ` AND status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
 GROUP BY lease_owner ORDER BY lease_owner`,
 	// TraceIDs reads the recorded trace ids of a key's attempts.
 	TraceIDs: `SELECT lease_token, trace_id FROM agent_operation_attempts

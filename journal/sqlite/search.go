@@ -40,7 +40,7 @@ const (
 	// unknown) through the partial index of the open operations; a final
 	// status, common, is filtered along the time index (searchAll).
 	searchOpen = `SELECT ` + sqljournal.RecordColumns + ` FROM agent_operation_log
-WHERE status = ?8 AND status IN ('started', 'failed_retryable', 'unknown')` + searchFilters
+WHERE status = ?8 AND ` + isOpen + searchFilters
 	searchEvent  = `SELECT ` + sqljournal.RecordColumns + ` FROM agent_operation_log WHERE event_id = ?8 AND event_id <> ''` + searchFilters
 	searchObject = `SELECT ` + sqljournal.RecordColumns + ` FROM agent_operation_log WHERE target_object_id = ?8 AND target_object_id IS NOT NULL` + searchFilters
 	// searchIntent reads each type's key range [lo, hi) (?8: a JSON array
