@@ -31,18 +31,7 @@ func TestBatchStatementsLookUpByKey(t *testing.T) {
 		"heartbeat":        {heartbeat, byKey},
 		"completeAttempts": {completeAttempts, `SEARCH agent_operation_attempts USING INDEX sqlite_autoindex_agent_operation_attempts_1 \(operation_key=\? AND lease_token=\?\)`},
 	} {
-		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, `[]`, 0, 0)
-		require.NoError(t, err, name)
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-			plan = append(plan, detail)
-		}
-		require.NoError(t, rows.Err())
-		require.NoError(t, rows.Close())
-		all := strings.Join(plan, "\n")
+		all := queryPlan(t, s, tc.query, `[]`, 0, 0)
 		require.Regexp(t, tc.want, all, "%s does not look keys up by primary key:\n%s", name, all)
 		require.NotContains(t, all, "agent_operation_log_status_idx", "%s walks the status index:\n%s", name, all)
 		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
@@ -71,19 +60,26 @@ func TestOpenScansReadTheOpenIndex(t *testing.T) {
 		"lease holders":       {readSQL.LeaseHolders, nil},
 		"search open":         {searchOpen, []any{nil, nil, nil, nil, nil, nil, 50, "unknown"}},
 	} {
-		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
-		require.NoError(t, err, name)
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-			plan = append(plan, detail)
-		}
-		require.NoError(t, rows.Err())
-		require.NoError(t, rows.Close())
-		all := strings.Join(plan, "\n")
+		all := queryPlan(t, s, tc.query, tc.args...)
 		require.Contains(t, all, "agent_operation_log_open_created_idx", "%s does not read the open operations' index:\n%s", name, all)
 		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
 	}
+}
+
+// queryPlan is SQLite's plan for query with args (EXPLAIN QUERY PLAN), one
+// step a line.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.w.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(plan, "\n")
 }
