@@ -11,3 +11,11 @@ func (a *Adapter) WaitingLookups() int {
 	}
 	return n
 }
+
+// ReadingLists is how many lists a lane is reading or about to read: zero
+// once every read has ended.
+func (a *Adapter) ReadingLists() int {
+	a.scans.mu.Lock()
+	defer a.scans.mu.Unlock()
+	return len(a.scans.lanes)
+}

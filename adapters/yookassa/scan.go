@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -33,6 +34,11 @@ import (
 // overlapping windows holds no object that is not in one of them, so a
 // request that one read of its own window would have finished within the
 // cap is finished within the shared budget too.
+//
+// A lookup that gives up (its context ends) is answered at once, and no
+// read goes on for it alone: a lane leaves out the requests whose lookup
+// has gone when it starts a read, and a read stops before its next page
+// once every lookup it serves has gone.
 
 // scanRequest is one lookup's share of a read: the objects with key created
 // from from to to (inclusive, to the millisecond the list's created_at
@@ -48,6 +54,8 @@ type scanRequest struct {
 	// its cancellation: the first request of a group lends its own.
 	ctx  context.Context
 	done chan scanAnswer
+	// gone says that the lookup gave up: nothing is read for it any more.
+	gone atomic.Bool
 
 	matches []object        // newest first, as read
 	seen    map[string]bool // ids counted
@@ -96,6 +104,7 @@ func (s *scanLanes) scan(ctx context.Context, path string, filter url.Values, r 
 	case a := <-r.done:
 		return a.matches, a.complete, a.err
 	case <-ctx.Done():
+		r.gone.Store(true)
 		return nil, false, adapters.NoEffect(ctx.Err())
 	}
 }
@@ -121,7 +130,7 @@ func (s *scanLanes) enqueue(path string, filter url.Values, r *scanRequest) {
 func (s *scanLanes) run(name string, l *scanLane) {
 	for {
 		s.mu.Lock()
-		batch := l.pending
+		batch := slices.DeleteFunc(l.pending, (*scanRequest).abandoned)
 		l.pending = nil
 		if len(batch) == 0 {
 			l.running = false
@@ -198,6 +207,9 @@ func (s *scanLanes) readUnion(path string, filter url.Values, group []*scanReque
 	q.Set("limit", "100")
 	complete := false
 	for page := 0; page < s.maxPages*len(group); page++ {
+		if !slices.ContainsFunc(group, func(r *scanRequest) bool { return !r.abandoned() }) {
+			return nil // every lookup it served has gone
+		}
 		items, next, err := s.read(group[0].ctx, path, q)
 		if err != nil {
 			for _, r := range group {
@@ -230,6 +242,9 @@ func (s *scanLanes) readUnion(path string, filter url.Values, group []*scanReque
 	}
 	return rest
 }
+
+// abandoned reports whether r's lookup gave up.
+func (r *scanRequest) abandoned() bool { return r.gone.Load() }
 
 // holds reports whether o was created inside r's window, to the
 // millisecond the list carries (as the list's own created_at filter

@@ -134,6 +134,54 @@ func TestConcurrentLookupsShareOneRead(t *testing.T) {
 	require.Equal(t, int32(2), h.pages.Load(), "the first read, then one shared by the other nineteen")
 }
 
+// A lookup that gives up costs no read of its own. One that gives up during
+// its read stops that read before its next page (three pages of payments,
+// one read); one that gives up while it waits for the next read is left out
+// of it (no read after the one that was running).
+func TestAbandonedLookupsReadNothingMore(t *testing.T) {
+	t.Parallel()
+	since := time.Now().Add(-time.Second)
+	execute := func(h *heldList, intent string) operation.Operation {
+		op := charge(adaptertest.Intent(intent), "pm-saved-1", 100, "RUB")
+		_, err := h.a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since}), op)
+		require.NoError(t, err)
+		return op
+	}
+	idle := func(h *heldList) {
+		require.Eventually(t, func() bool { return h.a.ReadingLists() == 0 }, 10*time.Second, time.Millisecond)
+	}
+
+	during := newHeldList(t)
+	createPayments(t, during.srv, 250)
+	op := execute(during, "gone-during")
+	during.arm.Store(true)
+	quitting, quit := context.WithCancel(ctx(t))
+	gone := lookupAsync(quitting, during.a, op, since)
+	<-during.held
+	quit()
+	require.Error(t, (<-gone).err, "a lookup that gave up is answered by its context")
+	close(during.release)
+	idle(during)
+	require.Equal(t, int32(1), during.pages.Load(), "the held page, none of the two after it")
+
+	waiting := newHeldList(t)
+	kept, left := execute(waiting, "kept"), execute(waiting, "gone-waiting")
+	waiting.arm.Store(true)
+	first := lookupAsync(ctx(t), waiting.a, kept, since)
+	<-waiting.held
+	quitting, quit = context.WithCancel(ctx(t))
+	gone = lookupAsync(quitting, waiting.a, left, since)
+	require.Eventually(t, func() bool { return waiting.a.WaitingLookups() == 1 }, 10*time.Second, time.Millisecond)
+	quit()
+	require.Error(t, (<-gone).err, "a lookup that gave up is answered by its context")
+	close(waiting.release)
+	a := <-first
+	require.NoError(t, a.err)
+	require.Equal(t, adapters.Found, a.lr.Status, "the lookup that stayed is answered")
+	idle(waiting)
+	require.Equal(t, int32(1), waiting.pages.Load(), "no read for the lookup that left while it waited")
+}
+
 // A lookup made while a read runs is not answered from that read, which
 // may have listed the objects before the lookup's own call ended: it waits
 // for the next read. Here the payment of the second key is made after the
