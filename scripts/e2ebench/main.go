@@ -220,10 +220,10 @@ func (r result) cpuPerCommand() float64 {
 	return float64(r.cpu) / float64(time.Millisecond) / float64(r.commands)
 }
 
-// stage makes a fresh emulator, schema and streams, and pre-loads n
+// prepare makes a fresh emulator, schema and streams, and pre-loads n
 // commands for intents intents (the rest repeat earlier intents under new
 // event ids, spread out). It returns the journal URL of the schema.
-func (b *bench) stage(ctx context.Context, name string, n, intents int, ncfg consumer.Config) (string, error) {
+func (b *bench) prepare(ctx context.Context, name string, n, intents int, ncfg consumer.Config) (string, error) {
 	if b.sb != nil {
 		_ = b.sb.Close()
 	}

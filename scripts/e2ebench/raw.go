@@ -66,7 +66,7 @@ type stage struct {
 // the payment is made.
 func (b *bench) freshStage(ctx context.Context, name string, n, intents int, lostRate float64) (stage, error) {
 	st := stage{ncfg: consumer.Config{}.WithDefaults()}
-	url, err := b.stage(ctx, name, n, intents, st.ncfg)
+	url, err := b.prepare(ctx, name, n, intents, st.ncfg)
 	if err != nil {
 		return stage{}, err
 	}
