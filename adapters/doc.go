@@ -40,6 +40,7 @@
 // JSON-over-HTTP target declared in the configuration; adaptertest is the
 // contract suite they all pass against their sandbox emulators.
 //
-// Imports: operation, redact, internal/crashpoint, the standard library and
-// golang.org/x/time/rate.
+// Imports: operation, redact, internal/crashpoint, internal/telemetry (span
+// attributes), the standard library, golang.org/x/time/rate, prometheus'
+// client_golang and OpenTelemetry's HTTP instrumentation.
 package adapters

@@ -2,7 +2,8 @@
 // idemgate: publish a command with its Nats-Msg-Id, and await its result.
 // `idemgate publish` uses it.
 //
-// It imports wire and operation: the wire contract, not the consumer.
+// It imports wire, operation and internal/telemetry (trace context in
+// headers): the wire contract, not the consumer.
 package producer
 
 import (

@@ -4,4 +4,7 @@
 // written, the rate at which the janitor deletes expired ones, and whether
 // the tables stay flat when deletes keep up. docs/scaling.md quotes its
 // figures and the command that produced them.
+//
+// The package holds tests only; they import journal, journal/postgres,
+// worker (the janitor) and internal/pgproc. Nothing imports it.
 package capacity

@@ -6,6 +6,9 @@
 // same parts `idemgate run` composes, with short leases so that lost
 // responses settle within a test.
 //
+// It imports the parts it composes: adapters and adapters/yookassa,
+// consumer and consumer/natstest, journal, journal/sqlite and
+// journal/postgres/pgtest, operation, redact, sandbox/yookassa and worker.
 // It is machinery for tests: nothing outside _test.go files imports it.
 package daemontest
 

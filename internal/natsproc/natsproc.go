@@ -6,7 +6,8 @@
 // NewServer gives the fault soak (e2e/soak) its standalone server on the
 // same terms.
 //
-// It is machinery for tests and the soak: no daemon code imports it.
+// It imports internal/childproc, nats.go and the standard library. It is
+// machinery for tests and the soak: no daemon code imports it.
 package natsproc
 
 import (

@@ -5,7 +5,8 @@
 // soak (e2e/soak) runs its database, which its nemesis stops like a crash,
 // with InitPrimary too.
 //
-// It is machinery for tests and the soak: no daemon code imports it.
+// It imports internal/childproc and the standard library. It is machinery
+// for tests and the soak: no daemon code imports it.
 package pgproc
 
 import (

@@ -7,6 +7,9 @@
 // URL keeps only its scheme and host: paths carry Bitrix24 webhook codes and
 // target object ids, queries carry lookup keys; error descriptions lose
 // their URLs and pass through the log redaction rules).
+//
+// It imports the OpenTelemetry SDK and its OTLP exporters, internal/telemetry
+// and redact; only cmd/idemgate imports it (deps_test.go).
 package otelsetup
 
 import (

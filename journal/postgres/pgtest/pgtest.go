@@ -4,6 +4,9 @@
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable). When it does not
 // answer, tests fail if CI or IDEMGATE_REQUIRE_POSTGRES is set, and are
 // skipped with a loud message otherwise.
+//
+// It imports journal, journal/postgres and pgx; only tests and
+// internal/daemontest import it.
 package pgtest
 
 import (

@@ -13,7 +13,7 @@
 // emulators and a way to start a second replica), so this package holds no
 // configuration loading.
 //
-// It imports producer, consumer (subject names), journal (read only),
+// It imports producer, wire (subject names), journal (read only),
 // operation, adapters (error codes only), gateway and gateway/mcp (with the
 // MCP SDK's client), sandbox and the three emulators it drives; never
 // worker, nor the binary's own package.
