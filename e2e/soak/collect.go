@@ -47,7 +47,7 @@ func (s *soak) settle(ctx context.Context) bool {
 func (s *soak) unacked(ctx context.Context) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := s.js.Consumer(cctx, "IDEMGATE_COMMANDS", "idemgate-worker")
+	c, err := s.js.Consumer(cctx, daemonNATS.CommandsStream, daemonNATS.Durable)
 	if err != nil {
 		return -1, err
 	}
@@ -146,7 +146,7 @@ func (s *soak) ledger(target string) ([]Effect, error) {
 func (s *soak) results(ctx context.Context, raw *bytes.Buffer) ([]ResultMsg, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	stream, err := s.js.Stream(cctx, "IDEMGATE_RESULTS")
+	stream, err := s.js.Stream(cctx, daemonNATS.ResultsStream)
 	if err != nil {
 		return nil, fmt.Errorf("results stream: %w", err)
 	}
@@ -155,7 +155,7 @@ func (s *soak) results(ctx context.Context, raw *bytes.Buffer) ([]ResultMsg, err
 		return nil, err
 	}
 	total := info.State.Msgs
-	cons, err := s.js.OrderedConsumer(cctx, "IDEMGATE_RESULTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{wire.ResultPrefix + ">"}})
+	cons, err := s.js.OrderedConsumer(cctx, daemonNATS.ResultsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{wire.ResultSubjects}})
 	if err != nil {
 		return nil, err
 	}

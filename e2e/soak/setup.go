@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/childproc"
 	"github.com/idemgate/idemgate/internal/natsproc"
 	"github.com/idemgate/idemgate/internal/pgproc"
@@ -26,6 +27,11 @@ import (
 
 // soakDB is the database the replicas journal into.
 const soakDB = "soak"
+
+// daemonNATS holds the names the replicas use in JetStream (the streams and
+// the durable consumer the collector reads): their configuration sets only
+// timings under nats:, so the names are consumer's defaults.
+var daemonNATS = consumer.Config{}.WithDefaults()
 
 // setup starts PostgreSQL, NATS, the emulators and the replicas.
 func (s *soak) setup(ctx context.Context) error {
@@ -109,7 +115,7 @@ func (s *soak) setup(ctx context.Context) error {
 	err = childproc.Poll(ctx, 90*time.Second, 200*time.Millisecond, func() (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := s.js.Consumer(cctx, "IDEMGATE_COMMANDS", "idemgate-worker")
+		_, err := s.js.Consumer(cctx, daemonNATS.CommandsStream, daemonNATS.Durable)
 		return err == nil, err
 	})
 	if errors.Is(err, childproc.ErrTimeout) {
