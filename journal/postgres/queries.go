@@ -188,23 +188,27 @@ WITH cand AS (
     SELECT operation_key, attempt_count, lease_token, $1, 'reconcile' FROM upd
 ` + abandoned + `SELECT operation_key FROM upd`
 
-// resolve records an operator's decision on an operation that is not final,
-// with a new fencing token so that a late reconciler or worker cannot
-// overwrite it. A started row with a live lease whose current attempt is an
-// open execute (a call may be in flight) is taken only when forced ($7).
-// Attempts still open under the old token are closed as abandoned. $1 key,
-// $2 status, $3 object id, $4 error code, $5 operator, $6 evidence, $7 force.
+// resolveCheck reads and locks what an operator's decision needs to know
+// about a row (journal.Resolution.Applies decides): its status, lease owner,
+// and whether a live execute holds it (a started row whose lease runs and
+// whose current attempt is an open execute: a call may be in flight). $1 key.
+const resolveCheck = `
+SELECT l.status, coalesce(l.lease_owner, ''),
+       coalesce(l.status = 'started' AND l.lease_until >= now() AND EXISTS (
+           SELECT 1 FROM agent_operation_attempts a
+           WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
+             AND a.kind = 'execute' AND a.finished_at IS NULL), false)
+FROM agent_operation_log l
+WHERE l.operation_key = $1
+FOR UPDATE OF l`
+
+// resolve records an operator's decision that resolveCheck's row, locked in
+// the same transaction, admits, with a new fencing token so that a late
+// reconciler or worker cannot overwrite it; the trail gets the operator's
+// attempt. Attempts still open under the old token are closed as abandoned.
+// $1 key, $2 status, $3 object id, $4 error code, $5 operator, $6 note.
 const resolve = `
-WITH cur AS (
-    SELECT l.operation_key, l.lease_owner,
-           coalesce(l.status = 'started' AND l.lease_until >= now() AND EXISTS (
-               SELECT 1 FROM agent_operation_attempts a
-               WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
-                 AND a.kind = 'execute' AND a.finished_at IS NULL), false) AS live_execute
-    FROM agent_operation_log l
-    WHERE l.operation_key = $1 AND l.status IN ('started', 'unknown', 'failed_retryable')
-    FOR UPDATE OF l
-), upd AS (
+WITH upd AS (
     UPDATE agent_operation_log l SET
         status           = $2,
         target_object_id = coalesce(nullif($3, ''), l.target_object_id),
@@ -215,14 +219,12 @@ WITH cur AS (
         reconcile_rounds = 0,
         updated_at       = now(),
         completed_at     = now()
-    FROM cur c
-    WHERE l.operation_key = c.operation_key AND (NOT c.live_execute OR $7::bool)
-    RETURNING l.operation_key, l.lease_token, l.attempt_count, c.live_execute, c.lease_owner AS old_owner
+    WHERE l.operation_key = $1
+    RETURNING l.operation_key, l.lease_token, l.attempt_count
 ), att AS (
     INSERT INTO agent_operation_attempts
         (operation_key, attempt, lease_token, worker, kind, finished_at, outcome, error_code, note)
-    SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''),
-           $6 || CASE WHEN live_execute THEN ' [forced over the live execute of ' || coalesce(old_owner, '?') || ']' ELSE '' END
+    SELECT operation_key, attempt_count, lease_token, $5, 'operator', now(), $2, nullif($4, ''), $6
     FROM upd
 ` + abandoned + `SELECT operation_key FROM upd`
 
