@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,31 +29,8 @@ func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pgtest.URL())
-	if err != nil {
-		if pgtest.Required() {
-			t.Fatalf("PostgreSQL is required: %v", err)
-		}
-		t.Skipf("SKIPPING: no PostgreSQL: %v", err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "t_" + hex.EncodeToString(b[:])
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres())
-	require.NoError(t, err)
-	_, err = p.UpTo(ctx, 1)
+	pool, p := emptySchema(ctx, t)
+	_, err := p.UpTo(ctx, 1)
 	require.NoError(t, err)
 
 	const key = "test:payment.charge:upgrade:v1"
@@ -88,4 +66,88 @@ func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
 	// And Down restores version 1.
 	_, err = p.DownTo(ctx, 1)
 	require.NoError(t, err)
+}
+
+// emptySchema makes a private, empty schema and returns a pool whose
+// search_path is it, and goose's provider of the PostgreSQL migrations on it.
+func emptySchema(ctx context.Context, t *testing.T) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		if pgtest.Required() {
+			t.Fatalf("PostgreSQL is required: %v", err)
+		}
+		t.Skipf("SKIPPING: no PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres())
+	require.NoError(t, err)
+	return pool, p
+}
+
+// TestEachDownRestoresTheSchema: every migration's Down leaves the schema as
+// its Up found it: the columns (type, collation, nullability, default), the
+// indexes as PostgreSQL prints them (partial conditions and collations
+// included) and the constraints. An index made in the wrong order loses a
+// COLLATE "C" of its own, and the searches that need it read the table.
+func TestEachDownRestoresTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, p := emptySchema(ctx, t)
+	sources := p.ListSources()
+	require.NotEmpty(t, sources)
+	for _, src := range sources {
+		before := schemaOf(ctx, t, pool)
+		_, err := p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d", src.Version)
+		_, err = p.DownTo(ctx, src.Version-1)
+		require.NoError(t, err, "down from %d", src.Version)
+		require.Equal(t, before, schemaOf(ctx, t, pool), "down from %d (%s) does not restore the schema", src.Version, filepath.Base(src.Path))
+		_, err = p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d again", src.Version)
+	}
+}
+
+// schemaOf describes the tables of the pool's search_path schema, one line
+// per column, index and constraint, sorted.
+func schemaOf(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(ctx, `
+SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+       || ' collate ' || coalesce(co.collname, '-') || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || ' default ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid AND c.relkind = 'r'
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+LEFT JOIN pg_collation co ON co.oid = a.attcollation AND a.attcollation <> 0
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relname <> 'goose_db_version'
+UNION ALL
+SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename <> 'goose_db_version'
+UNION ALL
+SELECT 'constraint ' || r.relname || '.' || con.conname || ' ' || pg_get_constraintdef(con.oid)
+FROM pg_constraint con
+JOIN pg_class r ON r.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = r.relnamespace AND n.nspname = current_schema()
+WHERE r.relname <> 'goose_db_version'
+ORDER BY 1`)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return lines
 }

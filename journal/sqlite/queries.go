@@ -7,8 +7,8 @@ import "github.com/idemgate/idemgate/journal/internal/sqljournal"
 // json_each; so a batch of any size is one statement per step.
 //
 // In an UPDATE … FROM json_each, a "+status" keeps SQLite from driving the
-// update through the status index (every in-flight row) instead of looking
-// each batch item up by its primary key.
+// update through an index on the status (the open operations' index: every
+// in-flight row) instead of looking each batch item up by its primary key.
 //
 // Times are INTEGER milliseconds since the Unix epoch on SQLite's clock. A
 // write transaction reads that clock once (selectNow) and binds it to every
