@@ -7,20 +7,22 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Authorized reports whether r carries "Authorization: Bearer <token>".
 // With no token configured every request is authorized: ValidateListen
 // allows that only on a loopback address.
-func Authorized(r *http.Request, token string) bool {
-	if token == "" {
+func Authorized(r *http.Request, token redact.Secret) bool {
+	if token.IsZero() {
 		return true
 	}
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token.Reveal())) == 1
 }
 
 // ErrNoToken refuses an HTTP face on a non-loopback address without a
@@ -29,12 +31,12 @@ var ErrNoToken = errors.New("a bearer token is required to serve on a non-loopba
 
 // ValidateListen checks a face's listen address: it must parse, and an
 // address other than loopback (127.0.0.0/8, ::1, localhost) needs a token.
-func ValidateListen(addr, token string) error {
+func ValidateListen(addr string, token redact.Secret) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if token != "" || Loopback(host) {
+	if !token.IsZero() || Loopback(host) {
 		return nil
 	}
 	return fmt.Errorf("listen address %q: %w", addr, ErrNoToken)

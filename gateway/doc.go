@@ -19,9 +19,9 @@
 // next_action tells the agent what it may do next: done, poll,
 // retry_same_intent, fix_input, new_intent_required or human_review.
 //
-// Imports: producer, operation, wire (subjects and headers) and journal
-// (read-only: Get, Attempts, FieldDigests, ListUnresolved,
-// ListIdleRetryable), and nats.go for its
-// reply subscription; never worker, consumer, adapters, ingest or cmd
-// (deps_test.go).
+// Imports: producer, operation, wire (subjects and headers), redact (the
+// faces' bearer token stays a redact.Secret) and journal (read-only: Get,
+// Attempts, FieldDigests, ListUnresolved, ListIdleRetryable), and nats.go
+// for its reply subscription; never worker, consumer, adapters, ingest or
+// cmd (deps_test.go).
 package gateway

@@ -68,7 +68,7 @@ func (c Config) validateFaces() []error {
 		if !f.Enabled {
 			continue
 		}
-		if err := gateway.ValidateListen(f.Addr, f.Token.Reveal()); err != nil {
+		if err := gateway.ValidateListen(f.Addr, f.Token); err != nil {
 			errs = append(errs, fmt.Errorf("unsafe: %s.addr: %w (set %s.token or IDEMGATE_%s_TOKEN)", name, err, name, upper(name)))
 		}
 		if f.MaxBody < 1 {
@@ -111,7 +111,7 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 			c.MCP.Addr = addr
 		}
 		if transport == "http" {
-			if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token.Reveal()); err != nil {
+			if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token); err != nil {
 				return configError(fmt.Errorf("unsafe: mcp.addr: %w (set mcp.token or IDEMGATE_MCP_TOKEN)", err))
 			}
 		}
@@ -159,7 +159,7 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 }
 
 func mcpHandler(srv *sdk.Server, fc faceConfig, log *slog.Logger) http.Handler {
-	return gwmcp.Handler(srv, gwmcp.HTTPOptions{Token: fc.Token.Reveal(), MaxBody: fc.MaxBody, Log: log})
+	return gwmcp.Handler(srv, gwmcp.HTTPOptions{Token: fc.Token, MaxBody: fc.MaxBody, Log: log})
 }
 
 // newGateway builds the gateway on a NATS connection and the journal.
@@ -207,7 +207,7 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 		}
 	}
 	if c.HTTPAPI.Enabled {
-		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token.Reveal(), MaxBody: c.HTTPAPI.MaxBody})
+		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token, MaxBody: c.HTTPAPI.MaxBody})
 		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
 			return f, err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // benchCommands and benchClients: 1,000 commands, a fifth of them repeats
@@ -73,7 +74,7 @@ func BenchmarkHTTPFaceVersusJetStream(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(g.Close)
-			srv := httptest.NewServer(httpapi.Handler(g, httpapi.Config{Token: token}))
+			srv := httptest.NewServer(httpapi.Handler(g, httpapi.Config{Token: redact.Secret(token)}))
 			b.Cleanup(srv.Close)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchClients, MaxConnsPerHost: benchClients}}
 			b.Cleanup(client.CloseIdleConnections)

@@ -17,7 +17,7 @@
 // An incoming W3C traceparent/tracestate is continued: the command's publish
 // span is the agent's span's child.
 //
-// Imports: gateway, operation and internal/telemetry; never worker,
+// Imports: gateway, operation, redact and internal/telemetry; never worker,
 // consumer, adapters or cmd.
 package httpapi
 
@@ -36,6 +36,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Headers.
@@ -51,7 +52,7 @@ const (
 type Config struct {
 	// Token, when set, must come with every request as "Authorization:
 	// Bearer <token>" (401 otherwise).
-	Token string
+	Token redact.Secret
 	// MaxBody bounds a request body in bytes (413 beyond it). Default 64 KiB.
 	MaxBody int64
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/gateway/httpapi"
 	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -41,7 +42,7 @@ func setup(t *testing.T, engine string, cfg gateway.Config) *bundle {
 	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal})
 	require.NoError(t, err)
 	t.Cleanup(g.Close)
-	srv := httptest.NewServer(httpapi.Handler(g, httpapi.Config{Token: token, MaxBody: 4096}))
+	srv := httptest.NewServer(httpapi.Handler(g, httpapi.Config{Token: redact.Secret(token), MaxBody: 4096}))
 	t.Cleanup(srv.Close)
 	return &bundle{d: d, url: srv.URL}
 }

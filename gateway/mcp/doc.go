@@ -12,6 +12,6 @@
 // server runs over stdio (`idemgate mcp`) or Streamable HTTP (Handler, at
 // /mcp, with a bearer token).
 //
-// Imports: gateway and operation (and the SDK); never worker, consumer,
-// adapters or cmd.
+// Imports: gateway, operation, redact and internal/telemetry (and the SDK);
+// never worker, consumer, adapters or cmd.
 package mcp

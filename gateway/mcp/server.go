@@ -14,6 +14,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Options tune the MCP server.
@@ -228,7 +229,7 @@ func addListUnresolved(srv *sdk.Server, g *gateway.Gateway, answer *jsonschema.S
 type HTTPOptions struct {
 	// Token, when set, must come with every request as "Authorization:
 	// Bearer <token>" (401 otherwise).
-	Token string
+	Token redact.Secret
 	// MaxBody bounds a request body in bytes (413 beyond it). Default 1 MiB.
 	MaxBody int64
 	// Log receives the transport's logs.
