@@ -190,10 +190,24 @@ func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
+	// The connection's first statement runs the DSN's pragmas. Switching a
+	// new file to WAL while another process does the same can meet
+	// SQLITE_BUSY without SQLite's busy handler waiting for it (the switch
+	// and the WAL's recovery are not covered by busy_timeout), so a busy
+	// open is tried again for as long as busy_timeout would have waited.
 	var mode string
-	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+	deadline, pause := time.Now().Add(cfg.BusyTimeout), 5*time.Millisecond
+	for {
+		err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		if err == nil {
+			break
+		}
+		if !busy(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
 	}
 	if !strings.EqualFold(mode, "wal") {
 		w.Close()
