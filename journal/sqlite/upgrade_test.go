@@ -74,3 +74,54 @@ func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
 	_, err = down.DownTo(ctx, 1)
 	require.NoError(t, err)
 }
+
+// TestEachDownRestoresTheSchema: every migration's Down leaves the schema as
+// its Up found it: each table's columns (PRAGMA table_xinfo: name, type,
+// nullability, default, key) and each index's columns, uniqueness and
+// condition (its CREATE statement as SQLite keeps it).
+func TestEachDownRestoresTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "journal.db")+"?_pragma=foreign_keys(1)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite())
+	require.NoError(t, err)
+	for _, src := range p.ListSources() {
+		before := liteSchema(ctx, t, db)
+		_, err := p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d", src.Version)
+		_, err = p.DownTo(ctx, src.Version-1)
+		require.NoError(t, err, "down from %d", src.Version)
+		require.Equal(t, before, liteSchema(ctx, t, db), "down from %d (%s) does not restore the schema", src.Version, filepath.Base(src.Path))
+		_, err = p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d again", src.Version)
+	}
+}
+
+// liteSchema describes db's tables and indexes (goose's own left out), one
+// line each, sorted.
+func liteSchema(ctx context.Context, t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, `
+SELECT 'column ' || m.name || '.' || c.name || ' ' || c.type || ' notnull=' || c."notnull"
+       || ' default=' || coalesce(c.dflt_value, '-') || ' pk=' || c.pk
+FROM sqlite_master m, pragma_table_xinfo(m.name) c
+WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> 'goose_db_version'
+UNION ALL
+SELECT 'index ' || m.name || ' on ' || m.tbl_name || ': ' || coalesce(m.sql, '(automatic)')
+FROM sqlite_master m
+WHERE m.type = 'index' AND m.tbl_name <> 'goose_db_version'
+ORDER BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	return lines
+}
