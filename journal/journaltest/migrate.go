@@ -2,10 +2,12 @@ package journaltest
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/journal"
@@ -123,4 +125,26 @@ func requireWorks(t *testing.T, m Migrator) {
 	require.Equal(t, journal.Execute, c.Decision)
 	complete(t, s, completion(k, c.Token, journal.StatusSucceeded))
 	require.Equal(t, journal.ReplaySucceeded, claim(t, s, req(k, hashA, other, 30*time.Second)).Decision)
+}
+
+// ExerciseEachDown runs every migration of p (on a database with none
+// applied) up and straight back down, in version order, and checks with
+// schema, the engine's description of its tables, columns, indexes and
+// constraints, that each Down restores what its Up found; then it applies
+// the migration again and goes on to the next.
+func ExerciseEachDown(t *testing.T, p *goose.Provider, schema func(t *testing.T) []string) {
+	t.Helper()
+	ctx := context.Background()
+	sources := p.ListSources()
+	require.NotEmpty(t, sources)
+	for _, src := range sources {
+		before := schema(t)
+		_, err := p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d", src.Version)
+		_, err = p.DownTo(ctx, src.Version-1)
+		require.NoError(t, err, "down from %d", src.Version)
+		require.Equal(t, before, schema(t), "down from %d (%s) does not restore the schema", src.Version, filepath.Base(src.Path))
+		_, err = p.UpTo(ctx, src.Version)
+		require.NoError(t, err, "up to %d again", src.Version)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/journaltest"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/migrations"
@@ -109,18 +109,7 @@ func TestEachDownRestoresTheSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool, p := emptySchema(ctx, t)
-	sources := p.ListSources()
-	require.NotEmpty(t, sources)
-	for _, src := range sources {
-		before := schemaOf(ctx, t, pool)
-		_, err := p.UpTo(ctx, src.Version)
-		require.NoError(t, err, "up to %d", src.Version)
-		_, err = p.DownTo(ctx, src.Version-1)
-		require.NoError(t, err, "down from %d", src.Version)
-		require.Equal(t, before, schemaOf(ctx, t, pool), "down from %d (%s) does not restore the schema", src.Version, filepath.Base(src.Path))
-		_, err = p.UpTo(ctx, src.Version)
-		require.NoError(t, err, "up to %d again", src.Version)
-	}
+	journaltest.ExerciseEachDown(t, p, func(t *testing.T) []string { return schemaOf(ctx, t, pool) })
 }
 
 // schemaOf describes the tables of the pool's search_path schema, one line

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/journaltest"
 	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/migrations"
 )
@@ -88,16 +89,7 @@ func TestEachDownRestoresTheSchema(t *testing.T) {
 	db.SetMaxOpenConns(1)
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite())
 	require.NoError(t, err)
-	for _, src := range p.ListSources() {
-		before := liteSchema(ctx, t, db)
-		_, err := p.UpTo(ctx, src.Version)
-		require.NoError(t, err, "up to %d", src.Version)
-		_, err = p.DownTo(ctx, src.Version-1)
-		require.NoError(t, err, "down from %d", src.Version)
-		require.Equal(t, before, liteSchema(ctx, t, db), "down from %d (%s) does not restore the schema", src.Version, filepath.Base(src.Path))
-		_, err = p.UpTo(ctx, src.Version)
-		require.NoError(t, err, "up to %d again", src.Version)
-	}
+	journaltest.ExerciseEachDown(t, p, func(t *testing.T) []string { return liteSchema(ctx, t, db) })
 }
 
 // liteSchema describes db's tables and indexes (goose's own left out), one
