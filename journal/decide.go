@@ -130,6 +130,15 @@ func (r Resolution) Applies(st Status, liveExecute bool) bool {
 	return !st.Terminal() && (!liveExecute || r.Force)
 }
 
+// TrailNote is the note an applied resolution leaves in the attempts trail:
+// the operator's evidence and, when it was forced over a live execute, whose.
+func (r Resolution) TrailNote(liveExecute bool, owner string) string {
+	if !liveExecute {
+		return r.Evidence
+	}
+	return r.Evidence + " [forced over the live execute of " + owner + "]"
+}
+
 // ClaimFailed wraps the error of a claim batch that failed. Its commit may
 // have applied after all: the leases it took stay with an owner that does
 // not know their tokens, expire, and are reconciled (looked up in the

@@ -33,12 +33,8 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		if !r.Applies(journal.Status(status), live) {
 			return nil
 		}
-		note := r.Evidence
-		if live {
-			note += " [forced over the live execute of " + owner + "]"
-		}
 		var key string
-		if err := tx.QueryRow(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, note).Scan(&key); err != nil {
+		if err := tx.QueryRow(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, r.TrailNote(live, owner)).Scan(&key); err != nil {
 			return err // ErrNoRows included: the locked row cannot have gone
 		}
 		done = true

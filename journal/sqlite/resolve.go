@@ -40,11 +40,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		if err != nil {
 			return err
 		}
-		note := r.Evidence
-		if live {
-			note += " [forced over the live execute of " + owner + "]"
-		}
-		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, note); err != nil {
+		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, r.TrailNote(live, owner)); err != nil {
 			return fmt.Errorf("attempt: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, abandonAttempts, newBatchJSON(1, 0).keys(r.Key), tx.now); err != nil {
