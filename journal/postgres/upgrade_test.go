@@ -140,3 +140,31 @@ ORDER BY 1`)
 	require.NoError(t, err)
 	return lines
 }
+
+// TestLeanIndexesMigrationGivesUpOnALongTransaction: migration 0006 needs
+// both tables to itself; behind a transaction that keeps reading the log it
+// gives up after its lock timeout (10 s) instead of queueing every later
+// query of the journal behind its lock request, and applies once that
+// transaction has ended.
+func TestLeanIndexesMigrationGivesUpOnALongTransaction(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, p := emptySchema(ctx, t)
+	_, err := p.UpTo(ctx, 5)
+	require.NoError(t, err)
+	long, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = long.Exec(ctx, `SELECT count(*) FROM agent_operation_log`)
+	require.NoError(t, err)
+
+	_, err = p.UpTo(ctx, 6)
+	require.ErrorContains(t, err, "lock timeout")
+	v, err := p.GetDBVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), v, "nothing of 0006 applied")
+
+	require.NoError(t, long.Rollback(ctx))
+	_, err = p.UpTo(ctx, 6)
+	require.NoError(t, err)
+}

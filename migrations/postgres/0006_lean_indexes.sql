@@ -15,7 +15,11 @@
 -- Changing the collation rebuilds the indexes on operation_key without
 -- rewriting the tables, and locks both tables (reads and writes) while it
 -- does: about 2 s a million operations. The two indexes go first, so that
--- neither is rebuilt only to be dropped.
+-- neither is rebuilt only to be dropped. A lock request queues every later
+-- query of the journal behind it, so the migration waits at most 10 s for
+-- its locks (a long transaction in the way) and fails rather than stall
+-- the replicas still running; run it again once that transaction is gone.
+SET LOCAL lock_timeout = '10s';
 DROP INDEX IF EXISTS agent_operation_log_key_c_idx;
 DROP INDEX IF EXISTS agent_operation_log_status_idx;
 ALTER TABLE agent_operation_log ALTER COLUMN operation_key TYPE text COLLATE "C";
