@@ -19,26 +19,19 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, err
 	}
 	var done bool
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		done = false
-		var status, owner string
-		var live bool
-		err := tx.QueryRow(ctx, resolveCheck, r.Key).Scan(&status, &owner, &live)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !r.Applies(journal.Status(status), live) {
-			return nil
-		}
-		var key string
-		if err := tx.QueryRow(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, r.TrailNote(live, owner)).Scan(&key); err != nil {
-			return err // ErrNoRows included: the locked row cannot have gone
-		}
-		done = true
-		return nil
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) (err error) {
+		done, err = sqljournal.ApplyResolution(r, func() (row sqljournal.ResolveRow, err error) {
+			err = tx.QueryRow(ctx, resolveCheck, r.Key).Scan(&row.Status, &row.Owner, &row.Live)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return row, nil
+			}
+			row.Found = err == nil
+			return row, err
+		}, func(note string) error {
+			var key string // ErrNoRows included: the locked row cannot have gone
+			return tx.QueryRow(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, note).Scan(&key)
+		})
+		return err
 	})
 	if err != nil {
 		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)

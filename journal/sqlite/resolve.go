@@ -21,33 +21,29 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		return journal.Record{}, err
 	}
 	var done bool
-	err := s.write(ctx, func(tx *writeTx) error {
-		done = false
-		var status, owner string
-		var live bool
-		err := tx.QueryRowContext(ctx, resolveCheck, r.Key, tx.now).Scan(&status, &owner, &live)
-		if errors.Is(err, sql.ErrNoRows) {
+	err := s.write(ctx, func(tx *writeTx) (err error) {
+		done, err = sqljournal.ApplyResolution(r, func() (row sqljournal.ResolveRow, err error) {
+			err = tx.QueryRowContext(ctx, resolveCheck, r.Key, tx.now).Scan(&row.Status, &row.Owner, &row.Live)
+			if errors.Is(err, sql.ErrNoRows) {
+				return row, nil
+			}
+			row.Found = err == nil
+			return row, err
+		}, func(note string) error {
+			var attempt, token int64
+			err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, note); err != nil {
+				return fmt.Errorf("attempt: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, abandonAttempts, newBatchJSON(1, 0).keys(r.Key), tx.now); err != nil {
+				return fmt.Errorf("abandoned attempts: %w", err)
+			}
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !r.Applies(journal.Status(status), live) {
-			return nil
-		}
-		var attempt, token int64
-		err = tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, resolveAttempt, r.Key, attempt, token, r.Operator, tx.now, string(r.Status), r.ErrorCode, r.TrailNote(live, owner)); err != nil {
-			return fmt.Errorf("attempt: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, abandonAttempts, newBatchJSON(1, 0).keys(r.Key), tx.now); err != nil {
-			return fmt.Errorf("abandoned attempts: %w", err)
-		}
-		done = true
-		return nil
+		})
+		return err
 	})
 	if err != nil {
 		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)

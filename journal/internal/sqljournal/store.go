@@ -55,6 +55,31 @@ func LeaseResults(refs []journal.LeaseRef, live map[string]bool) []error {
 	return out
 }
 
+// ResolveRow is what an engine's check of a row reads for a resolution,
+// inside the transaction that will write it: whether the row exists, its
+// status, its lease owner, and whether a live execute holds it.
+type ResolveRow struct {
+	Found  bool
+	Status journal.Status
+	Owner  string
+	Live   bool
+}
+
+// ApplyResolution is the step both engines take inside their transaction:
+// check reads (and, where the engine can, locks) the row;
+// journal.Resolution.Applies decides; apply writes the decision with the
+// trail note it is given. It reports whether the decision was written.
+func ApplyResolution(r journal.Resolution, check func() (ResolveRow, error), apply func(note string) error) (bool, error) {
+	row, err := check()
+	if err != nil || !row.Found || !r.Applies(row.Status, row.Live) {
+		return false, err
+	}
+	if err := apply(r.TrailNote(row.Live, row.Owner)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // Resolved is the answer to an operator's resolution: rec, the row read
 // after it (or getErr), refused with journal.ResolveRefused when the
 // resolution did not apply.
