@@ -45,11 +45,7 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 		})
 		return err
 	})
-	if err != nil {
-		return journal.Record{}, fmt.Errorf("resolve %s: %w", r.Key, err)
-	}
-	rec, err := s.Get(ctx, r.Key)
-	return sqljournal.Resolved(rec, err, done)
+	return sqljournal.Resolved(ctx, r.Key, err, done, s.Get)
 }
 
 // RaiseForReview marks unknown operations raised for review, once each.

@@ -1,6 +1,7 @@
 package sqljournal
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/idemgate/idemgate/journal"
@@ -80,12 +81,16 @@ func ApplyResolution(r journal.Resolution, check func() (ResolveRow, error), app
 	return true, nil
 }
 
-// Resolved is the answer to an operator's resolution: rec, the row read
-// after it (or getErr), refused with journal.ResolveRefused when the
-// resolution did not apply.
-func Resolved(rec journal.Record, getErr error, applied bool) (journal.Record, error) {
-	if getErr != nil {
-		return journal.Record{}, getErr
+// Resolved is the answer to an operator's resolution of key: the error of
+// its transaction (txErr), else the row read after it with get, refused with
+// journal.ResolveRefused when the resolution did not apply.
+func Resolved(ctx context.Context, key string, txErr error, applied bool, get func(context.Context, string) (journal.Record, error)) (journal.Record, error) {
+	if txErr != nil {
+		return journal.Record{}, fmt.Errorf("resolve %s: %w", key, txErr)
+	}
+	rec, err := get(ctx, key)
+	if err != nil {
+		return journal.Record{}, err
 	}
 	if !applied {
 		return rec, journal.ResolveRefused(rec)
