@@ -188,10 +188,20 @@ WITH cand AS (
     SELECT operation_key, attempt_count, lease_token, $1, 'reconcile' FROM upd
 ` + abandoned + `SELECT operation_key FROM upd`
 
-// resolveCheck reads and locks what an operator's decision needs to know
-// about a row (journal.Resolution.Applies decides): its status, lease owner,
-// and whether a live execute holds it (a started row whose lease runs and
-// whose current attempt is an open execute: a call may be in flight). $1 key.
+// resolveLock locks the row an operator's decision is about, before
+// resolveCheck reads it. They must be two statements: under READ COMMITTED
+// a statement that waited for a row lock sees the row's new version but the
+// other tables as they were when it began, so a check that waited behind a
+// worker's claim would see the new started lease without the execute
+// attempt that claim opened, and let an unforced decision overwrite a call
+// in flight. $1 key.
+const resolveLock = `SELECT 1 FROM agent_operation_log WHERE operation_key = $1 FOR UPDATE`
+
+// resolveCheck reads what an operator's decision needs to know about the row
+// resolveLock locked (journal.Resolution.Applies decides): its status, lease
+// owner, and whether a live execute holds it (a started row whose lease runs
+// and whose current attempt is an open execute: a call may be in flight).
+// $1 key.
 const resolveCheck = `
 SELECT l.status, coalesce(l.lease_owner, ''),
        coalesce(l.status = 'started' AND l.lease_until >= now() AND EXISTS (
@@ -199,8 +209,7 @@ SELECT l.status, coalesce(l.lease_owner, ''),
            WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
              AND a.kind = 'execute' AND a.finished_at IS NULL), false)
 FROM agent_operation_log l
-WHERE l.operation_key = $1
-FOR UPDATE OF l`
+WHERE l.operation_key = $1`
 
 // resolve records an operator's decision that resolveCheck's row, locked in
 // the same transaction, admits, with a new fencing token so that a late

@@ -12,8 +12,9 @@ import (
 )
 
 // Resolve records an operator's decision on an operation that is not final.
-// The row is read and locked, journal.Resolution.Applies decides (the rule
-// SQLite applies too), and the decision is written, in one transaction.
+// The row is locked, then read (resolveLock explains why apart),
+// journal.Resolution.Applies decides (the rule SQLite applies too), and the
+// decision is written, in one transaction.
 func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 	if err := r.Validate(); err != nil {
 		return journal.Record{}, err
@@ -21,7 +22,10 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 	var done bool
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) (err error) {
 		done, err = sqljournal.ApplyResolution(r, func() (row sqljournal.ResolveRow, err error) {
-			err = tx.QueryRow(ctx, resolveCheck, r.Key).Scan(&row.Status, &row.Owner, &row.Live)
+			var one int
+			if err = tx.QueryRow(ctx, resolveLock, r.Key).Scan(&one); err == nil {
+				err = tx.QueryRow(ctx, resolveCheck, r.Key).Scan(&row.Status, &row.Owner, &row.Live)
+			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				return row, nil
 			}
