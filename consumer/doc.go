@@ -19,5 +19,6 @@
 // Nats-Msg-Id come from wire.
 //
 // It imports operation, wire, internal/crashpoint (soak builds' crash
-// points), internal/telemetry (trace context in headers) and nats.go; never journal, worker, adapters or the faces.
+// points), internal/telemetry (trace context in headers) and nats.go;
+// never journal, worker, adapters or the faces.
 package consumer

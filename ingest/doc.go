@@ -55,7 +55,6 @@
 // Imports: the standard library, nats.go's jetstream, prometheus'
 // client_golang and idemgate's operation, redact, wire (subjects and
 // headers), internal/startstop, internal/telemetry and
-// adapters/tbank/tbanktoken (T-Bank's
-// Token rule, which the adapter signs with) packages. Only cmd imports
-// ingest.
+// adapters/tbank/tbanktoken (T-Bank's Token rule, which the adapter signs
+// with) packages. Only cmd imports ingest.
 package ingest

@@ -21,6 +21,6 @@
 // codes, globally and per adapter.
 //
 // It imports consumer, journal, adapters, operation, wire, redact and
-// internal (crashpoint, startstop, telemetry); never nats.go (JetStream is consumer's),
-// ingest, producer or cmd.
+// internal (crashpoint, startstop, telemetry); never nats.go (JetStream is
+// consumer's), ingest, producer or cmd.
 package worker

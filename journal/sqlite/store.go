@@ -202,11 +202,10 @@ func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
 		if err == nil {
 			break
 		}
-		if !busy(err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !busy(err) || time.Now().After(deadline) || !sleepCtx(ctx, pause) {
 			w.Close()
 			return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
 		}
-		time.Sleep(pause)
 		pause = min(2*pause, 100*time.Millisecond)
 	}
 	if !strings.EqualFold(mode, "wal") {
@@ -214,6 +213,19 @@ func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlite journal %s: journal mode is %q, not WAL", path, mode)
 	}
 	return w, nil
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether the wait ran out
+// with ctx still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Path returns the absolute path of the database file.
