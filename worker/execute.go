@@ -154,6 +154,7 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 // recorded): when the hold is still ours, its rest is waited out once.
 func (r *retryRun) reclaim() error {
 	w, j := r.w, r.j
+	crashpoint.Do(crashpoint.UnboundedWait, func() { time.Sleep(100 * time.Millisecond) })
 	for waited := false; ; waited = true {
 		sent := time.Now()
 		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))

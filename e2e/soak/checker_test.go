@@ -127,6 +127,10 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 		{"commands left in the consumer", InvLost, "consumer", func(h *History) {
 			h.Unacked = 7
 		}, true},
+		{"a delivery held past its bound", InvHeld, "idemgate-2", func(h *History) {
+			h.HeldMax = map[string]float64{"idemgate-1": 12, "idemgate-2": 140}
+			h.HeldBound = 46
+		}, true},
 		{"conflicting copy never answered", InvLost, k1, func(h *History) {
 			h.Results = append(h.Results[:2], h.Results[3:]...)
 			h.Sent[2].Reply = nil

@@ -29,6 +29,12 @@ type History struct {
 	// Unacked is how many commands the durable consumer still had pending or
 	// unacknowledged after settling.
 	Unacked int `json:"unacked"`
+	// HeldMax is, per replica, the longest any command delivery was held
+	// (fetched, not yet settled), sampled each second through the run and
+	// the settle; HeldBound is the most this configuration allows
+	// (heldBound), 0 when not measured.
+	HeldMax   map[string]float64 `json:"held_max_seconds,omitempty"`
+	HeldBound float64            `json:"held_bound_seconds,omitempty"`
 	// Texts are the places canaries must not appear: daemon logs, the
 	// journal dump, the results, the metrics.
 	Texts []Text `json:"-"`

@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.pgDown, "pg-down", 20*time.Second, "how long PostgreSQL stays stopped")
 	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "longest wait for everything to settle after the workload")
 	fs.IntVar(&c.replicas, "replicas", 3, "idemgate run replicas")
-	fs.StringVar(&c.breakName, "break", "", "break one guarantee in the daemons (soak build): no_fencing, blind_retry, ack_before_publish")
+	fs.StringVar(&c.breakName, "break", "", "break one guarantee in the daemons (soak build): no_fencing, blind_retry, ack_before_publish, unbounded_wait")
 	fs.StringVar(&c.known, "known", "", "comma-separated invariants whose breaches are reported as known defects, not failures")
 	fs.BoolVar(&c.keyless, "keyless-poison", false, "also send non-JSON poison (no key can be derived)")
 	fs.BoolVar(&c.knownDefects, "known-defect-faults", false, "add fault windows that provoke defects known to be open (see docs/soak.md)")
@@ -123,8 +123,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			def("nemesis", func() { c.nemesis = NemFaults })
 		case "ack_before_publish":
 			def("nemesis", func() { c.nemesis = NemCrash })
+		case "unbounded_wait":
+			def("nemesis", func() { c.nemesis = NemFaults })
+			def("fault-window", func() { c.faultFor = 30 * time.Second })
 		default:
-			return c, fmt.Errorf("--break %q: no_fencing, blind_retry or ack_before_publish", c.breakName)
+			return c, fmt.Errorf("--break %q: no_fencing, blind_retry, ack_before_publish or unbounded_wait", c.breakName)
 		}
 	}
 	for _, k := range strings.Split(c.nemesis, ",") {

@@ -110,6 +110,12 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	if kinds[NemFaults] {
 		s.nem.faults = faultSets(s.cfg.knownDefects)
 		switch s.cfg.breakName {
+		case "unbounded_wait":
+			// Retryable answers on half the creates: calls retry within
+			// their lease while copies on other replicas wait out the
+			// same holds and claim the key the moment one ends.
+			s.nem.faults = []faultSet{{"fault:503_storm", map[string][]map[string]any{
+				"onec": {{"kind": "http_503", "rate": 0.5}}, "yookassa": {{"kind": "http_503", "rate": 0.5}}}}}
 		case "blind_retry":
 			s.nem.faults = []faultSet{{"fault:lost_responses", map[string][]map[string]any{
 				"onec": {{"kind": "lose_response_close", "rate": 0.2}}, "yookassa": {{"kind": "reset_after_commit", "rate": 0.2}}}}}
@@ -138,6 +144,10 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	go func() { defer tracks.Done(); s.nem.processTrack(wctx) }()
 	go func() { defer tracks.Done(); s.nem.faultTrack(wctx) }()
 	go func() { defer tracks.Done(); s.nem.supervise(supCtx) }()
+	hw := &heldWatch{max: map[string]float64{}}
+	heldCtx, heldStop := context.WithCancel(ctx)
+	heldDone := make(chan struct{})
+	go func() { defer close(heldDone); s.watchHeld(heldCtx, hw) }()
 	start := time.Now()
 	progressDone := make(chan struct{})
 	go s.progress(wctx, progressDone)
@@ -147,6 +157,8 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	if werr != nil {
 		supStop()
 		tracks.Wait()
+		heldStop()
+		<-heldDone
 		return Report{}, werr
 	}
 	s.logf("workload done: %d messages in %v; waiting for the nemesis to recover", len(s.wl.sent), end.Sub(start).Round(time.Second))
@@ -169,10 +181,13 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	s.logf("settle: %v after %v", map[bool]string{true: "settled", false: "NOT settled (timeout)"}[settled], settleTook)
 
 	h, err := s.collect(ctx)
+	heldStop()
+	<-heldDone
 	if err != nil {
 		return Report{}, err
 	}
 	h.Start, h.End = start, end
+	h.HeldMax, h.HeldBound = hw.snapshot(), s.heldBound().Seconds()
 	if err := saveHistory(s.cfg.out, h); err != nil {
 		return Report{}, err
 	}

@@ -58,10 +58,18 @@ const (
 	// AckBeforePublish acknowledges a command before its result is
 	// published: a crash in between loses the result (invariant lost).
 	AckBeforePublish Break = "ack_before_publish"
+	// UnboundedWait lets a copy wait for the delivery owning its key
+	// without a bound, and lets that owner, when its retry's re-claim
+	// meets another owner, keep its ownership and wait behind itself; its
+	// in-lease re-claim is also slowed by 100 ms, as a loaded machine
+	// slows it, so that a copy on another replica wins the race for the
+	// key. The delivery is then held for ever by its heartbeats, never
+	// answered (invariant held_too_long).
+	UnboundedWait Break = "unbounded_wait"
 )
 
 // Breaks lists every break.
-var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish}
+var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait}
 
 // Hit passes point p: in a soak build told to crash there, the process kills
 // itself with SIGKILL (no deferred code, no flush) at the chosen pass.
