@@ -7,7 +7,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,4 +96,13 @@ func scrapeGauge(ctx context.Context, client *http.Client, url, name string) (fl
 		}
 	}
 	return 0, false
+}
+
+// heldText is the report's line: each replica's longest hold, and the bound.
+func heldText(held map[string]float64, bound float64) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(held)) {
+		parts = append(parts, fmt.Sprintf("%s %.1f s", name, held[name]))
+	}
+	return fmt.Sprintf("%s (bound %.0f s)", strings.Join(parts, ", "), bound)
 }

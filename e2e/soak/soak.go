@@ -46,15 +46,18 @@ type soak struct {
 
 // RunInfo describes the run in the report.
 type RunInfo struct {
-	Seed       uint64   `json:"seed"`
-	Rate       float64  `json:"rate"`
-	Duration   string   `json:"duration"`
-	Nemesis    []string `json:"nemesis"`
-	Break      string   `json:"break,omitempty"`
-	Replicas   int      `json:"replicas"`
-	Horizons   string   `json:"horizons"`
-	Elapsed    string   `json:"elapsed"`
-	Settled    string   `json:"settled_in"`
+	Seed     uint64   `json:"seed"`
+	Rate     float64  `json:"rate"`
+	Duration string   `json:"duration"`
+	Nemesis  []string `json:"nemesis"`
+	Break    string   `json:"break,omitempty"`
+	Replicas int      `json:"replicas"`
+	Horizons string   `json:"horizons"`
+	Elapsed  string   `json:"elapsed"`
+	Settled  string   `json:"settled_in"`
+	// Held is each replica's longest hold of a delivery, with the bound
+	// (held_too_long).
+	Held       string   `json:"held"`
 	SettleOK   bool     `json:"settled"`
 	Restarts   []string `json:"replica_starts"`
 	Unexpected int      `json:"unexpected_exits"`
@@ -195,7 +198,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	info := &RunInfo{Seed: s.cfg.seed, Rate: s.cfg.rate, Duration: s.cfg.duration.String(), Nemesis: append(s.nem.actions, faultNames(s.nem.faults)...),
 		Break: s.cfg.breakName, Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
 		Horizons:   fmt.Sprintf("lease_ttl %v, call_timeout 4s, heartbeat 2s, ack_wait 15s, duplicate_window 30s, retry.max_elapsed 8s, reconciler 1s", s.cfg.lease),
-		PubRetries: s.wl.retries.Load()}
+		PubRetries: s.wl.retries.Load(), Held: heldText(h.HeldMax, h.HeldBound)}
 	for _, p := range s.replicas {
 		starts, unexpected, _ := p.Stats()
 		info.Restarts = append(info.Restarts, fmt.Sprintf("%s:%d", p.Name, starts))
