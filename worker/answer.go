@@ -16,7 +16,7 @@ import (
 // completeAndPublish records a final outcome in the next group commit, then
 // publishes and acks. It returns at once: the group's flush carries on.
 func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool) {
-	c.Token = crashpoint.Token(w.work, w.d.Store, c.Key, c.Token)
+	c.Token = w.fencingToken(c.Key, c.Token)
 	w.commit.Submit(w.work, c, func(err error) {
 		if err != nil {
 			w.completionFailed(j, err)
@@ -29,6 +29,15 @@ func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool)
 		rec.ErrorCode = c.ErrorCode
 		rec.AttemptCount = j.claim.Attempt
 		w.publishAndAck(j, w.resultFromRecord(j, rec, replayed))
+	})
+}
+
+// fencingToken is the token a completion of key carries: token, except in
+// a soak build told to break fencing (crashpoint.NoFencing).
+func (w *Worker) fencingToken(key string, token int64) int64 {
+	return crashpoint.Token(token, func() (int64, error) {
+		rec, err := w.d.Store.Get(w.work, key)
+		return rec.LeaseToken, err
 	})
 }
 

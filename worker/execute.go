@@ -352,7 +352,7 @@ func (r *retryRun) unknown(ae *adapters.Error, note string) {
 		back = max(back, w.cfg.Retry.NextRetry(1))
 	}
 	key := j.op.Key.String()
-	if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: crashpoint.Token(w.work, w.d.Store, key, j.claim.Token), Status: journal.StatusUnknown,
+	if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: w.fencingToken(key, j.claim.Token), Status: journal.StatusUnknown,
 		ErrorCode: ae.Code, TargetRequestID: ae.RequestID, Note: note, HoldFor: settle}); err != nil {
 		w.completionFailed(j, err)
 		return

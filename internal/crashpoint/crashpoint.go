@@ -11,14 +11,9 @@
 //	                                   (default 1st) through the named point
 //	IDEMGATE_SOAK_BREAK=<break>        break one guarantee (see Break)
 //
-// It imports only the standard library and journal (for the fencing break).
+// It imports only the standard library: every package of the daemon may
+// use it without depending on another of the project's.
 package crashpoint
-
-import (
-	"context"
-
-	"github.com/idemgate/idemgate/journal"
-)
 
 // Point names a place in the daemon where a crash is most telling.
 type Point string
@@ -85,20 +80,16 @@ func Do(b Break, f func()) {
 	}
 }
 
-// TokenReader reads an operation's journal row.
-type TokenReader interface {
-	Get(ctx context.Context, key string) (journal.Record, error)
-}
-
 // Token returns the fencing token a completion carries: token itself, except
-// in a soak build told to break NoFencing, where it is the row's current
-// token (so a stale owner's completion is accepted).
-func Token(ctx context.Context, r TokenReader, key string, token int64) int64 {
+// in a soak build told to break NoFencing, where it is what current reads
+// (the row's current token, so a stale owner's completion is accepted).
+// current is called only then.
+func Token(token int64, current func() (int64, error)) int64 {
 	if !broken(NoFencing) {
 		return token
 	}
-	if rec, err := r.Get(ctx, key); err == nil {
-		return rec.LeaseToken
+	if t, err := current(); err == nil {
+		return t
 	}
 	return token
 }
