@@ -45,7 +45,25 @@ type ConflictScan struct {
 	Conflicts []Conflict
 	// Scanned is how many results were read (the newest ones).
 	Scanned int
+	// Since is when the oldest result read was published: the scan says
+	// nothing of conflicts before it.
+	Since time.Time
 }
+
+// ReplicaCounters are what this replica counted since it started of the
+// deliveries that leave no row of their own in the journal.
+type ReplicaCounters struct {
+	// ReplaysSucceeded and ReplaysFailed are deliveries answered with an
+	// operation's stored final result, succeeded or failed_final (claim
+	// decisions replay_succeeded and replay_failed).
+	ReplaysSucceeded, ReplaysFailed int64
+	// Conflicts are deliveries refused because their key was reused with
+	// another payload (claim decision conflict).
+	Conflicts int64
+}
+
+// Replays are all the replays counted.
+func (n ReplicaCounters) Replays() int64 { return n.ReplaysSucceeded + n.ReplaysFailed }
 
 // Deps are what the console reads and calls.
 type Deps struct {
@@ -58,9 +76,13 @@ type Deps struct {
 	Backlog func(context.Context) (Backlog, error)
 	// Conflicts scans the newest results for conflicts; nil shows none.
 	Conflicts func(context.Context) (ConflictScan, error)
-	// Counters are this replica's counters since it started (replays and
-	// conflicts: the journal does not keep them); nil shows none.
-	Counters func() map[string]float64
+	// Counters are this replica's counts since it started of replays and
+	// conflicts, which the journal does not keep; nil shows none.
+	Counters func() ReplicaCounters
+	// Looker asks the targets what they hold for an operation's key (the
+	// resolve form's "look up now", and the check of a decision before it
+	// is confirmed); nil: nothing is looked up, and the pages say so.
+	Looker Looker
 	// ObjectURL is where an operator sees an operation's object in the
 	// target's own interface ("" for none); nil links nothing.
 	ObjectURL func(journal.Record) string
@@ -167,6 +189,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/idle", c.authed(RoleViewer, c.idle))
 	m.HandleFunc("GET /ui/conflicts", c.authed(RoleViewer, c.conflicts))
 	m.HandleFunc("GET /ui/resolve", c.authed(RoleOperator, c.resolveForm))
+	m.HandleFunc("POST /ui/resolve/lookup", c.authed(RoleOperator, c.resolveLookup))
 	m.HandleFunc("POST /ui/resolve/confirm", c.authed(RoleOperator, c.resolveConfirm))
 	m.HandleFunc("POST /ui/resolve", c.authed(RoleOperator, c.resolve))
 	c.mux = m

@@ -11,5 +11,7 @@
 // resolving needs the operator role, reading the viewer role.
 //
 // It imports journal and operation only: the daemon (cmd/idemgate) hands it
-// the resolve function, the JetStream reads and the metrics as Deps.
+// the resolve function, the JetStream reads, the replica's claim-decision
+// counts and a Looker (the adapters' lookups by key, for "look up now" and
+// the check of a decision before it is confirmed) as Deps.
 package console

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
@@ -160,6 +161,20 @@ func (m *Metrics) decided(d journal.Decision) {
 		return
 	}
 	m.decisions.WithLabelValues(string(d)).Inc()
+}
+
+// DecisionCounts are the claim decisions this process counted since it
+// started (claim_decisions_total), by decision: what the operator console
+// shows of replays and conflicts, which leave no row in the journal.
+func (m *Metrics) DecisionCounts() map[journal.Decision]float64 {
+	out := make(map[journal.Decision]float64, len(m.byDecision))
+	for d, c := range m.byDecision {
+		var pb dto.Metric
+		if c.Write(&pb) == nil {
+			out[d] = pb.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // called counts a call to a target by its adapter and the class of its

@@ -226,7 +226,7 @@ func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
 		return sys, err
 	}
 	// The demo reads attempts from the same journal, through its own handle.
-	sys.store, _, err = openJournal(sys.ctx, sys.cfg, quietLog(), false)
+	sys.store, _, err = openJournal(sys.ctx, sys.cfg, quietLog(), readJournal)
 	if err != nil {
 		return sys, fmt.Errorf("journal reader: %w", err)
 	}

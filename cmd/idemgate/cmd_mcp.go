@@ -118,17 +118,19 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 		return nil
 	}
 	serving(cmd, stderr, check, func(ctx context.Context, c Config, log *slog.Logger) error {
+		// The daemon's journal first: one that is not where this
+		// configuration says is said at once, before any wait for NATS.
+		store, _, err := openJournal(ctx, c, log, readJournal)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
 		// Commands wait in the stream until a daemon takes them.
 		nc, _, stopNATS, err := commandStreams(ctx, c, log)
 		if err != nil {
 			return err
 		}
 		defer stopNATS()
-		store, _, err := openJournal(ctx, c, log, false)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
 		g, err := newGateway(c, nc, store, log)
 		if err != nil {
 			return err

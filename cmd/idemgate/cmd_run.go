@@ -162,7 +162,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	metrics := worker.NewMetrics(reg)
 	services := []service{
 		{name: "journal", start: func() (err error) {
-			d.store, pending, err = openJournal(ctx, c, log, c.Journal.AutoMigrate)
+			d.store, pending, err = openJournal(ctx, c, log, daemonJournal)
 			return err
 		}, stop: func() { d.store.Close() }},
 		{name: "nats", start: func() (err error) {
@@ -186,7 +186,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			}
 			d.adminAddr = ln.Addr().String()
 			if c.Console.Enabled {
-				con, err := newConsole(c, routes, d.store, js, reg, metrics, log)
+				con, err := newConsole(c, routes, d.store, js, metrics, log)
 				if err != nil {
 					_ = ln.Close()
 					return configError(err)

@@ -44,6 +44,9 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 					return err
 				}
 			} else {
+				if err := movedDataDir(c, "journal.db"); err != nil {
+					return configError(err)
+				}
 				if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 					return err
 				}
@@ -194,7 +197,7 @@ func openForTools(cmd *cobra.Command) (Config, journal.Store, error) {
 	if err != nil {
 		return c, nil, err
 	}
-	st, _, err := openJournal(cmd.Context(), c, quietLog(), false)
+	st, _, err := openJournal(cmd.Context(), c, quietLog(), readJournal)
 	return c, st, err
 }
 
@@ -399,7 +402,7 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return configError(err)
 			}
-			st, _, err := openJournal(cmd.Context(), c, log, false)
+			st, _, err := openJournal(cmd.Context(), c, log, readJournal)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -22,11 +24,27 @@ import (
 	"github.com/idemgate/idemgate/journal/sqlite"
 )
 
+// journalUse is what a command does with the journal.
+type journalUse int
+
+const (
+	// readJournal: a journal a daemon made (mcp, trace, resolve,
+	// reconcile): it must exist and be migrated; none is created.
+	readJournal journalUse = iota
+	// daemonJournal: the daemon's own (run): migrated, and created when
+	// missing, when journal.auto_migrate is set; else as readJournal.
+	daemonJournal
+	// createJournal: migrated, and created when missing.
+	createJournal
+)
+
 // openJournal opens the PostgreSQL journal when journal.url is set, else the
-// SQLite journal in the data folder. With migrate, pending migrations are
-// applied; without, a journal that lacks some is refused (the error names
-// `idemgate migrate up`), on either engine.
-func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) (journal.Store, func(context.Context) (bool, error), error) {
+// SQLite journal in the data folder. A journal that lacks migrations is
+// migrated where use allows it, else refused (the error names `idemgate
+// migrate up`), on either engine. A SQLite journal that does not exist is
+// created only where use allows it; otherwise the refusal names the path.
+func openJournal(ctx context.Context, c Config, log *slog.Logger, use journalUse) (journal.Store, func(context.Context) (bool, error), error) {
+	migrate := use == createJournal || use == daemonJournal && c.Journal.AutoMigrate
 	policy := journal.RequireMigrated
 	if migrate {
 		policy = journal.MigrateOnOpen
@@ -40,10 +58,23 @@ func openJournal(ctx context.Context, c Config, log *slog.Logger, migrate bool) 
 		log.Info("journal: PostgreSQL", "application_name", "idemgate")
 		return st, pending, nil
 	}
+	path, err := filepath.Abs(sqlitePath(c.DataDir))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if !migrate {
+			// Only a command that creates the journal makes its folder: a
+			// reader started from elsewhere says where it looked.
+			return nil, nil, missingJournalError(c, path, use == daemonJournal)
+		}
+		if err := movedDataDir(c, "journal.db"); err != nil {
+			return nil, nil, configError(err)
+		}
+	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data folder: %w", err)
 	}
-	path := sqlitePath(c.DataDir)
 	st, err := sqlite.Open(ctx, path, sqlite.Config{Migrations: policy})
 	if err != nil {
 		return nil, nil, err
@@ -78,6 +109,9 @@ func natsConn(c Config, log *slog.Logger, embed bool) (*nats.Conn, jetstream.Jet
 				return nil, nil, nil, fmt.Errorf("embedded NATS: %w", err)
 			}
 			_ = ln.Close()
+			if err := movedDataDir(c, "nats"); err != nil {
+				return nil, nil, nil, configError(err)
+			}
 			store := filepath.Join(c.DataDir, "nats")
 			if err := os.MkdirAll(store, 0o700); err != nil {
 				return nil, nil, nil, fmt.Errorf("data folder: %w", err)
