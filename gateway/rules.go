@@ -267,7 +267,19 @@ func (r rules) pending(a *Answer, why string) {
 	a.Status = StatusPending
 	a.NextAction = Poll
 	a.RetryAfterMS = r.pollAfter.Milliseconds()
-	a.Reason = fmt.Sprintf("The outcome is not settled yet (%s); call get_operation with this operation_key after retry_after_ms, and never send a changed request for this intent.", why)
+	a.Reason = fmt.Sprintf("The outcome is not settled yet (%s); %s after retry_after_ms, and never send a changed request for this intent.", why, pollMCP)
+}
+
+// pollMCP is how a pending answer says to poll, in MCP's words (its
+// get_operation tool); PollBy words it for another face.
+const pollMCP = "call get_operation with this operation_key"
+
+// PollBy returns the answer with its way to poll worded for a face that has
+// no get_operation tool: how replaces "call get_operation with this
+// operation_key" (the HTTP API says "GET /v1/operations/{key}").
+func (a Answer) PollBy(how string) Answer {
+	a.Reason = strings.Replace(a.Reason, pollMCP, how, 1)
+	return a
 }
 
 // unavailable is the answer when the command could not be handed over (or

@@ -50,6 +50,17 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		}
 		return g.rules.rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
 	}
+	// The command is published as decoded: normalised, and its free text
+	// masked by the rule every face applies (operation.MaskText), so that
+	// the commands stream holds no card number or secret a caller put in a
+	// comment. Free text is outside the fingerprint: the key and the
+	// message id stay those of the request.
+	decoded, err := op.Command()
+	if err != nil {
+		g.log.Error("gateway: decoded command not encoded", "operation_key", op.Key.String(), "error", err.Error())
+		return g.rules.unavailable(op.Key.String(), op.Type, "encode the command")
+	}
+	cmd.Payload = decoded.Payload
 	key := op.Key.String()
 	token, replies := g.await()
 	defer g.forget(token)

@@ -42,7 +42,7 @@ var invariantOrder = []invariantDoc{
 	{InvNotExecuted, "a conflicting copy or a poison command is never executed, never answered as succeeded"},
 	{InvStale, "no completion accepted under a stale fencing token (the row's outcome is its current lease's; a lookup's attempt is closed by a lookup)"},
 	{InvFailedFinalObj, "no failed_final for a key whose object exists in the target"},
-	{InvCanary, "no canary secret in daemon logs, the journal, results or metrics"},
+	{InvCanary, "no canary secret in daemon logs, the journal (its notes too), results, metrics, the commands stream or the HTTP API's error bodies"},
 	{InvOpenAttempts, "no attempt left open (no outcome) after settling"},
 	{InvHeld, "no command delivery held in progress longer than a call run, its lookup and a bounded wait for another (retry.in_lease + 3 × call_timeout), plus the nemesis's longest outage"},
 }

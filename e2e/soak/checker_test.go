@@ -45,11 +45,19 @@ func healthy() History {
 			{Key: k1, Attempt: 1, Token: 2, Worker: "r2", Kind: "reconcile", Started: at(2), Finished: at(2.5), Outcome: "succeeded", Note: "reconciled: found by key"},
 			{Key: k2, Attempt: 1, Token: 1, Worker: "r3", Kind: "execute", Started: at(5.1), Finished: at(5.4), Outcome: "failed_final"},
 		},
-		Texts:      []Text{{Where: "r1.log", Body: []byte(`{"msg":"command rejected","operation_key":"soak:payment.charge:p3:v1"}`)}},
-		Canary:     "cnry0123",
-		Secrets:    []string{"sandbox-1c-password"},
-		NativeOnly: map[string]bool{"onec": true, "yookassa": true},
-		Windows:    []Window{{Kind: NemKill, Start: at(0), End: at(2)}},
+		Texts: []Text{
+			{Where: "r1.log", Body: []byte(`{"msg":"command rejected","operation_key":"soak:payment.charge:p3:v1"}`)},
+			// Producers publish the free-text canary; a card in free text
+			// is published masked.
+			{Where: "commands stream", Commands: true, Body: []byte(`{"payload":{"description":"Invoice cnry0123-i1, card 4539 57** **** 1486"}}`)},
+			{Where: "journal dump", Body: []byte(`{"kind":"operator","note":"customer read out 4539 57** **** 1486 and [REDACTED]"}`)},
+			{Where: "HTTP API error bodies", Body: []byte(`{"status":422,"detail":"payload.order_id: contains a card-like number","instance":"/v1/operations/soak:payment.charge:453957******1486:v1"}`)},
+		},
+		Canary:         "cnry0123",
+		SecretCanaries: []string{"4539578763621486", "4539 5787 6362 1486", "sk_live_cnry4567"},
+		Secrets:        []string{"sandbox-1c-password"},
+		NativeOnly:     map[string]bool{"onec": true, "yookassa": true},
+		Windows:        []Window{{Kind: NemKill, Start: at(0), End: at(2)}},
 	}
 }
 
@@ -193,6 +201,21 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 		}, true},
 		{"credential in the metrics", InvCanary, "metrics-r2.txt", func(h *History) {
 			h.Texts = append(h.Texts, Text{Where: "metrics-r2.txt", Body: []byte(`x{password="sandbox-1c-password"} 1`)})
+		}, true},
+		{"card number published unmasked", InvCanary, "commands stream", func(h *History) {
+			h.Texts[1].Body = []byte(`{"payload":{"description":"Invoice cnry0123-i1, card 4539 5787 6362 1486"}}`)
+		}, true},
+		{"key in an id published", InvCanary, "commands stream", func(h *History) {
+			h.Texts[1].Body = []byte(`{"payload":{"account_id":"sk_live_cnry4567"}}`)
+		}, true},
+		{"card number in an operator's evidence", InvCanary, "journal dump", func(h *History) {
+			h.Texts[2].Body = []byte(`{"kind":"operator","note":"customer read out 4539578763621486"}`)
+		}, true},
+		{"card number echoed in an error body", InvCanary, "HTTP API error bodies", func(h *History) {
+			h.Texts[3].Body = []byte(`{"status":401,"instance":"/v1/operations/soak:payment.charge:4539578763621486:v1"}`)
+		}, true},
+		{"free-text canary in an error body", InvCanary, "HTTP API error bodies", func(h *History) {
+			h.Texts[3].Body = []byte(`{"status":422,"detail":"description cnry0123-i9"}`)
 		}, true},
 		{"attempt left open", InvOpenAttempts, k2, func(h *History) {
 			h.Attempts[2].Finished = time.Time{}

@@ -94,6 +94,11 @@ func (s *soak) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	port, err := childproc.FreePort()
+	if err != nil {
+		return err
+	}
+	s.httpAPI, s.httpToken = fmt.Sprintf("127.0.0.1:%d", port), "soak-http-"+randHex(16)
 	for i := range s.cfg.replicas {
 		port, err := childproc.FreePort()
 		if err != nil {
@@ -128,6 +133,9 @@ func (s *soak) setup(ctx context.Context) error {
 		if err := childproc.WaitTCP(ctx, a, 60*time.Second); err != nil {
 			return fmt.Errorf("replica admin endpoint: %w", err)
 		}
+	}
+	if err := childproc.WaitTCP(ctx, s.httpAPI, 60*time.Second); err != nil {
+		return fmt.Errorf("r1's HTTP API: %w", err)
 	}
 	s.logf("replicas: %d running", len(s.replicas))
 	return nil
@@ -185,6 +193,7 @@ worker:
     max_elapsed: 8s
 reconciler:
   interval: 1s
+%s
 routes:
   invoice.create: onec
   payment.charge: yookassa
@@ -192,9 +201,18 @@ routes:
   crm.task.create: bitrix24
   crm.deal.create: bitrix24
 adapters:
-%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease, s.adaptersYAML())
+%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease, s.httpAPIYAML(i), s.adaptersYAML())
 	p := filepath.Join(s.cfg.out, name+".yaml")
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
+}
+
+// httpAPIYAML serves the HTTP API on the first replica only: the sensitive
+// phase speaks to it once the run has settled.
+func (s *soak) httpAPIYAML(i int) string {
+	if i != 0 {
+		return ""
+	}
+	return fmt.Sprintf("http_api:\n  enabled: true\n  addr: %s\n  token: %s", s.httpAPI, s.httpToken)
 }
 
 // adaptersYAML keeps the emulators the routes use, gives Bitrix24 a settle

@@ -36,6 +36,10 @@ type soak struct {
 	sb        sandboxInfo
 	replicas  []*childproc.Process
 	adminAddr []string
+	// httpAPI is the HTTP API's address on the first replica, httpToken
+	// its bearer token (the sensitive phase speaks to it).
+	httpAPI   string
+	httpToken string
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	wl        *workload
@@ -179,9 +183,20 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	// Settle.
 	settleStart := time.Now()
 	settled := s.settle(ctx)
-	close(s.wl.giveUp)
 	settleTook := time.Since(settleStart).Round(time.Second)
 	s.logf("settle: %v after %v", map[bool]string{true: "settled", false: "NOT settled (timeout)"}[settled], settleTook)
+
+	// The sensitive phase, on a quiet system, then settle what it sent.
+	sc := newSecretCanaries()
+	var sens sensitiveResult
+	if settled {
+		sens = s.sensitivePhase(ctx, sc)
+		settled = s.settle(ctx)
+		s.logf("sensitive phase done: %v", map[bool]string{true: "settled", false: "NOT settled (timeout)"}[settled])
+	} else {
+		sens.notes = append(sens.notes, "the sensitive phase did not run: the run had not settled")
+	}
+	close(s.wl.giveUp)
 
 	h, err := s.collect(ctx)
 	heldStop()
@@ -189,6 +204,9 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	h.SecretCanaries = sc.needles()
+	h.Secrets = append(h.Secrets, s.httpToken)
+	h.Texts = append(h.Texts, sens.texts...)
 	h.Start, h.End = start, end
 	h.HeldMax, h.HeldBound = hw.snapshot(), s.heldBound().Seconds()
 	if err := saveHistory(s.cfg.out, h); err != nil {
@@ -205,6 +223,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		info.Unexpected += unexpected
 	}
 	rep.Run = info
+	rep.Notes = append(rep.Notes, sens.notes...)
 	if !settled {
 		rep.Notes = append(rep.Notes, "the system did not settle within --settle: unsettled rows and lost results below may only be late")
 	}

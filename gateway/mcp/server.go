@@ -245,10 +245,12 @@ func Handler(srv *sdk.Server, opts HTTPOptions) http.Handler {
 		&sdk.StreamableHTTPOptions{Logger: opts.Log, SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: opts.MaxBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !gateway.Authorized(r, opts.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate"`)
+			reason, challenge := gateway.Unauthorized(r, "mcp.token (IDEMGATE_MCP_TOKEN)")
+			w.Header().Set("WWW-Authenticate", challenge)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error":"a bearer token is required (Authorization: Bearer <token>)"}` + "\n"))
+			b, _ := json.Marshal(map[string]string{"error": reason})
+			_, _ = w.Write(append(b, '\n'))
 			return
 		}
 		h.ServeHTTP(w, r)
