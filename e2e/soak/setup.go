@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
-	"github.com/idemgate/idemgate/internal/childproc"
-	"github.com/idemgate/idemgate/internal/natsproc"
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/natsproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 )
 
 // soakDB is the database the replicas journal into.

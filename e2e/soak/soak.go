@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/internal/childproc"
 	"github.com/idemgate/idemgate/internal/crashpoint"
-	"github.com/idemgate/idemgate/internal/natsproc"
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/natsproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 )
 
 // soak is one run.

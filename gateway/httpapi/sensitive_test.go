@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 )
 
 // raw sends req and returns its status, headers and body as text.

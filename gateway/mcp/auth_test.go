@@ -11,7 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/redact"
 )
 

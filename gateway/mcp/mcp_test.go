@@ -15,7 +15,7 @@ import (
 	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/operation"

@@ -5,8 +5,9 @@
 // soak (e2e/soak) runs its database, which its nemesis stops like a crash,
 // with InitPrimary too.
 //
-// It imports internal/childproc and the standard library. It is machinery
-// for tests and the soak: no daemon code imports it.
+// It imports internal/testkit/childproc and the standard library, nothing
+// of the daemon. It is machinery for tests and the soak: no daemon code
+// imports it (deps_test.go).
 package pgproc
 
 import (
@@ -21,7 +22,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemgate/idemgate/internal/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 )
 
 // BinDir finds the newest PostgreSQL server binaries (PGPROC_BIN overrides).

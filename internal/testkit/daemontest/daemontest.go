@@ -9,7 +9,9 @@
 // It imports the parts it composes: adapters and adapters/yookassa,
 // consumer and consumer/natstest, journal, journal/sqlite and
 // journal/postgres/pgtest, operation, redact, sandbox/yookassa and worker.
-// It is machinery for tests: nothing outside _test.go files imports it.
+// It is the one package of internal/testkit with arrows into the daemon's
+// layers: a harness that composes them, as cmd/idemgate does, never a part
+// of them. Nothing outside _test.go files imports it (deps_test.go).
 package daemontest
 
 import (
