@@ -65,10 +65,24 @@ type ReplicaCounters struct {
 // Replays are all the replays counted.
 func (n ReplicaCounters) Replays() int64 { return n.ReplaysSucceeded + n.ReplaysFailed }
 
+// Journal is what the console reads of the journal: an operation and its
+// attempts, the unknown and idle lists, the database clock, and the
+// searches and counts of journal.Browser. The console writes nothing there
+// but through Deps.Resolve.
+type Journal interface {
+	journal.Browser
+	Get(ctx context.Context, key string) (journal.Record, error)
+	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
+	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
+	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+	Now(ctx context.Context) (time.Time, error)
+}
+
 // Deps are what the console reads and calls.
 type Deps struct {
-	// Store is the journal; it must implement journal.Browser.
-	Store journal.Store
+	// Store is the journal, read through Journal (both engines' stores
+	// satisfy it); the console writes only through Resolve.
+	Store Journal
 	// Resolve records an operator's decision and publishes it as the
 	// command's result (the daemon passes worker.Resolve).
 	Resolve func(context.Context, journal.Resolution) (journal.Record, error)
@@ -99,12 +113,11 @@ type Deps struct {
 
 // Console serves the pages. Build it with New.
 type Console struct {
-	cfg     Config
-	d       Deps
-	browser journal.Browser
-	sign    signer
-	pages   map[string]*template.Template
-	mux     *http.ServeMux
+	cfg   Config
+	d     Deps
+	sign  signer
+	pages map[string]*template.Template
+	mux   *http.ServeMux
 }
 
 // New builds the console. The session key is read from
@@ -114,9 +127,8 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b, ok := d.Store.(journal.Browser)
-	if !ok {
-		return nil, fmt.Errorf("console: the journal %T cannot be browsed", d.Store)
+	if d.Store == nil {
+		return nil, errors.New("console: no journal")
 	}
 	if d.Resolve == nil {
 		return nil, errors.New("console: no resolve function")
@@ -139,7 +151,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 		}
 		key = k
 	}
-	c := &Console{cfg: cfg, d: d, browser: b, sign: signer{key: key}, pages: map[string]*template.Template{}}
+	c := &Console{cfg: cfg, d: d, sign: signer{key: key}, pages: map[string]*template.Template{}}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}

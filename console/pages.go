@@ -133,7 +133,7 @@ var allStatuses = []journal.Status{journal.StatusStarted, journal.StatusSucceede
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 	ctx := r.Context()
-	counts, err := c.browser.StatusCounts(ctx)
+	counts, err := c.d.Store.StatusCounts(ctx)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
@@ -155,7 +155,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		c.failJournal(w, r, err)
 		return
 	}
-	if d.Activity, err = c.browser.AttemptCounts(ctx, now.Add(-time.Hour)); err != nil {
+	if d.Activity, err = c.d.Store.AttemptCounts(ctx, now.Add(-time.Hour)); err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
@@ -181,7 +181,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		return
 	}
 	d.Idle = len(idle)
-	if d.Holders, err = c.browser.LeaseHolders(ctx); err != nil {
+	if d.Holders, err = c.d.Store.LeaseHolders(ctx); err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
@@ -279,7 +279,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, _ session) 
 	sq := journal.SearchQuery{Key: f.Key, IntentID: f.Intent, EventID: f.Event, TargetObjectID: f.Object,
 		Status: journal.Status(f.Status), OperationType: f.Type, From: from, To: to, After: after,
 		Env: c.d.Env, Types: c.d.Types, Limit: c.cfg.PageSize + 1}
-	rows, err := c.browser.Search(r.Context(), sq)
+	rows, err := c.d.Store.Search(r.Context(), sq)
 	if errors.Is(err, journal.ErrInvalid) {
 		bad(err)
 		return

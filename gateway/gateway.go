@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,18 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Journal is what the gateway reads of the daemon's journal: an operation,
+// its attempts and the field digests of its first request (on a conflict),
+// and the lists an agent reviews. The gateway writes nothing there; both
+// engines' journal.Store satisfies it.
+type Journal interface {
+	Get(ctx context.Context, key string) (journal.Record, error)
+	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
+	FieldDigests(ctx context.Context, key string) (string, error)
+	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
+	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+}
+
 // Deps are what the gateway works with.
 type Deps struct {
 	// NC reaches the NATS server the daemon consumes from. Required.
@@ -92,7 +105,7 @@ type Deps struct {
 	// ResultsStream is the results stream's name ("" for the default).
 	ResultsStream string
 	// Journal is the daemon's journal, read only. Required.
-	Journal journal.Store
+	Journal Journal
 	// Registry holds the operation types; nil means the built-in ones. It
 	// must be the daemon's.
 	Registry *operation.Registry
@@ -111,7 +124,7 @@ type Gateway struct {
 	dec   *operation.Decoder
 	nc    *nats.Conn
 	prod  *producer.Client
-	store journal.Store
+	store Journal
 	log   *slog.Logger
 	now   func() time.Time
 

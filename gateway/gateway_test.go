@@ -27,7 +27,9 @@ func newGateway(t *testing.T, d *daemontest.Daemon, cfg gateway.Config) *gateway
 	if cfg.Wait == 0 {
 		cfg.Wait = 20 * time.Second
 	}
-	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal})
+	// The gateway is handed the reads it declares (gateway.Journal) and
+	// nothing more: it cannot reach the journal's writes.
+	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: struct{ gateway.Journal }{d.Journal}})
 	require.NoError(t, err)
 	t.Cleanup(g.Close)
 	return g

@@ -60,7 +60,7 @@ type daemon struct {
 	worker     *worker.Worker
 	reconciler *worker.Reconciler
 	janitor    *worker.Janitor
-	store      journal.Store
+	store      journalStore
 	admin      *http.Server
 	adminAddr  string
 	adminStop  func()

@@ -26,7 +26,7 @@ const conflictScan = 2000
 // newConsole builds the operator console on the daemon's journal, JetStream
 // and metrics. Its resolve is worker.Resolve, as `idemgate resolve`'s, here
 // with the daemon's JetStream so that the decision is published at once.
-func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Store, js jetstream.JetStream, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
+func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore, js jetstream.JetStream, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
 	if host, _, err := net.SplitHostPort(c.Admin.Addr); err == nil {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			log.Warn("the operator console is served beyond loopback: put a reverse proxy with TLS in front of the admin listener", "addr", c.Admin.Addr)

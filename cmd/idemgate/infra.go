@@ -38,12 +38,19 @@ const (
 	createJournal
 )
 
+// journalStore is a journal as openJournal opens it: the Store, and the
+// console's reads (journal.Browser), which both engines serve.
+type journalStore interface {
+	journal.Store
+	journal.Browser
+}
+
 // openJournal opens the PostgreSQL journal when journal.url is set, else the
 // SQLite journal in the data folder. A journal that lacks migrations is
 // migrated where use allows it, else refused (the error names `idemgate
 // migrate up`), on either engine. A SQLite journal that does not exist is
 // created only where use allows it; otherwise the refusal names the path.
-func openJournal(ctx context.Context, c Config, log *slog.Logger, use journalUse) (journal.Store, func(context.Context) (bool, error), error) {
+func openJournal(ctx context.Context, c Config, log *slog.Logger, use journalUse) (journalStore, func(context.Context) (bool, error), error) {
 	migrate := use == createJournal || use == daemonJournal && c.Journal.AutoMigrate
 	policy := journal.RequireMigrated
 	if migrate {
