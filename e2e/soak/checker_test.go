@@ -326,41 +326,48 @@ func TestLatencyByWindow(t *testing.T) {
 	}
 }
 
-func TestReadSandboxBanner(t *testing.T) {
-	banner := `idemgate sandbox: 2 target emulators (test credentials only, nothing real is reached)
-
-onec  http://127.0.0.1:37583
-    api    POST http://127.0.0.1:37583/base/hs/integration/invoices (Idempotency-Key header)
-    test credentials (sandbox only)  user=integration  password=sandbox-1c-password
-
-yookassa  http://127.0.0.1:36967
-    test credentials (sandbox only)  shop_id=100500  secret_key=test_sandbox_secret_key
-
-idemgate configuration for these emulators:
-
-adapters:
-  onec:
-    base_url: http://127.0.0.1:37583/base
-    password: "sandbox-1c-password"
-  yookassa:
-    base_url: http://127.0.0.1:36967
-
-Serving; Ctrl-C stops.
+// TestReadSandbox: the soak takes URLs and adapter blocks from `idemgate
+// sandbox --json`, and its secrets from the credentials typed as secrets,
+// whatever their names.
+func TestReadSandbox(t *testing.T) {
+	listing := `{"emulators":[
+{"name":"amocrm","url":"http://127.0.0.1:38733","admin":"http://127.0.0.1:38733/_sandbox",
+ "credentials":[{"name":"token","value":"sandbox-amocrm-token","type":"token","secret":true},
+  {"name":"key_field_id","value":"1278898021","type":"identifier","secret":false}],
+ "adapter":{"base_url":"http://127.0.0.1:38733","key_field_id":1278898021,"token":"sandbox-amocrm-token"}},
+{"name":"onec","url":"http://127.0.0.1:37583","admin":"http://127.0.0.1:37583/_sandbox",
+ "credentials":[{"name":"user","value":"integration","type":"identifier","secret":false},
+  {"name":"password","value":"sandbox-1c-password","type":"password","secret":true}],
+ "adapter":{"base_url":"http://127.0.0.1:37583/base","password":"sandbox-1c-password","user":"integration"}},
+{"name":"wms","url":"http://127.0.0.1:36967","credentials":[{"name":"token","value":"wms \"quoted\" token","type":"token","secret":true}]}
+]}
 `
-	info, err := readSandbox(strings.NewReader(banner))
+	info, err := readSandbox(strings.NewReader(listing + "more output\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.urls["onec"] != "http://127.0.0.1:37583" || info.urls["yookassa"] != "http://127.0.0.1:36967" {
+	if info.urls["onec"] != "http://127.0.0.1:37583" || info.urls["wms"] != "http://127.0.0.1:36967" {
 		t.Errorf("urls = %v", info.urls)
 	}
-	if !strings.Contains(info.adapters, "  onec:\n    base_url: http://127.0.0.1:37583/base\n") {
-		t.Errorf("adapters block = %q", info.adapters)
+	if got := strings.Join(info.secrets, ","); got != `sandbox-amocrm-token,sandbox-1c-password,wms "quoted" token` {
+		t.Errorf("secrets = %q", got)
 	}
-	if strings.Join(info.secrets, ",") != "sandbox-1c-password,test_sandbox_secret_key" {
-		t.Errorf("secrets = %q", info.secrets)
+	block, err := info.adapterYAML("onec")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := readSandbox(strings.NewReader("idemgate sandbox: crashed\n")); err == nil {
-		t.Error("a banner without Serving parsed")
+	if want := "  onec:\n    base_url: \"http://127.0.0.1:37583/base\"\n    password: \"sandbox-1c-password\"\n    user: \"integration\"\n"; block != want {
+		t.Errorf("onec block = %q, want %q", block, want)
+	}
+	if block, _ := info.adapterYAML("amocrm"); !strings.Contains(block, "    key_field_id: 1278898021\n") {
+		t.Errorf("amocrm block = %q", block)
+	}
+	if _, err := info.adapterYAML("wms"); err == nil {
+		t.Error("a declared target has no adapter block, yet one was written")
+	}
+	for _, bad := range []string{"idemgate sandbox: crashed\n", `{"emulators":[]}`} {
+		if _, err := readSandbox(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,7 +106,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		}
 		if k == NemCrash {
 			for _, p := range crashpoint.Points {
-				if s.cfg.breakName == "ack_before_publish" && p != crashpoint.BeforePublish {
+				if at := breakRuns[s.cfg.brk].crashAt; at != nil && !slices.Contains(at, p) {
 					continue
 				}
 				s.nem.actions = append(s.nem.actions, NemCrash+":"+string(p))
@@ -116,23 +117,8 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	}
 	if kinds[NemFaults] {
 		s.nem.faults = faultSets(s.cfg.knownDefects)
-		switch s.cfg.breakName {
-		case "unbounded_wait":
-			// Retryable answers on half the creates: calls retry within
-			// their lease while copies on other replicas wait out the
-			// same holds and claim the key the moment one ends.
-			s.nem.faults = []faultSet{{"fault:503_storm", map[string][]map[string]any{
-				"onec": {{"kind": "http_503", "rate": 0.5}}, "yookassa": {{"kind": "http_503", "rate": 0.5}}}}}
-		case "blind_retry":
-			s.nem.faults = []faultSet{{"fault:lost_responses", map[string][]map[string]any{
-				"onec": {{"kind": "lose_response_close", "rate": 0.2}}, "yookassa": {{"kind": "reset_after_commit", "rate": 0.2}}}}}
-		case "no_fencing":
-			// Slow calls are in flight when a replica is paused; slow
-			// lookups keep the new owner's reconcile attempts open when the
-			// stale owner wakes up and completes.
-			slow := []map[string]any{{"kind": "delay", "delay_ms": 3500, "rate": 0.9, "scope": "read"},
-				{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "create"}}
-			s.nem.faults = []faultSet{{"fault:slow_calls", map[string][]map[string]any{"onec": slow, "yookassa": slow, "bitrix24": slow}}}
+		if f := breakRuns[s.cfg.brk].faults; f != nil {
+			s.nem.faults = f
 		}
 	}
 	s.logf("soak: %d replicas, %.0f commands/s for %v, nemesis %v, seed %d, out %s", s.cfg.replicas, s.cfg.rate, s.cfg.duration,
@@ -214,7 +200,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	}
 	rep := Check(h, s.cfg.knownSet())
 	info := &RunInfo{Seed: s.cfg.seed, Rate: s.cfg.rate, Duration: s.cfg.duration.String(), Nemesis: append(s.nem.actions, faultNames(s.nem.faults)...),
-		Break: s.cfg.breakName, Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
+		Break: string(s.cfg.brk), Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
 		Horizons:   fmt.Sprintf("lease_ttl %v, call_timeout 4s, heartbeat 2s, ack_wait 15s, duplicate_window 30s, retry.max_elapsed 8s, reconciler 1s", s.cfg.lease),
 		PubRetries: s.wl.retries.Load(), Held: heldText(h.HeldMax, h.HeldBound)}
 	for _, p := range s.replicas {
