@@ -170,7 +170,7 @@ func TestToolsListSchemas(t *testing.T) {
 	require.True(t, tools["list_unresolved"].Annotations.ReadOnlyHint)
 
 	// What the schema admits, the daemon's decoder accepts.
-	in, err := gwmcp.InputSchema(mustType(t, reg, "payment.charge"))
+	in, err := gwmcp.InputSchema(daemontest.Env, mustType(t, reg, "payment.charge"))
 	require.NoError(t, err)
 	resolved, err := in.Resolve(nil)
 	require.NoError(t, err)

@@ -29,7 +29,10 @@ func ptr[T any](v T) *T { return &v }
 // approval_id (required when the type moves money) and the type's fields
 // with their kinds — money as integer minor units, currency as a 3-letter
 // code, dates and times with their formats. Nothing else is accepted.
-func InputSchema(t operation.Type) (*jsonschema.Schema, error) {
+// env is the gateway's: intent_id's maxLength is what the operation key
+// leaves for it under env (operation.MaxIntentLen), the limit the decoder
+// enforces.
+func InputSchema(env string, t operation.Type) (*jsonschema.Schema, error) {
 	s := &jsonschema.Schema{
 		Type:                 "object",
 		Properties:           map[string]*jsonschema.Schema{},
@@ -37,14 +40,14 @@ func InputSchema(t operation.Type) (*jsonschema.Schema, error) {
 		Required:             []string{argIntentID},
 	}
 	s.Properties[argIntentID] = &jsonschema.Schema{
-		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxIntentLen(env, t.Name, operation.DefaultKeyVersion)), Pattern: idPattern,
 		Description: "The business intent this call carries out: ONE id per intent (the approval, order or task you act on), " +
 			"reused unchanged on every retry of that intent — never a new id per attempt or per call. " +
 			"The same intent_id with the same fields is answered with the stored outcome and never executes twice; " +
 			"changed fields under the same intent_id are refused as a conflict. Letters, digits and . _ ~ : - only; no card numbers or personal data.",
 	}
 	approval := &jsonschema.Schema{
-		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxKeyLen), Pattern: idPattern,
 		Description: "The approval of this operation (who allowed it). Not part of the intent's fingerprint: a retry needs no new approval.",
 	}
 	if t.RequiresApproval {

@@ -48,7 +48,7 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log})
 	out := answerSchema()
 	for _, t := range g.Types() {
-		in, err := InputSchema(t)
+		in, err := InputSchema(g.Env(), t)
 		if err != nil {
 			return nil, err
 		}
