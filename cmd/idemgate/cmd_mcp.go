@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -168,11 +169,23 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg})
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg,
+		Routed: c.routedTypes()})
 	if err != nil {
 		return nil, configError(err)
 	}
 	return g, nil
+}
+
+// routedTypes are the operation types routes: gives an adapter, sorted:
+// the only ones the faces offer.
+func (c Config) routedTypes() []string {
+	out := make([]string, 0, len(c.Routes))
+	for op := range c.Routes {
+		out = append(out, op)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // faces are the front doors served inside `idemgate run`.

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/gateway"
+)
+
+// TestFacesOfferOnlyRoutedTypes: a daemon routing payment.charge alone
+// offers MCP agents that tool (beside get_operation and list_unresolved),
+// and the HTTP API answers a call of another registered type at once, 404
+// operation_not_routed with human_review — never pending for a command no
+// replica here would take.
+func TestFacesOfferOnlyRoutedTypes(t *testing.T) {
+	gd := startGatewayDaemon(t, func(c *Config) {
+		c.MCP = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 1 << 20}
+		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 64 << 10}
+		c.Gateway.Wait = 2 * time.Second // a call left waiting would answer pending
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: "http://" + gd.d.faces.mcpAddr + "/mcp", DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	require.ElementsMatch(t, []string{"payment_charge", "get_operation", "list_unresolved"}, names)
+
+	req, err := http.NewRequest(http.MethodPost, "http://"+gd.d.faces.httpAddr+"/v1/operations/invoice.create",
+		strings.NewReader(`{"order_id":"o-1","customer_id":"c-1","amount_minor":100,"currency":"RUB"}`))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", `"inv-1"`)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var problem struct {
+		Type   string         `json:"type"`
+		Answer gateway.Answer `json:"answer"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&problem))
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%+v", problem)
+	require.Equal(t, "urn:idemgate:problem:not-routed", problem.Type)
+	require.Equal(t, gateway.CodeNotRouted, problem.Answer.ErrorCode)
+	require.Equal(t, gateway.HumanReview, problem.Answer.NextAction)
+}

@@ -1,0 +1,67 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/wire"
+)
+
+// TestUnroutedTypeIsNeitherOfferedNorLeftWaiting: a gateway told the
+// daemon's routes offers only those types; a call of another registered
+// type is answered at once that no adapter serves it here (a person must
+// route it), nothing is published, and a lookup of its key says the same
+// instead of "call again".
+func TestUnroutedTypeIsNeitherOfferedNorLeftWaiting(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	// A bound long enough that a call left waiting would answer pending.
+	g, err := gateway.New(gateway.Config{Env: daemontest.Env, Wait: 2 * time.Second, PollAfter: 100 * time.Millisecond},
+		gateway.Deps{NC: d.NC, Journal: d.Journal, Routed: d.Routes})
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+
+	var offered []string
+	for _, typ := range g.Types() {
+		offered = append(offered, typ.Name)
+	}
+	require.Equal(t, []string{"payment.charge", "payment.refund"}, offered)
+	require.True(t, g.Known("invoice.create"), "registered, only not served here")
+
+	ctx := context.Background()
+	a := g.Submit(ctx, gateway.Request{Operation: "invoice.create", IntentID: "inv-1",
+		Payload: json.RawMessage(`{"order_id":"o-1","customer_id":"c-1","amount_minor":100,"currency":"RUB"}`)})
+	require.Equal(t, gateway.StatusRejected, a.Status, "%+v", a)
+	require.Equal(t, gateway.CodeNotRouted, a.ErrorCode)
+	require.Equal(t, gateway.HumanReview, a.NextAction)
+	require.Equal(t, "test:invoice.create:inv-1:v1", a.OperationKey)
+	require.Contains(t, a.Reason, "No adapter serves invoice.create on this deployment")
+	require.True(t, a.IsError())
+
+	st, err := d.JS.Stream(ctx, wire.CommandsStream)
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "nothing published for a type no replica here serves")
+	_, err = d.Journal.Get(ctx, a.OperationKey)
+	require.ErrorIs(t, err, journal.ErrNotFound)
+
+	for _, l := range []gateway.Answer{g.Lookup(ctx, a.OperationKey, true), g.LookupIntent(ctx, "invoice.create", "inv-1", false)} {
+		require.Equal(t, gateway.StatusNotFound, l.Status, "%+v", l)
+		require.Equal(t, gateway.CodeNotRouted, l.ErrorCode)
+		require.Equal(t, gateway.HumanReview, l.NextAction, "not retry_same_intent: calling again cannot help")
+	}
+
+	// The routed types work as before.
+	ok := g.Submit(ctx, gateway.Request{Operation: "payment.charge", IntentID: "pay-1", ApprovalID: "appr-1", Payload: charge("order-1", 100)})
+	require.Equal(t, gateway.StatusSucceeded, ok.Status, "%+v", ok)
+
+	_, err = gateway.New(gateway.Config{Env: daemontest.Env}, gateway.Deps{NC: d.NC, Journal: d.Journal, Routed: []string{"payment.teleport"}})
+	require.ErrorContains(t, err, `routed operation "payment.teleport" is not registered`)
+}
