@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/sandbox"
 	"github.com/idemgate/idemgate/wire"
 )
 
@@ -64,4 +65,27 @@ func TestUnroutedTypeIsNeitherOfferedNorLeftWaiting(t *testing.T) {
 
 	_, err = gateway.New(gateway.Config{Env: daemontest.Env}, gateway.Deps{NC: d.NC, Journal: d.Journal, Routed: []string{"payment.teleport"}})
 	require.ErrorContains(t, err, `routed operation "payment.teleport" is not registered`)
+}
+
+// TestLostAnswerSettlesWithinTheDefaultWait: YooKassa takes the charge and
+// its answer is lost until the call times out. With the wait left to its
+// default — derived from the daemon's call_timeout — the call is answered
+// with the payment the lookup found, not pending a moment before it.
+func TestLostAnswerSettlesWithinTheDefaultWait(t *testing.T) {
+	for _, engine := range daemontest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			d := daemontest.Start(t, engine)
+			cfg := gateway.Config{Env: daemontest.Env, CallTimeout: d.Worker.CallTimeout}.WithDefaults()
+			require.Equal(t, gateway.CoverWait(d.Worker.CallTimeout), cfg.Wait)
+			g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal, Routed: d.Routes})
+			require.NoError(t, err)
+			t.Cleanup(g.Close)
+			require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+			a := g.Submit(context.Background(), gateway.Request{Operation: "payment.charge", IntentID: "lost-wait", ApprovalID: "appr-1",
+				Payload: charge("order-lost", 99000)})
+			require.Equal(t, gateway.StatusSucceeded, a.Status, "%+v", a)
+			require.NotEmpty(t, a.TargetObjectID)
+			require.Equal(t, 1, d.YooKassa.TotalEffects())
+		})
+	}
 }

@@ -21,7 +21,8 @@ type Config struct {
 	// it must be the daemon's, or keys will not match.
 	Env string `mapstructure:"-"`
 	// Wait bounds how long a call waits for a final outcome before it answers
-	// pending with the operation key. Default 10s.
+	// pending with the operation key. Default CoverWait(CallTimeout): a call
+	// and the lookup of its lost answer, at most MaxWait.
 	Wait time.Duration `mapstructure:"wait"`
 	// MaxWait caps the wait a caller may ask for (HTTP Prefer: wait=N).
 	// Default 60s.
@@ -39,15 +40,33 @@ type Config struct {
 	// MaxSize is the largest command envelope accepted, as the daemon's
 	// decoder. Default operation.DefaultMaxSize (64 KiB).
 	MaxSize int `mapstructure:"-"`
+	// CallTimeout is the daemon's worker.call_timeout, the bound of one call
+	// to a target; the default Wait is derived from it. Default 10s (the
+	// worker's default).
+	CallTimeout time.Duration `mapstructure:"-"`
 }
+
+// lookupSlack is what a lost answer's lookup needs beyond its own call:
+// the unknown outcome recorded, the command's return, its claim, the
+// completion and the result's way back.
+const lookupSlack = 2 * time.Second
+
+// CoverWait is the wait that covers a call and the lookup of its answer
+// when it is lost, each bounded by callTimeout: a call answered pending
+// just before its lookup settles it would send the agent polling for
+// nothing.
+func CoverWait(callTimeout time.Duration) time.Duration { return 2*callTimeout + lookupSlack }
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Wait == 0 {
-		c.Wait = 10 * time.Second
-	}
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Minute
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 10 * time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = min(CoverWait(c.CallTimeout), c.MaxWait)
 	}
 	if c.PollAfter == 0 {
 		c.PollAfter = time.Second

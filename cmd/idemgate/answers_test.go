@@ -56,3 +56,30 @@ func TestFacesOfferOnlyRoutedTypes(t *testing.T) {
 	require.Equal(t, gateway.CodeNotRouted, problem.Answer.ErrorCode)
 	require.Equal(t, gateway.HumanReview, problem.Answer.NextAction)
 }
+
+// TestGatewayWaitCoversACallAndItsLookup: left unset, gateway.wait covers
+// a call and the lookup of its lost answer, each bounded by
+// worker.call_timeout (never call_timeout alone, which answered pending a
+// moment before the lookup settled it), within max_wait; set, it is kept.
+func TestGatewayWaitCoversACallAndItsLookup(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	g := c.gatewayConfig()
+	require.Equal(t, 10*time.Second, c.Worker.CallTimeout)
+	require.Equal(t, 22*time.Second, g.Wait, "a call, its lookup and 2 s for the way back")
+	require.Greater(t, g.Wait, 2*c.Worker.CallTimeout)
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "worker:\n  call_timeout: 4s\n")))
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, c.gatewayConfig().Wait)
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "worker:\n  call_timeout: 30s\n  lease_ttl: 40s\nnats:\n  ack_wait: 90s\n")))
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.gatewayConfig().Wait, "at most max_wait")
+	require.NoError(t, c.validate())
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "gateway:\n  wait: 5s\n")))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.gatewayConfig().Wait, "an explicit wait is kept")
+}

@@ -43,16 +43,20 @@ type faceConfig struct {
 func faceDefaults(c *Config) {
 	g := gateway.Config{}.WithDefaults()
 	// Only the keys of the gateway: section; gatewayConfig adds the rest.
-	c.Gateway = gateway.Config{Wait: g.Wait, MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
+	// wait stays 0: gatewayConfig derives it from worker.call_timeout.
+	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
 	c.MCP = faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20}
 	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
 }
 
 // gatewayConfig is the gateway's configuration: its own section plus the
-// daemon's env and the reconciler's horizons, so both tell one story.
+// daemon's env, the reconciler's horizons and the worker's call_timeout, so
+// both tell one story. gateway.wait left 0 covers a call and the lookup of
+// a lost answer (gateway.CoverWait).
 func (c Config) gatewayConfig() gateway.Config {
 	g := c.Gateway
 	g.Env = c.Env
+	g.CallTimeout = c.Worker.WithDefaults().CallTimeout
 	g.ReviewAfter = c.Reconciler.ReviewAfter
 	g.IdleAfter = c.Reconciler.IdleAfter
 	return g.WithDefaults()
