@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/operation"
 )
 
 // TestFacesOfferOnlyRoutedTypes: a daemon routing payment.charge alone
@@ -82,4 +84,29 @@ func TestGatewayWaitCoversACallAndItsLookup(t *testing.T) {
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "gateway:\n  wait: 5s\n")))
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, c.gatewayConfig().Wait, "an explicit wait is kept")
+}
+
+// TestPublishExitCodes: publish --wait exits 0 for succeeded only, and with
+// one code of its own for each other status.
+func TestPublishExitCodes(t *testing.T) {
+	t.Parallel()
+	codes := map[int]operation.ResultStatus{}
+	for _, s := range []operation.ResultStatus{operation.ResultSucceeded, operation.ResultFailedFinal, operation.ResultConflict,
+		operation.ResultRejected, operation.ResultPending} {
+		code := resultExit(s)
+		require.NotContains(t, codes, code, "%s shares exit %d with %s", s, code, codes[code])
+		codes[code] = s
+		require.NotContains(t, []int{exitFailure, exitUsage, exitConfig, 3, exitUnknown}, code, "%s: a code of its own", s)
+	}
+	require.Equal(t, exitOK, resultExit(operation.ResultSucceeded))
+
+	row := ""
+	for _, line := range strings.Split(readmeSection(t, readme(t), "Operations"), "\n") {
+		if strings.HasPrefix(line, "| `idemgate publish") {
+			row = line
+		}
+	}
+	for code, s := range codes {
+		require.Contains(t, row, fmt.Sprintf("%d `%s`", code, s), "the README states publish's exit code for %s", s)
+	}
 }
