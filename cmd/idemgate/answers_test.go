@@ -23,7 +23,7 @@ import (
 // replica here would take.
 func TestFacesOfferOnlyRoutedTypes(t *testing.T) {
 	gd := startGatewayDaemon(t, func(c *Config) {
-		c.MCP = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 1 << 20}
+		c.MCP.Listener = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 1 << 20}
 		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 64 << 10}
 		c.Gateway.Wait = 2 * time.Second // a call left waiting would answer pending
 	})
@@ -109,4 +109,51 @@ func TestPublishExitCodes(t *testing.T) {
 	for code, s := range codes {
 		require.Contains(t, row, fmt.Sprintf("%d `%s`", code, s), "the README states publish's exit code for %s", s)
 	}
+}
+
+// TestMCPAllowedOrigins: mcp.allowed_origins defaults to the loopback
+// names, is read from the file and the environment, refuses a malformed
+// entry at start, and is what the served /mcp admits: another Origin gets
+// 403.
+func TestMCPAllowedOrigins(t *testing.T) {
+	c, err := loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"http://localhost", "http://127.0.0.1", "http://[::1]"}, c.MCP.AllowedOrigins)
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  allowed_origins: [\"https://console.example.com\"]\n")))
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://console.example.com"}, c.MCP.AllowedOrigins)
+	require.NoError(t, c.validate())
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  allowed_origins: [\"console.example.com/ui\"]\n")))
+	require.NoError(t, err)
+	require.ErrorContains(t, c.validate(), `mcp.allowed_origins: "console.example.com/ui": not an origin`)
+
+	t.Setenv("IDEMGATE_MCP_ALLOWED_ORIGINS", "https://a.example,https://b.example:8443")
+	c, err = loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://a.example", "https://b.example:8443"}, c.MCP.AllowedOrigins)
+	t.Setenv("IDEMGATE_MCP_ALLOWED_ORIGINS", "")
+
+	gd := startGatewayDaemon(t, func(c *Config) {
+		c.MCP.Listener = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 1 << 20}
+		c.MCP.AllowedOrigins = []string{"https://console.example.com"}
+	})
+	post := func(origin string) int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+gd.d.faces.mcpAddr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusForbidden, post("http://localhost:6274"), "not on this deployment's list")
+	require.Equal(t, http.StatusForbidden, post("http://rebind.attacker.example:8090"))
+	require.NotEqual(t, http.StatusForbidden, post("https://console.example.com"))
+	require.NotEqual(t, http.StatusForbidden, post(""))
 }

@@ -152,7 +152,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestRunServesFaces(t *testing.T) {
 	const token, apiToken = "t0ken-for-mcp-tests", "t0ken-for-the-api"
 	gd := startGatewayDaemon(t, func(c *Config) {
-		c.MCP = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: token, MaxBody: 1 << 20}
+		c.MCP.Listener = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: token, MaxBody: 1 << 20}
 		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: apiToken, MaxBody: 64 << 10}
 	})
 	endpoint := "http://" + gd.d.faces.mcpAddr + "/mcp"
@@ -234,7 +234,7 @@ func TestFacesWithoutTokenRefused(t *testing.T) {
 	t.Setenv("IDEMGATE_MCP_TOKEN", "from-the-environment")
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  enabled: true\n  addr: 0.0.0.0:8090\n")))
 	require.NoError(t, err)
-	require.Equal(t, "from-the-environment", c.MCP.Token.Reveal())
+	require.Equal(t, "from-the-environment", c.MCP.Listener.Token.Reveal())
 	require.NoError(t, c.validate(), "a token from the environment is enough")
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "http_api:\n  enabled: true\n  addr: 127.0.0.1:8091\n")))
 	require.NoError(t, err)
@@ -261,7 +261,7 @@ func TestExampleConfigFaces(t *testing.T) {
 	require.Equal(t, def.Gateway, c.Gateway)
 	require.Equal(t, def.MCP, c.MCP)
 	require.Equal(t, def.HTTPAPI, c.HTTPAPI)
-	require.False(t, c.MCP.Enabled || c.HTTPAPI.Enabled)
+	require.False(t, c.MCP.Listener.Enabled || c.HTTPAPI.Enabled)
 	g := c.gatewayConfig()
 	require.Equal(t, c.Env, g.Env)
 	require.Equal(t, c.Reconciler.ReviewAfter, g.ReviewAfter, "one story: the gateway's human_review follows the reconciler's")

@@ -81,7 +81,7 @@ type Config struct {
 	Replicas int `mapstructure:"replicas"`
 	// Gateway, MCP and HTTPAPI are the agents' front doors (cmd_mcp.go).
 	Gateway gateway.Config `mapstructure:"gateway"`
-	MCP     faceConfig     `mapstructure:"mcp"`
+	MCP     mcpConfig      `mapstructure:"mcp"`
 	HTTPAPI faceConfig     `mapstructure:"http_api"`
 }
 

@@ -173,6 +173,11 @@ type HTTPOptions struct {
 	MaxBody int64
 	// Log receives the transport's logs.
 	Log *slog.Logger
+	// AllowedOrigins are the browser origins allowed to call (see
+	// ValidateOrigins): a request whose Origin header is present and not
+	// on the list is refused with 403, one without the header passes. Nil:
+	// DefaultAllowedOrigins; empty: no browser origin at all.
+	AllowedOrigins []string
 }
 
 // Handler serves srv over Streamable HTTP.
@@ -182,7 +187,13 @@ func Handler(srv *sdk.Server, opts HTTPOptions) http.Handler {
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opts.Log, SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: opts.MaxBody})
+	if opts.AllowedOrigins == nil {
+		opts.AllowedOrigins = DefaultAllowedOrigins
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !checkOrigin(w, r, opts.AllowedOrigins) {
+			return
+		}
 		if !gateway.Authorized(r, opts.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate"`)
 			w.Header().Set("Content-Type", "application/json")
