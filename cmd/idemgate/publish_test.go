@@ -67,7 +67,7 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		_, err := consumer.Ensure(context.Background(), js, consumer.Config{}.WithDefaults())
 		require.NoError(t, err)
 		code, _, stderr := runTool(t, chargeArgs("evt-nodaemon", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "1s")...)
-		require.Equal(t, exitFailure, code)
+		require.Equal(t, exitPending, code, "stored, not answered yet: %s", stderr)
 		require.Contains(t, stderr, "no result for test:payment.charge:evt-nodaemon:v1")
 		require.Contains(t, stderr, "IDEMGATE_COMMANDS sequence 1")
 	})
@@ -90,7 +90,7 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		defer func() { _ = sub.Unsubscribe() }()
 		require.NoError(t, nc.Flush())
 		code, _, stderr := runTool(t, chargeArgs("evt-pending", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "1s")...)
-		require.Equal(t, exitFailure, code)
+		require.Equal(t, exitPending, code, stderr)
 		require.Contains(t, stderr, "pending: test:payment.charge:evt-pending:v1")
 		require.Contains(t, stderr, "still pending")
 		require.Contains(t, stderr, "test:payment.charge:evt-pending:v1")
@@ -164,8 +164,9 @@ func TestPublishAgainstDaemon(t *testing.T) {
 		"--payload", `{"account_id":"merchant-account-17","order_id":"order-evt-pub-2","amount_minor":999000,"currency":"RUB"}`}
 	var conflict operation.Result
 	code, out, stderr = runTool(t, append(changed, nats...)...)
-	require.Equal(t, exitOK, code, stderr)
-	require.NoError(t, json.Unmarshal([]byte(out), &conflict))
+	require.Equal(t, exitConflict, code, "a conflict is not a success: %s", stderr)
+	require.Contains(t, stderr, "the result is conflict (idempotency_key_payload_mismatch): exit 6")
+	require.NoError(t, json.Unmarshal([]byte(out), &conflict), "the result is printed all the same")
 	require.Equal(t, operation.ResultConflict, conflict.Status, "%s", out)
 	require.Equal(t, []string{"amount_minor"}, conflict.ConflictFields)
 	require.Equal(t, 2, sb.TotalEffects())
@@ -175,6 +176,15 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	require.Contains(t, out, `"operation_key": "test:payment.charge:evt-pub-3:v1"`)
 	require.Contains(t, stderr, "the daemon answered for test:payment.charge:evt-pub-3:v1, not staging:payment.charge:evt-pub-3:v1")
 	require.Equal(t, 3, sb.TotalEffects(), "three intents, three charges")
+
+	// A charge the payment network declines: failed_final, its own code.
+	declined := []string{"publish", "--operation", "payment.charge", "--event", "evt-pub-4", "--approval", "appr-1", "--env", "test", "--wait",
+		"--payload", `{"account_id":"` + sbyookassa.MethodDeclined + `","order_id":"order-evt-pub-4","amount_minor":5000,"currency":"RUB"}`}
+	code, out, stderr = runTool(t, append(declined, nats...)...)
+	require.Equal(t, exitFailedFinal, code, "%s\n%s", out, stderr)
+	var refused operation.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &refused))
+	require.Equal(t, operation.ResultFailedFinal, refused.Status)
 	cancel()
 	require.NoError(t, <-done)
 }
