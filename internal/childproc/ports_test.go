@@ -74,7 +74,7 @@ const reserveHelperEnv = "CHILDPROC_TEST_RESERVE"
 func TestHelperReserve(t *testing.T) {
 	v := os.Getenv(reserveHelperEnv)
 	if v == "" {
-		t.Skip("helper process")
+		return // run as the other process only
 	}
 	p, err := strconv.Atoi(v)
 	if err != nil {
