@@ -42,7 +42,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""
-	c.NATS.EmbeddedAddr = freeAddr(t)
+	c.NATS.EmbeddedAddr = "127.0.0.1:0"
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
@@ -62,6 +62,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	})
 	select {
 	case d := <-started:
+		c.NATS.EmbeddedAddr = d.natsAddr // the port it took, for the tools' configuration
 		return &gatewayDaemon{d: d, cfg: c, yk: yk}
 	case err := <-done:
 		done <- err
@@ -274,12 +275,13 @@ func TestMCPStandaloneHTTP(t *testing.T) {
 	gd := startGatewayDaemon(t, nil)
 	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nmcp:\n  token: standalone-token\n",
 		gd.cfg.DataDir, gd.cfg.NATS.EmbeddedAddr))
-	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
+	logs := &lockedWriter{w: &bytes.Buffer{}}
 	go func() {
-		done <- run(ctx, []string{"mcp", "--transport", "http", "--addr", addr, "--config", cfgPath}, &bytes.Buffer{}, &lockedWriter{w: &bytes.Buffer{}})
+		done <- run(ctx, []string{"mcp", "--transport", "http", "--addr", "127.0.0.1:0", "--config", cfgPath}, &bytes.Buffer{}, logs)
 	}()
+	addr := loggedAttr(t, logs, "mcp serving", "addr") // the port it took
 	client := sdk.NewClient(&sdk.Implementation{Name: "orchestrator", Version: "1"}, nil)
 	transport := &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{"standalone-token"}}, DisableStandaloneSSE: true, MaxRetries: -1}

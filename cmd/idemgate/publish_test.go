@@ -45,12 +45,21 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 	t.Parallel()
 	t.Run("no NATS", func(t *testing.T) {
 		t.Parallel()
-		addr := freeAddr(t)
+		addr := refusingAddr(t)
 		code, _, stderr := runTool(t, chargeArgs("evt-nonats", "--env", "test", "--data-dir", t.TempDir(), "--config", writeConfig(t,
 			fmt.Sprintf("nats: {embedded_addr: %q}\n", addr)), "--wait")...)
 		require.Equal(t, exitFailure, code)
 		require.Contains(t, stderr, "cannot reach NATS at nats://"+addr)
 		require.Contains(t, stderr, "is the daemon running")
+	})
+	t.Run("embedded NATS on port 0", func(t *testing.T) {
+		t.Parallel()
+		// A daemon given port 0 took a port of its own: a tool cannot guess it.
+		code, _, stderr := runTool(t, chargeArgs("evt-port0", "--env", "test", "--data-dir", t.TempDir(), "--config", writeConfig(t,
+			"nats: {embedded_addr: \"127.0.0.1:0\"}\n"), "--wait")...)
+		require.Equal(t, exitConfig, code, stderr)
+		require.Contains(t, stderr, "nats.embedded_addr 127.0.0.1:0 has port 0")
+		require.Contains(t, stderr, "--nats-url")
 	})
 	t.Run("no stream", func(t *testing.T) {
 		t.Parallel()
@@ -124,7 +133,7 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""
-	c.NATS.EmbeddedAddr = freeAddr(t)
+	c.NATS.EmbeddedAddr = "127.0.0.1:0"
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
@@ -134,12 +143,14 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	started := make(chan *daemon, 1)
 	done := make(chan error, 1)
 	go func() { done <- runDaemon(ctx, c, quietLog(), func(d *daemon) { started <- d }) }()
+	var natsAddr string // the port the daemon's embedded NATS took
 	select {
-	case <-started:
+	case d := <-started:
+		natsAddr = d.natsAddr
 	case err := <-done:
 		t.Fatalf("daemon ended: %v", err)
 	}
-	nats := []string{"--data-dir", c.DataDir, "--nats-url", "nats://" + c.NATS.EmbeddedAddr}
+	nats := []string{"--data-dir", c.DataDir, "--nats-url", "nats://" + natsAddr}
 
 	code, out, stderr := runTool(t, append(chargeArgs("evt-pub-1", "--env", "test"), nats...)...)
 	require.Equal(t, exitOK, code, stderr)
