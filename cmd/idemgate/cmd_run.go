@@ -63,6 +63,7 @@ type daemon struct {
 	store      journalStore
 	admin      *http.Server
 	adminAddr  string
+	natsAddr   string // the embedded NATS server's address; "" with nats.url
 	adminStop  func()
 	registry   *prometheus.Registry
 	ingest     *ingest.Server
@@ -166,7 +167,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			return err
 		}, stop: func() { d.store.Close() }},
 		{name: "nats", start: func() (err error) {
-			nc, js, stopNATS, err = natsConn(c, log, true)
+			nc, js, stopNATS, d.natsAddr, err = natsConn(c, log, true)
 			return err
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {

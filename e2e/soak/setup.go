@@ -264,8 +264,7 @@ func (s *soak) teardown() {
 		s.nats.Term(10 * time.Second)
 	}
 	if s.pg != nil {
-		s.pg.Shutdown()
-		_ = os.RemoveAll(s.pg.Data())
+		_ = s.pg.Remove() // the data goes, its log stays in the run's folder
 	}
 	_ = os.RemoveAll(filepath.Join(s.cfg.out, "nats"))
 	if s.runLog != nil {
