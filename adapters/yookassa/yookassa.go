@@ -256,15 +256,15 @@ func declineError(o object) *adapters.Error {
 	return adapters.NewError(declineCode(o), adapters.NeverRetry, fmt.Errorf("%s canceled by %s: %s", o.ID, party, reason))
 }
 
-// Lookup scans the payment list (charges) or the payment's refund list
-// (refunds), newest first, for metadata idemgate_key equal to the operation
-// key (the list API cannot filter by metadata, TARGETS.md §5). The window
-// starts LookupSkew before the journal first saw the key when the worker
-// says so (adapters.AttemptFrom), else LookupWindow ago; at most
-// LookupMaxPages pages are read, past that without a match the answer is
-// Indeterminate. Objects are counted once by id, whatever the paging does.
-// Several objects with the key are duplicates: the oldest is the
-// operation's, the others are reported (Outcome.Duplicates).
+// Lookup reads the payment list (charges) or the payment's refund list
+// (refunds) for metadata idemgate_key equal to the operation key (the list
+// API cannot filter by metadata, TARGETS.md §5), over the window of the
+// key's calls (Adapter.plan), at most LookupMaxPages pages a round; a
+// window not read by then is Indeterminate this round and the next goes on
+// where it stopped (scan.go). Objects are counted once by id, whatever the
+// paging does. Several objects with the key are duplicates: the oldest is
+// the operation's, the others are reported (Outcome.Duplicates). It never
+// re-POSTs (package doc).
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	matches, complete, err := a.scan(ctx, op)
 	if err != nil {
