@@ -22,10 +22,10 @@ const (
 	// lookup still looks: the journal's clock and YooKassa's may differ.
 	DefaultLookupSkew = 5 * time.Minute
 	// DefaultLookupLate is how long after the key's last call ended (plus
-	// LookupSkew) a payment it made may still carry its created_at:
-	// YooKassa settles a request within 30 seconds of receiving it (an exact
-	// answer, or 500 and an attempt to cancel), and a request of ours is
-	// received at most a network delay after its call gave up.
+	// LookupSkew) a payment it made may still appear in the lists: a
+	// request of ours reaches YooKassa at most a network delay after its
+	// call gave up, and YooKassa settles a request within 30 seconds of
+	// receiving it (an exact answer, or 500 and an attempt to cancel).
 	DefaultLookupLate   = time.Minute
 	DefaultShopIDEnv    = "YOOKASSA_SHOP_ID"
 	DefaultSecretKeyEnv = "YOOKASSA_SECRET_KEY"
@@ -73,8 +73,11 @@ type Config struct {
 	// next round goes on where this one stopped).
 	adapters.LookupScan `mapstructure:",squash"`
 	// LookupLate (lookup_late, default 1m): a lookup's window ends this
-	// long (plus lookup_skew) after the key's last call ended; no payment
-	// made by the key's calls is created later than that.
+	// long (plus lookup_skew) after the key's last call ended; every
+	// payment the key's calls made is in the lists by then, created
+	// earlier. Once that end is past, what a round read is kept for the
+	// next rounds whole; before, up to lookup_skew + lookup_late before
+	// the read.
 	LookupLate time.Duration `mapstructure:"lookup_late"`
 	// ConnectorDropsKey (connector_drops_key, default false) declares that
 	// something between the daemon and YooKassa may drop Idempotence-Key,

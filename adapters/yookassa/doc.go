@@ -35,9 +35,10 @@
 //     the rest only without a match;
 //   - rounds: a round reads at most LookupMaxPages pages; without a match
 //     by then the answer is Indeterminate (lookup_incomplete), and the
-//     replica keeps what the round read (the spans no object can join any
-//     more: LookupSkew + LookupLate older than the read), so the next round
-//     reads only the rest. A window of N payments is settled by round
+//     replica keeps what the round read without a match (all of it once
+//     the window's end is past, else what ends LookupSkew + LookupLate
+//     before the read: no payment with the key can join it any more), so
+//     the next round reads only the rest. A window of N payments is settled by round
 //     ⌈N / (100 × LookupMaxPages)⌉ on a replica (a round its call timeout
 //     cuts short keeps what it read too), whatever the shop's rate:
 //     at 50 payments a second with the defaults a lost answer is found by

@@ -39,12 +39,14 @@ import (
 // out of order, the read counts nothing as done before its end.
 //
 // What a round read without finding the key is kept (progress): the spans
-// of the window read completely, once no object can join them any more
-// (their end is LookupSkew + LookupLate older than the read's start:
-// YooKassa stamps created_at when it receives a request and settles it
-// within 30 seconds). The next round of the same key's lookup reads only
-// the rest, so a window of any length is read to its end in as many rounds
-// as its pages need. An answer that settles the key drops its progress.
+// of the window read completely, once no object with the key can join them
+// any more: the key's calls ended and the window's end (LookupLate after
+// them) is past, or the span ends LookupSkew + LookupLate before the
+// read's start (YooKassa stamps created_at when it receives a request and
+// settles it within 30 seconds). The next round of the same key's lookup
+// reads only the rest, so a window of any length is read to its end in as
+// many rounds as its pages need. An answer that settles the key drops its
+// progress.
 //
 // A lookup that gives up (its context ends) is answered at once, and no
 // read goes on for it alone: a lane leaves out the requests whose lookup
@@ -54,8 +56,9 @@ import (
 // scanRequest is one lookup's share of the reads.
 type scanRequest struct {
 	key string
-	// single: the first match ends the read (Adapter.oneObject).
-	single bool
+	// single: the first match ends the read (Adapter.oneObject); closed:
+	// no payment with the key can appear any more (window.closed).
+	single, closed bool
 	// parts still to read, the current one first.
 	parts []part
 	// pages left this round; memo names its progress entry.
@@ -356,11 +359,14 @@ func (s *scanLanes) finish(r *scanRequest, a scanAnswer) {
 }
 
 // record keeps sp as read for r's key by a read that started at start,
-// up to where no object can join it any more.
-// Only a request that found nothing records: a span kept holds no object
-// with the key, so a later round that skips it misses none.
+// up to where no object with the key can join it any more: all of it once
+// r's window is closed, else up to seal before start. Only a request that
+// found nothing records: a span kept holds no object with the key, so a
+// later round that skips it misses none.
 func (s *scanLanes) record(r *scanRequest, sp span, start time.Time) {
-	sp.hi = min(sp.hi, ms(start.Add(-s.seal)))
+	if !r.closed {
+		sp.hi = min(sp.hi, ms(start.Add(-s.seal)))
+	}
 	if sp.empty() || len(r.matches) > 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package yookassa_test
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -20,16 +21,17 @@ import (
 const shopRate = 50 // payments a second
 
 // busyShop is an emulator on a clock the test moves, holding a shop's
-// other traffic at shopRate from six minutes before the call to twelve
-// minutes after it, and an adapter with the default lookup settings (a
-// round of at most DefaultLookupMaxPages pages, LookupSkew 5m, LookupLate
-// 1m) that counts the list pages it reads. The call for the key is made
-// at t0 + 100 ms and ends at t0 + 200 ms (until); t0 is when the journal
-// first saw the key (since).
+// other traffic at shopRate from a minute before the lookups' window to a
+// minute after it (with the defaults, LookupSkew 5m and LookupLate 1m: six
+// minutes before the call to seven after), and an adapter with the default
+// lookup settings unless mod says otherwise, which counts the list pages
+// it reads. The call for the key is made at t0 + 100 ms and ends at t0 +
+// 200 ms (until); t0 is when the journal first saw the key (since).
 type busyShop struct {
 	srv          *sbyk.Server
 	a            *yookassa.Adapter
 	pages        atomic.Int32
+	onPage       atomic.Pointer[func(int32)] // called with each page's number
 	now          atomic.Int64
 	since, until time.Time
 }
@@ -37,14 +39,20 @@ type busyShop struct {
 func (b *busyShop) clock() time.Time { return time.Unix(0, b.now.Load()).UTC() }
 func (b *busyShop) set(t time.Time)  { b.now.Store(t.UnixNano()) }
 
-// newBusyShop makes the call for op through call (the fault in front of
-// it already injected) amid the shop's traffic and returns the shop with
-// the clock twelve minutes past the call, and call's error.
+// newBusyShop makes the call for op (fault injected in front of it) amid
+// the shop's traffic and returns the shop, its clock at the end of the
+// traffic, and the call's error.
 func newBusyShop(t *testing.T, op operation.Operation, fault *sandbox.Fault, mod func(*yookassa.Config)) (*busyShop, error) {
 	t.Helper()
 	b := &busyShop{}
+	cfg := yookassa.Config{}
+	if mod != nil {
+		mod(&cfg)
+	}
+	cfg = cfg.WithDefaults()
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	b.set(t0.Add(-6 * time.Minute))
+	first, last := t0.Add(-cfg.LookupSkew-time.Minute), t0.Add(cfg.LookupSkew+cfg.LookupLate+time.Minute)
+	b.set(first)
 	b.srv = sbyk.New(sbyk.Options{Options: sandbox.Options{Clock: b.clock}})
 	_, err := b.srv.Start("")
 	require.NoError(t, err)
@@ -56,13 +64,16 @@ func newBusyShop(t *testing.T, op operation.Operation, fault *sandbox.Fault, mod
 		}
 	}, func(r *http.Request) {
 		if r.Method == http.MethodGet {
-			b.pages.Add(1)
+			n := b.pages.Add(1)
+			if f := b.onPage.Load(); f != nil {
+				(*f)(n)
+			}
 		}
 	})
 	history := func(from, to time.Time) {
 		require.NoError(t, b.srv.History(int(to.Sub(from)/time.Second*shopRate), from, to))
 	}
-	history(t0.Add(-6*time.Minute), t0.Add(99*time.Millisecond))
+	history(first, t0.Add(99*time.Millisecond))
 	b.since, b.until = t0, t0.Add(200*time.Millisecond)
 	b.set(t0.Add(100 * time.Millisecond))
 	if fault != nil {
@@ -70,8 +81,8 @@ func newBusyShop(t *testing.T, op operation.Operation, fault *sandbox.Fault, mod
 	}
 	_, callErr := b.a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: b.since}), op)
 	b.srv.ClearFaults()
-	history(b.until.Add(time.Millisecond), t0.Add(12*time.Minute))
-	b.set(t0.Add(12 * time.Minute))
+	history(b.until.Add(time.Millisecond), last)
+	b.set(last)
 	return b, callErr
 }
 
@@ -198,5 +209,81 @@ func TestDeclaredConnectorLookupSettlesOverRounds(t *testing.T) {
 	require.Greater(t, rounds, 1, "the calls' window is longer than a round")
 	require.Equal(t, ledgerObject(t, b.srv, ledgerKey(op)), lr.Outcome.ObjectID)
 	require.Empty(t, lr.Outcome.Duplicates)
+	require.Equal(t, 1, b.srv.Effects(ledgerKey(op)))
+}
+
+// A round its call timeout cuts short (YooKassa answering slower than the
+// pages of a round fit in the worker's call_timeout) keeps what it read
+// as well: the next rounds read only the rest, and the never-made charge
+// is still "not found" with every page of its window read about once.
+// (A one-minute skew and 20-page rounds: a shorter window, as many rounds.)
+func TestRoundCutShortKeepsWhatItRead(t *testing.T) {
+	t.Parallel()
+	op := charge(adaptertest.Intent("cut-short"), "pm-saved-1", 4200, "RUB")
+	const skew, perRound = time.Minute, 20
+	b, err := newBusyShop(t, op, &sandbox.Fault{Kind: sandbox.FaultHTTP502, Count: 1},
+		func(c *yookassa.Config) { c.LookupSkew, c.LookupMaxPages = skew, perRound })
+	require.Equal(t, adapters.CodeHTTP502, adapters.AsError(err).Code)
+
+	b.pages.Store(0)
+	round, cut := context.WithCancel(ctx(t))
+	stop := func(n int32) {
+		if n == 12 {
+			cut() // the worker's call timeout, twelve pages in
+		}
+	}
+	b.onPage.Store(&stop)
+	_, err = b.a.Lookup(adapters.WithAttempt(round, adapters.Attempt{Number: 2, Since: b.since, Until: b.until}), keyOnly(op))
+	require.Error(t, err, "the round ended with its context")
+	require.Eventually(t, func() bool { return b.a.ReadingLists() == 0 }, 10*time.Second, time.Millisecond)
+	b.onPage.Store(nil)
+	total := int(b.pages.Load())
+	require.LessOrEqual(t, total, 13, "no read goes on for a lookup that has gone")
+
+	want := windowPages(skew, yookassa.DefaultLookupLate)
+	for rounds := 1; ; rounds++ {
+		require.LessOrEqual(t, rounds, want/perRound+1)
+		lr, pages := b.lookup(t, op, 2)
+		total += pages
+		if lr.Status == adapters.NotFound {
+			break
+		}
+		require.Equal(t, adapters.Indeterminate, lr.Status)
+	}
+	require.LessOrEqual(t, total, want+8, "the pages the cut round read are not read again")
+	require.Equal(t, 0, b.srv.Effects(ledgerKey(op)))
+}
+
+// While a call may still run (the worker knows no end of the calls), the
+// window reaches up to each read, and a payment the call commits between
+// two rounds is created at the top of what the earlier round read. A round
+// keeps only what no object can join any more (read LookupSkew +
+// LookupLate before it began), so the next rounds still find it.
+func TestProgressNeverHidesALateCommit(t *testing.T) {
+	t.Parallel()
+	op := charge(adaptertest.Intent("late-commit"), "pm-saved-1", 4200, "RUB")
+	b, err := newBusyShop(t, op, &sandbox.Fault{Kind: sandbox.FaultHTTP502, Count: 1}, func(c *yookassa.Config) {
+		c.LookupSkew, c.LookupLate, c.LookupMaxPages = 10*time.Second, 10*time.Second, 20
+	})
+	require.Equal(t, adapters.CodeHTTP502, adapters.AsError(err).Code)
+	open := func() adapters.LookupResult {
+		lr, err := b.a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: b.since}), keyOnly(op))
+		require.NoError(t, err)
+		return lr
+	}
+	// The calls' first 50 seconds (25 pages), then the top of the rest:
+	// two rounds reach the newest payments.
+	for range 2 {
+		require.Equal(t, adapters.Indeterminate, open().Status)
+	}
+	out, err := b.a.Execute(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: b.since}), op)
+	require.NoError(t, err, "the call that was still running commits now")
+	var lr adapters.LookupResult
+	for rounds := 0; lr.Status != adapters.Found; rounds++ {
+		require.Less(t, rounds, 10)
+		lr = open()
+		require.NotEqual(t, adapters.NotFound, lr.Status, "the late payment is not hidden by what an earlier round read")
+	}
+	require.Equal(t, out.ObjectID, lr.Outcome.ObjectID)
 	require.Equal(t, 1, b.srv.Effects(ledgerKey(op)))
 }

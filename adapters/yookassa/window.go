@@ -64,8 +64,16 @@ func (a *Adapter) oneObject(att adapters.Attempt, ok bool, now time.Time) bool {
 	return end.Sub(att.Since)+2*a.cfg.LookupSkew+a.cfg.Timeout < KeyLifetime
 }
 
-// plan is the window of a lookup made at now as the parts to read in
-// order, and whether the first match ends it (oneObject).
+// window is what a lookup reads: its parts in order; single, whether the
+// first match ends it (oneObject); closed, whether no payment of the key's
+// calls can appear in the lists any more (they ended, and the window's
+// end, LookupLate after them, is past).
+type window struct {
+	parts          []part
+	single, closed bool
+}
+
+// plan is the window of a lookup made at now.
 //
 // Without the key's first sight (a direct call) it is one part from
 // LookupWindow ago up to the read. Otherwise an object the key's calls
@@ -80,10 +88,10 @@ func (a *Adapter) oneObject(att adapters.Attempt, ok bool, now time.Time) bool {
 // core, the calls' own time within coreMargin: its first part runs from
 // the core's top down to the window's start (newest first, the core comes
 // first), the second from the core's top up to the window's end.
-func (a *Adapter) plan(ctx context.Context, now time.Time) ([]part, bool) {
+func (a *Adapter) plan(ctx context.Context, now time.Time) window {
 	att, ok := adapters.AttemptFrom(ctx)
 	if !ok || att.Since.IsZero() {
-		return []part{{span: span{ms(a.cfg.From(ctx, now)), openEnd}}}, false
+		return window{parts: []part{{span: span{ms(a.cfg.From(ctx, now)), openEnd}}}}
 	}
 	single := a.oneObject(att, ok, now)
 	skew := a.cfg.LookupSkew
@@ -103,7 +111,7 @@ func (a *Adapter) plan(ctx context.Context, now time.Time) ([]part, bool) {
 		if end != openEnd && top > end {
 			parts = append(parts, part{span: span{end + 1, top}})
 		}
-		return parts, false
+		return window{parts: parts, closed: top != openEnd}
 	}
 	core := end
 	if calls != openEnd {
@@ -113,13 +121,14 @@ func (a *Adapter) plan(ctx context.Context, now time.Time) ([]part, bool) {
 	if core != openEnd && top > core {
 		parts = append(parts, part{span: span{core + 1, top}})
 	}
-	return parts, true
+	return window{parts: parts, single: true, closed: top != openEnd}
 }
 
 // progress is what the reads of one key's list have covered without
-// finding the key: spans read completely and sealed (no object can join
-// them any more), kept between the rounds of a lookup so that the next
-// round reads only the rest of the window. A replica keeps its own.
+// finding the key: spans read completely and sealed (no object with the
+// key can join them any more: the window is closed, or they end LookupSkew
+// + LookupLate before the read began), kept between the rounds of a lookup
+// so that the next round reads only the rest. A replica keeps its own.
 type progress struct {
 	read []span // sorted, disjoint, not adjacent
 	used time.Time

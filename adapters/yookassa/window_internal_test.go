@@ -34,36 +34,39 @@ func TestPlanIsBoundedByTheCalls(t *testing.T) {
 	until := since.Add(2 * time.Second)
 	ctx := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 2, Since: since, Until: until})
 	for _, later := range []time.Duration{10 * time.Minute, time.Hour, 7 * 24 * time.Hour} {
-		parts, single := a.plan(ctx, until.Add(later))
-		require.True(t, single, "the calls fell within the key's lifetime, whenever the lookup comes")
+		w := a.plan(ctx, until.Add(later))
+		require.True(t, w.single, "the calls fell within the key's lifetime, whenever the lookup comes")
+		require.True(t, w.closed, "the window's end is past")
 		require.Equal(t, []part{
 			{span: span{ms(since.Add(-5 * time.Minute)), ms(until.Add(time.Second))}},
 			{span: span{ms(until.Add(time.Second)) + 1, ms(until.Add(6 * time.Minute))}},
-		}, parts, "after %v", later)
+		}, w.parts, "after %v", later)
 	}
 
 	full := planAdapter(t, func(c *Config) { c.ConnectorDropsKey = true })
-	parts, single := full.plan(ctx, until.Add(time.Hour))
-	require.False(t, single)
+	w := full.plan(ctx, until.Add(time.Hour))
+	require.False(t, w.single)
+	require.True(t, w.closed)
 	require.Equal(t, []part{
 		{span: span{ms(since.Add(-5 * time.Minute)), ms(until.Add(5 * time.Minute))}, stage: true},
 		{span: span{ms(until.Add(5*time.Minute)) + 1, ms(until.Add(6 * time.Minute))}},
-	}, parts)
+	}, w.parts)
+	require.False(t, a.plan(ctx, until.Add(5*time.Minute)).closed, "a payment may still appear")
 
 	// Calls spread over more than the key's lifetime: any lookup reads all.
 	long := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 9, Since: since, Until: since.Add(24 * time.Hour)})
-	_, single = a.plan(long, since.Add(25*time.Hour))
-	require.False(t, single)
+	require.False(t, a.plan(long, since.Add(25*time.Hour)).single)
 
 	// While a call may still run the window reaches up to the read.
 	open := adapters.WithAttempt(context.Background(), adapters.Attempt{Number: 2, Since: since})
-	parts, single = a.plan(open, since.Add(time.Hour))
-	require.True(t, single)
-	require.Equal(t, openEnd, parts[len(parts)-1].hi)
+	w = a.plan(open, since.Add(time.Hour))
+	require.True(t, w.single)
+	require.False(t, w.closed)
+	require.Equal(t, openEnd, w.parts[len(w.parts)-1].hi)
 	// Without the key's first sight: LookupWindow back, up to the read.
-	parts, single = a.plan(context.Background(), since)
-	require.False(t, single)
-	require.Equal(t, []part{{span: span{ms(since.Add(-DefaultLookupWindow)), openEnd}}}, parts)
+	w = a.plan(context.Background(), since)
+	require.False(t, w.single || w.closed)
+	require.Equal(t, []part{{span: span{ms(since.Add(-DefaultLookupWindow)), openEnd}}}, w.parts)
 }
 
 func TestProgressKeepsWhatWasRead(t *testing.T) {

@@ -298,7 +298,7 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 // first match ends it; scanLanes, scan.go, shares the reads between the
 // lookups waiting at once and keeps a round's progress for the next).
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
-	parts, single := a.plan(ctx, a.cfg.Clock())
+	w := a.plan(ctx, a.cfg.Clock())
 	path := "/v3/payments"
 	filter := url.Values{}
 	switch op.Type {
@@ -314,7 +314,7 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 	default:
 		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}
-	return a.scans.scan(ctx, path, filter, &scanRequest{key: op.Key.String(), parts: parts, single: single})
+	return a.scans.scan(ctx, path, filter, &scanRequest{key: op.Key.String(), parts: w.parts, single: w.single, closed: w.closed})
 }
 
 func idsOf(objs []object) []string {
