@@ -270,10 +270,11 @@ func TestExampleConfigFaces(t *testing.T) {
 }
 
 // TestMCPStandaloneHTTP: `idemgate mcp --transport http` serves Streamable
-// HTTP at /mcp in front of a running daemon.
+// HTTP at /mcp in front of a running daemon, offering the types the
+// shared configuration routes.
 func TestMCPStandaloneHTTP(t *testing.T) {
 	gd := startGatewayDaemon(t, nil)
-	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nmcp:\n  token: standalone-token\n",
+	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nmcp:\n  token: standalone-token\nroutes: {payment.charge: yookassa}\n",
 		gd.cfg.DataDir, gd.cfg.NATS.EmbeddedAddr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)

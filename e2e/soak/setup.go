@@ -243,6 +243,12 @@ func (s *soak) adaptersYAML() (string, error) {
 			// timeout. The first attempt's window then holds a few
 			// hundred payments at 100/s.
 			b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
+			if s.cfg.knownDefects {
+				// fault:native_key_dropped puts a connector that drops
+				// the key in front of YooKassa: declared, so lookups
+				// read the calls' whole window.
+				b.WriteString("    connector_drops_key: true\n")
+			}
 		}
 	}
 	return b.String(), nil
