@@ -106,7 +106,7 @@ func TestConsoleCountsReplaysAndConflicts(t *testing.T) {
 	c.Console.Users = consoleUsers()
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
 
-	nc, err := nats.Connect("nats://" + d.natsAddr) // the port the embedded server took
+	nc, err := nats.Connect("nats://" + d.natsAddr) // the port the daemon took
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	cl, err := producer.New(nc, "")
