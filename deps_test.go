@@ -12,7 +12,8 @@ import (
 // operation → redact, ingest/producer/gateway → wire, with sandbox standing
 // alone, and viper only inside cmd. operation imports redact for its secret
 // detector (keys are screened by the same rules that mask logs and
-// results), journal for the masking of an operator's evidence; redact
+// results), journal for the masking of an operator's evidence; journal
+// imports operation for the key's grammar (an intent's keys by prefix); redact
 // imports nothing of idemgate. wire (the wire contract)
 // and internal/startstop import the standard library only. worker reaches
 // JetStream only through consumer: it imports no nats.go package.
@@ -51,7 +52,7 @@ func TestDependencyDirection(t *testing.T) {
 	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true, "sandbox": true,
 		"wire": true, "internal/startstop": true, "internal/crashpoint": true, "adapters/tbank/tbanktoken": true}
 	// The idemgate packages a stdlibOnly package may still import.
-	stdlibPlus := map[string]map[string]bool{"operation": {mod + "redact": true}, "journal": {mod + "redact": true}}
+	stdlibPlus := map[string]map[string]bool{"operation": {mod + "redact": true}, "journal": {mod + "redact": true, mod + "operation": true}}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, rest, _ := strings.Cut(line, "|")
 		imports, deps, _ := strings.Cut(rest, "|")
@@ -108,8 +109,9 @@ func TestDependencyDirection(t *testing.T) {
 }
 
 // TestJournalImports keeps the journal's packages to their documented
-// imports: journal uses the standard library and redact (an operator's
-// evidence is masked before any engine stores it), migrations the standard
+// imports: journal uses the standard library, redact (an operator's
+// evidence is masked before any engine stores it) and operation (the key's
+// grammar, spelt once), migrations the standard
 // library only, each engine
 // uses journal, migrations and journal/internal/sqljournal (what both
 // engines share above their drivers) but never the other engine, and the
@@ -123,7 +125,7 @@ func TestJournalImports(t *testing.T) {
 	const mod = "github.com/idemgate/idemgate/"
 	// The project packages each may import; nil: none.
 	allowed := map[string][]string{
-		"journal":                     {"redact"},
+		"journal":                     {"redact", "operation"},
 		"migrations":                  nil,
 		"journal/postgres":            {"journal", "journal/internal/sqljournal", "migrations"},
 		"journal/sqlite":              {"journal", "journal/internal/sqljournal", "migrations"},
