@@ -50,7 +50,7 @@ func TestDependencyDirection(t *testing.T) {
 	// sandbox is the emulators' framework: the standard library only (an
 	// emulator package may use more, e.g. google/uuid).
 	stdlibOnly := map[string]bool{"operation": true, "redact": true, "journal": true, "sandbox": true,
-		"wire": true, "internal/startstop": true, "internal/crashpoint": true, "adapters/tbank/tbanktoken": true}
+		"wire": true, "internal/startstop": true, "internal/ctxsleep": true, "internal/crashpoint": true, "adapters/tbank/tbanktoken": true}
 	// The idemgate packages a stdlibOnly package may still import.
 	stdlibPlus := map[string]map[string]bool{"operation": {mod + "redact": true}, "journal": {mod + "redact": true, mod + "operation": true}}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -114,7 +114,8 @@ func TestDependencyDirection(t *testing.T) {
 // grammar, spelt once), migrations the standard
 // library only, each engine
 // uses journal, migrations and journal/internal/sqljournal (what both
-// engines share above their drivers) but never the other engine, and the
+// engines share above their drivers) but never the other engine (SQLite
+// also internal/ctxsleep, for its busy wait), and the
 // conformance suite uses journal only, so that every engine is judged by the
 // same code.
 func TestJournalImports(t *testing.T) {
@@ -128,7 +129,7 @@ func TestJournalImports(t *testing.T) {
 		"journal":                     {"redact", "operation"},
 		"migrations":                  nil,
 		"journal/postgres":            {"journal", "journal/internal/sqljournal", "migrations"},
-		"journal/sqlite":              {"journal", "journal/internal/sqljournal", "migrations"},
+		"journal/sqlite":              {"journal", "journal/internal/sqljournal", "migrations", "internal/ctxsleep"},
 		"journal/internal/sqljournal": {"journal"},
 		"journal/journaltest":         {"journal"},
 		"journal/postgres/pgtest":     {"journal", "journal/postgres"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/crashpoint"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 )
 
 // Nemesis kinds (each switchable with --nemesis).
@@ -141,18 +142,6 @@ func (n *nemesis) isBusy(i int) bool {
 	return n.busy[i]
 }
 
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
@@ -174,7 +163,7 @@ func (n *nemesis) processTrack(ctx context.Context) {
 		return
 	}
 	for i := 0; ; i++ {
-		if !sleep(ctx, n.gap) {
+		if !ctxsleep.For(ctx, n.gap) {
 			return
 		}
 		a := n.actions[i%len(n.actions)]
@@ -263,7 +252,7 @@ func (n *nemesis) faultTrack(ctx context.Context) {
 		return
 	}
 	for i := 0; ; i++ {
-		if !sleep(ctx, n.gap/2) {
+		if !ctxsleep.For(ctx, n.gap/2) {
 			return
 		}
 		fs := n.faults[i%len(n.faults)]
@@ -276,7 +265,7 @@ func (n *nemesis) faultTrack(ctx context.Context) {
 			parts = append(parts, target)
 		}
 		w.Detail = "on " + strings.Join(parts, ",")
-		done := !sleep(ctx, n.fault)
+		done := !ctxsleep.For(ctx, n.fault)
 		n.s.clearFaults()
 		w.End = time.Now()
 		n.record(w)

@@ -60,6 +60,7 @@ import (
 
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/childproc"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
@@ -385,9 +386,7 @@ func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first
 				return time.Since(time.Unix(0, started.Load())), nil
 			}
 		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, 20*time.Millisecond) {
 			return 0, fmt.Errorf("%d pending, %d unacknowledged: %w", ci.NumPending, ci.NumAckPending, ctx.Err())
 		}
 	}
