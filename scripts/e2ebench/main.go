@@ -34,9 +34,10 @@
 // acknowledged. The machine is shared: compare the ratio of one run, not
 // figures across runs.
 //
-// It may import any package of the module: the raw baseline reuses the
-// journal's own statements (postgres.HotPathSQL) so that it does the
-// store's exact work. Nothing imports it.
+// It may import any package of the module: the raw baseline is
+// internal/rawbaseline, the loop worker's BenchmarkRawBaseline runs too,
+// which sends the journal's own statements (postgres.HotPathSQL) so that it
+// does the store's exact work. Nothing imports it.
 package main
 
 import (
