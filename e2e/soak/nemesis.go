@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/internal/ctxsleep"
 )
 
@@ -86,8 +85,6 @@ type nemesis struct {
 	rngMu sync.Mutex
 	gap   time.Duration
 	fault time.Duration
-	// crashPoints cycles through the named crash points.
-	crashPoints []crashpoint.Point
 	// process actions, in order (cycled).
 	actions []string
 	faults  []faultSet
