@@ -44,7 +44,7 @@ func startPGPair(t *testing.T) *pgPair {
 						t.Logf("---- PostgreSQL %s log (tail) ----\n%s", s.Addr(), tail(string(b), 30))
 					}
 				}
-				s.Shutdown()
+				_ = s.Remove()
 			}
 		}
 		_ = os.RemoveAll(dir)

@@ -68,7 +68,10 @@ func TestSubmit(t *testing.T) {
 				require.Equal(t, gateway.NewIntentRequired, c.NextAction)
 				require.Equal(t, gateway.CodeKeyPayloadMismatch, c.ErrorCode)
 				require.True(t, c.IsError())
-				require.Contains(t, c.Reason, "new intent_id and a new approval")
+				require.Contains(t, c.Reason, "a separate, additional payment, which a person must approve (a new approval_id)")
+				require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.TargetObjectID}, c.Existing,
+					"call %d: the first request's outcome", i)
+				require.Contains(t, c.Reason, "The first request succeeded: the payment provider holds object "+first.TargetObjectID+", and that money has moved.")
 				require.Equal(t, []string{"amount_minor"}, c.ConflictFields, "call %d", i)
 				require.Contains(t, c.Reason, "amount_minor differs from the first request for this intent")
 			}

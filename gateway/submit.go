@@ -39,6 +39,10 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		return g.rules.rejected("", req.Operation, string(operation.CodeMissingField),
 			"intent_id: required: one intent_id per business intent, reused on every retry")
 	}
+	if g.Known(req.Operation) && !g.serves(req.Operation) {
+		g.log.Warn("gateway: a call of an operation no adapter serves here was refused (see routes: in the config)", "operation", req.Operation)
+		return g.notRouted(req.Operation, req.IntentID)
+	}
 	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
 		ApprovalID: req.ApprovalID, Payload: req.Payload}
 	op, err := g.dec.DecodeCommand(cmd)

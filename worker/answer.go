@@ -61,7 +61,7 @@ func (w *Worker) completionFailed(j *job, err error) {
 func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) operation.Result {
 	r := operation.Result{
 		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type, TargetSystem: rec.TargetSystem,
-		TargetObjectID: rec.TargetObjectID, Result: rec.Result, ErrorCode: rec.ErrorCode,
+		TargetObjectID: rec.TargetObjectID, Result: operation.CurrentResult(rec.Result), ErrorCode: rec.ErrorCode,
 		Attempts: rec.AttemptCount, Replayed: replayed, Status: resultStatus(rec.Status),
 	}
 	return r

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,17 +348,7 @@ func (w *Worker) publishConflict(j *job, rec journal.Record) {
 	if err != nil {
 		w.log.Warn("conflict: the first request's field digests could not be read", "operation_key", rec.Key, "error", err.Error())
 	}
-	fields := operation.ConflictFields(stored, j.op.FieldDigests())
-	reason := "the key was first used with another payload"
-	if len(fields) > 0 {
-		reason += ": " + strings.Join(fields, ", ") + " differ"
-	}
-	w.publishAndAck(j, operation.Result{
-		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type,
-		Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
-		ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: reason,
-		Attempts: rec.AttemptCount, ConflictFields: fields,
-	})
+	w.publishAndAck(j, conflictResult(j.op, rec, operation.ConflictFields(stored, j.op.FieldDigests())))
 }
 
 // comeBackIn is when a delivery that found its operation held comes back,

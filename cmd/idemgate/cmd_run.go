@@ -63,6 +63,7 @@ type daemon struct {
 	store      journal.Store
 	admin      *http.Server
 	adminAddr  string
+	natsAddr   string // the embedded NATS server's address; "" with nats.url
 	adminStop  func()
 	registry   *prometheus.Registry
 	ingest     *ingest.Server
@@ -210,7 +211,7 @@ func (r *daemonRun) openJournal() (err error) {
 }
 
 func (r *daemonRun) connectNATS() (err error) {
-	r.nc, r.js, r.stopNATS, err = natsConn(r.c, r.log, true)
+	r.nc, r.js, r.stopNATS, r.d.natsAddr, err = natsConn(r.c, r.log, true)
 	return err
 }
 

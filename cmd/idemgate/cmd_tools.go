@@ -167,6 +167,10 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.MsgID(parsed), func(r operation.Result) {
 				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
 			})
+			var late *producer.WaitError
+			if errors.As(err, &late) {
+				return &exitError{code: exitPending, err: err}
+			}
 			if err != nil {
 				return err
 			}
@@ -176,7 +180,13 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+			if code := resultExit(res.Status); code != exitOK {
+				return &exitError{code: code, err: fmt.Errorf("the result is %s (%s): exit %d", res.Status, orNoCode(res.ErrorCode), code)}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -189,6 +199,32 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for JetStream and, with --wait, for the result")
 	return cmd
+}
+
+// resultExit is publish --wait's exit code for a final result's status:
+// 0 only for succeeded, and one code per other status, so that a script
+// never takes a conflict or a refusal for success.
+func resultExit(s operation.ResultStatus) int {
+	switch s {
+	case operation.ResultSucceeded:
+		return exitOK
+	case operation.ResultFailedFinal:
+		return exitFailedFinal
+	case operation.ResultConflict:
+		return exitConflict
+	case operation.ResultRejected:
+		return exitRejected
+	case operation.ResultPending:
+		return exitPending
+	}
+	return exitFailure
+}
+
+func orNoCode(code string) string {
+	if code == "" {
+		return "no error code"
+	}
+	return code
 }
 
 // openForTools opens the journal without migrating, for trace and resolve.

@@ -83,7 +83,7 @@ type Config struct {
 	Replicas int `mapstructure:"replicas"`
 	// Gateway, MCP and HTTPAPI are the agents' front doors (cmd_mcp.go).
 	Gateway gateway.Config `mapstructure:"gateway"`
-	MCP     faceConfig     `mapstructure:"mcp"`
+	MCP     mcpConfig      `mapstructure:"mcp"`
 	HTTPAPI faceConfig     `mapstructure:"http_api"`
 
 	// cwdDataDir is data_dir as earlier versions resolved it, against the

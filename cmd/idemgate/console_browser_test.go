@@ -106,7 +106,7 @@ func TestConsoleInChromium(t *testing.T) {
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
 	base := "http://" + d.adminAddr
 
-	nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+	nc, err := nats.Connect("nats://" + d.natsAddr)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	cl, err := producer.New(nc, "")

@@ -138,7 +138,7 @@ func TestAMovedDataDirIsRefused(t *testing.T) {
 
 	etc := plainDir(t)
 	cfg := filepath.Join(etc, "config.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("env: test\nadmin: {addr: ''}\nnats: {embedded_addr: "+freeAddr(t)+"}\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("env: test\nadmin: {addr: ''}\nnats: {embedded_addr: 127.0.0.1:0}\n"), 0o600))
 	for _, args := range [][]string{{"run"}, {"migrate", "up"}} {
 		code, _, stderr = runTool(t, append(args, "--config", cfg)...)
 		require.Equal(t, exitConfig, code, "%v: %s", args, stderr)

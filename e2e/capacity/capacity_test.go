@@ -146,7 +146,7 @@ func privateStore(ctx context.Context, t *testing.T) *postgres.Store {
 	srv, err := pgproc.InitPrimary(filepath.Join(dir, "pg"), "capacity")
 	t.Cleanup(func() {
 		if srv != nil {
-			srv.Shutdown()
+			_ = srv.Remove()
 		}
 		_ = os.RemoveAll(dir)
 	})

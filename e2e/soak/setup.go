@@ -241,6 +241,12 @@ func (s *soak) adaptersYAML() string {
 					// worker's call timeout. The first attempt's window
 					// then holds a few hundred payments at 100/s.
 					b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
+					if s.cfg.knownDefects {
+						// fault:native_key_dropped puts a connector that
+						// drops the key in front of YooKassa: declared, so
+						// lookups read the calls' whole window.
+						b.WriteString("    connector_drops_key: true\n")
+					}
 				}
 			}
 			continue
@@ -268,8 +274,7 @@ func (s *soak) teardown() {
 		s.nats.Term(10 * time.Second)
 	}
 	if s.pg != nil {
-		s.pg.Shutdown()
-		_ = os.RemoveAll(s.pg.Data())
+		_ = s.pg.Remove() // the data goes, its log stays in the run's folder
 	}
 	_ = os.RemoveAll(filepath.Join(s.cfg.out, "nats"))
 	if s.runLog != nil {

@@ -97,7 +97,7 @@ type server struct {
 // submit is POST /v1/operations/{operation}.
 func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	opType := r.PathValue("operation")
-	if !s.known(opType) {
+	if !s.g.Known(opType) {
 		a := gateway.Answer{Status: gateway.StatusRejected, Operation: "", ErrorCode: string(operation.CodeUnknownOperation),
 			NextAction: gateway.FixInput, Reason: "Rejected: no such operation type; known types: " + strings.Join(s.names(), ", ") + "."}
 		writeProblem(w, r, http.StatusNotFound, "unknown-operation", "Unknown operation", a.Reason, &a)
@@ -177,6 +177,10 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 	case gateway.StatusConflict:
 		writeProblem(w, r, http.StatusConflict, "conflict", "Idempotency-Key reused with another payload", a.Reason, &a)
 	case gateway.StatusRejected:
+		if a.ErrorCode == gateway.CodeNotRouted {
+			writeProblem(w, r, http.StatusNotFound, "not-routed", "No adapter serves this operation here", a.Reason, &a)
+			return
+		}
 		writeProblem(w, r, http.StatusUnprocessableEntity, "rejected", "Rejected", a.Reason, &a)
 	case gateway.StatusNotFound:
 		writeProblem(w, r, http.StatusNotFound, "not-found", "No such operation", a.Reason, &a)
@@ -194,15 +198,6 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.answer(w, r, a)
-}
-
-func (s *server) known(opType string) bool {
-	for _, t := range s.g.Types() {
-		if t.Name == opType {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *server) names() []string {
