@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 )
 
 // ClusterCheck is what CheckCluster learnt of the NATS servers behind a
@@ -79,10 +81,8 @@ func CheckCluster(ctx context.Context, nc *nats.Conn, c Config) (ClusterCheck, e
 		if chk.Servers >= c.Replicas || time.Now().After(deadline) {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, 100*time.Millisecond) {
 			return chk, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	if c.Replicas > chk.Servers {

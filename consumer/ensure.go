@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,30 +30,25 @@ func EnsureRetrying(ctx context.Context, js jetstream.JetStream, c Config, withi
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 200 * time.Millisecond
 	b.MaxInterval = 5 * time.Second
-	b.MaxElapsedTime = within
-	var cons jetstream.Consumer
-	pass := func() error {
+	pass := func() (jetstream.Consumer, error) {
 		actx, cancel := context.WithTimeout(ctx, ensureAttempt)
 		defer cancel()
-		var err error
-		cons, err = Ensure(actx, js, c)
+		cons, err := Ensure(actx, js, c)
 		if err == nil {
-			return nil
+			return cons, nil
 		}
-		if ctx.Err() != nil {
-			return backoff.Permanent(err)
+		if ctx.Err() != nil || !ensureTransient(err) {
+			return nil, backoff.Permanent(err)
 		}
-		if !ensureTransient(err) {
-			return backoff.Permanent(err)
-		}
-		return err
+		return nil, err
 	}
 	notify := func(err error, wait time.Duration) {
 		if onRetry != nil {
 			onRetry(err, wait)
 		}
 	}
-	if err := backoff.RetryNotify(pass, backoff.WithContext(b, ctx), notify); err != nil {
+	cons, err := backoff.Retry(ctx, pass, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(within), backoff.WithNotify(notify))
+	if err != nil {
 		if ctx.Err() == nil && ensureTransient(err) {
 			return nil, fmt.Errorf("%w (still failing after %s of retries)", err, within)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -203,10 +204,7 @@ func (r *Router) fetchLoop(ctx context.Context) {
 		if err != nil {
 			r.release(n)
 			r.log.Warn("fetch failed", "error", err.Error())
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
+			ctxsleep.For(ctx, time.Second)
 			continue
 		}
 		got := 0

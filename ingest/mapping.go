@@ -205,7 +205,9 @@ func toString(v any) (string, error) {
 
 // scalarText is the text of a decoded JSON scalar (numbers decoded as
 // json.Number): a string as it is, a number as written, a boolean as
-// true or false.
+// true or false. It is the mapping's own rule (convert: string), not
+// T-Bank's Token rule (tbanktoken's paramText), though the two agree on
+// these three kinds: each changes only with its owner.
 func scalarText(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:

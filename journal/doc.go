@@ -27,5 +27,5 @@
 //
 // Engines live in journal/postgres and journal/sqlite and pass one
 // conformance suite, journal/journaltest. It imports only the standard
-// library and idemgate's redact.
+// library, idemgate's redact, and operation for the key's grammar.
 package journal

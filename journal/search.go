@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/operation"
 )
 
 // Browser is the read side an operator's console needs, beside Store: a
@@ -82,8 +84,9 @@ func (q SearchQuery) Validate() error {
 }
 
 // IntentRange is one half-open key range [Lo, Hi) holding the keys of an
-// intent for one operation type: Env:Type:IntentID:v… . Keys compare
-// bytewise (PostgreSQL: COLLATE "C").
+// intent for one operation type: Env:Type:IntentID:v… (the key's
+// operation.Key.VersionPrefix). Keys compare bytewise (PostgreSQL:
+// COLLATE "C").
 type IntentRange struct{ Lo, Hi string }
 
 // IntentRanges are the key ranges of q's intent, one per operation type.
@@ -95,7 +98,7 @@ func (q SearchQuery) IntentRanges() []IntentRange {
 	}
 	out := make([]IntentRange, 0, len(types))
 	for _, t := range types {
-		p := q.Env + ":" + t + ":" + q.IntentID + ":v"
+		p := operation.Key{Env: q.Env, Operation: t, IntentID: q.IntentID}.VersionPrefix()
 		out = append(out, IntentRange{Lo: p, Hi: strings.TrimSuffix(p, "v") + "w"})
 	}
 	return out

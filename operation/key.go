@@ -18,18 +18,33 @@ type Key struct {
 
 // String returns the key in its wire form.
 func (k Key) String() string {
-	return k.Env + ":" + k.Operation + ":" + k.IntentID + ":" + k.Version
+	var buf [MaxKeyLen]byte
+	return string(k.appendTo(buf[:0]))
 }
 
-// appendTo appends the key's wire form.
+// VersionPrefix is what the wire form of every version of k begins with:
+// <env>:<operation>:<intent_id>:v, which only the version's digits follow
+// (ValidateVersion). k.Version is not read. The journal finds an intent's
+// keys, whatever their version, by this prefix.
+func (k Key) VersionPrefix() string {
+	var buf [MaxKeyLen]byte
+	return string(append(k.appendUnversioned(buf[:0]), 'v'))
+}
+
+// appendTo appends the key's wire form: the one place that spells it.
 func (k Key) appendTo(b []byte) []byte {
+	return append(k.appendUnversioned(b), k.Version...)
+}
+
+// appendUnversioned appends the wire form up to the version:
+// <env>:<operation>:<intent_id>: .
+func (k Key) appendUnversioned(b []byte) []byte {
 	b = append(b, k.Env...)
 	b = append(b, ':')
 	b = append(b, k.Operation...)
 	b = append(b, ':')
 	b = append(b, k.IntentID...)
-	b = append(b, ':')
-	return append(b, k.Version...)
+	return append(b, ':')
 }
 
 // Limits of the key grammar.

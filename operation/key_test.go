@@ -35,6 +35,13 @@ func TestParseKey(t *testing.T) {
 		require.Equal(t, tt.want, k)
 		require.Equal(t, tt.in, k.String())
 		require.NoError(t, ValidateKey(tt.in))
+		// Every version of the key begins with its VersionPrefix, and only
+		// the version's digits follow it.
+		p := k.VersionPrefix()
+		require.Equal(t, tt.in[:strings.LastIndexByte(tt.in, ':')+2], p)
+		again, err := ParseKey(p + "7")
+		require.NoError(t, err)
+		require.Equal(t, Key{k.Env, k.Operation, k.IntentID, "v7"}, again)
 	}
 
 	invalid := []struct {

@@ -16,7 +16,8 @@ package worker_test
 //     store's exact SQL (the plain read, then insert + take-over + read
 //     pipelined), calls the no-op adapter inline, completes with the store's
 //     exact statement, publishes results asynchronously and acks each command
-//     as its PubAck arrives: the work the daemon does, with no abstraction.
+//     as its PubAck arrives: the work the daemon does, with no abstraction
+//     (internal/rawbaseline, the loop scripts/e2ebench runs too).
 //   - BenchmarkDaemon runs the worker with its defaults and a no-op adapter,
 //     and reports x-raw, its ops/s over the median of the raw runs made
 //     earlier in the same process (run both in one command).
@@ -35,11 +36,7 @@ package worker_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -53,7 +50,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,6 +57,7 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/consumer/natstest"
+	"github.com/idemgate/idemgate/internal/testkit/rawbaseline"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
@@ -364,7 +361,7 @@ func BenchmarkRawBaseline(b *testing.B) {
 			loops.Add(1)
 			go func() {
 				defer loops.Done()
-				if err := newRawLoop(s, q, lat).run(ctx); err != nil {
+				if err := newRawLoop(s, q, lat).Run(ctx); err != nil {
 					errs <- err
 					cancel()
 				}
@@ -561,281 +558,16 @@ func rss() uint64 {
 	return sm[0].Value.Uint64()
 }
 
-// rawLoop is one fetch loop of the baseline, with its reused argument arrays.
-type rawLoop struct {
-	s    *stage
-	q    postgres.HotPathSQL
-	lat  *latencies
-	acks chan rawAck
-
-	cmds  []rawCmd
-	order []int // cmds indexes sorted by key
-	// claim arrays
-	keys, types, hashes, targets, events, approvals, owners, digests []string
-	ttls                                                             []int64
-	// complete arrays
-	ckeys, statuses, objects, codes, reqIDs, notes []string
-	tokens                                         []int64
-	results                                        []*string
-	reconciled                                     []bool
-	holds                                          []int64
-	resultText                                     string
-	// scan targets
-	sKey, sType, sHash, sStatus, sTarget, sObject, sCode, sEvent, sApproval, sOwner string
-	sResult                                                                         []byte
-	sAttempts, sRounds                                                              int
-	sToken                                                                          int64
-	sLeaseUntil, sCompleted                                                         *time.Time
-	sCreated, sUpdated                                                              time.Time
-	sLive                                                                           bool
-	sRoundsTotal                                                                    int
-	sRaisedAt                                                                       *time.Time
-	sEffectPossible                                                                 bool
-	sNow                                                                            time.Time
-}
-
-type rawCmd struct {
-	msg       jetstream.Msg
-	cmd       operation.Command
-	key, hash string
-	found     bool // the journal knew the key: replay
-	status    string
-	token     int64
-	attempts  int
-	object    string
-	result    []byte
-}
-
-type rawAck struct {
-	msg     jetstream.Msg
-	fut     jetstream.PubAckFuture
-	fetched time.Time
-}
-
-func newRawLoop(s *stage, q postgres.HotPathSQL, lat *latencies) *rawLoop {
-	return &rawLoop{s: s, q: q, lat: lat, acks: make(chan rawAck, 4*s.ncfg.FetchBatch), resultText: benchResult}
-}
-
-// run fetches and handles batches until ctx ends; a goroutine acks each
-// command as its result's PubAck arrives.
-func (r *rawLoop) run(ctx context.Context) error {
-	ackErr := make(chan error, 1)
-	go func() {
-		var first error
-		for a := range r.acks {
-			select {
-			case <-a.fut.Ok():
-				if err := a.msg.Ack(); err != nil && first == nil {
-					first = err
-				}
-				r.lat.add(time.Since(a.fetched))
-			case err := <-a.fut.Err():
-				_ = a.msg.Nak()
-				if first == nil {
-					first = err
-				}
-			}
-		}
-		ackErr <- first
-	}()
-	err := r.fetchLoop(ctx)
-	close(r.acks)
-	if aerr := <-ackErr; err == nil {
-		err = aerr
-	}
-	return err
-}
-
-func (r *rawLoop) fetchLoop(ctx context.Context) error {
-	for ctx.Err() == nil {
-		batch, err := r.s.cons.Fetch(r.s.ncfg.FetchBatch, jetstream.FetchMaxWait(r.s.ncfg.FetchWait))
-		if err != nil {
-			return err
-		}
-		r.cmds = r.cmds[:0]
-		for m := range batch.Messages() {
-			r.cmds = append(r.cmds, rawCmd{msg: m})
-		}
-		if len(r.cmds) == 0 {
-			continue
-		}
-		if err := r.handle(ctx, time.Now()); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *rawLoop) handle(ctx context.Context, fetched time.Time) error {
-	// Decode: the envelope with encoding/json, the key, the payload's hash.
-	for i := range r.cmds {
-		c := &r.cmds[i]
-		if err := json.Unmarshal(c.msg.Data(), &c.cmd); err != nil {
-			return err
-		}
-		c.key = benchEnv + ":" + c.cmd.Operation + ":" + c.cmd.EventID + ":" + operation.DefaultKeyVersion
-		sum := sha256.Sum256(c.cmd.Payload)
-		c.hash = hex.EncodeToString(sum[:])
-	}
-	r.order = r.order[:0]
-	for i := range r.cmds {
-		r.order = append(r.order, i)
-	}
-	slices.SortFunc(r.order, func(a, b int) int { return strings.Compare(r.cmds[a].key, r.cmds[b].key) })
-	for j := 1; j < len(r.order); j++ {
-		if r.cmds[r.order[j]].key == r.cmds[r.order[j-1]].key {
-			return fmt.Errorf("duplicate %s in one batch: the stage places duplicates further apart", r.cmds[r.order[j]].key)
-		}
-	}
-
-	// The plain read decides replays.
-	r.keys = r.keys[:0]
-	for _, i := range r.order {
-		r.keys = append(r.keys, r.cmds[i].key)
-	}
-	rows, _ := r.s.pool.Query(ctx, r.q.SelectRecords, r.keys)
-	if err := r.scanRecords(rows, true); err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-
-	// The claim proper for the keys the journal does not know.
-	r.keys, r.types, r.hashes, r.targets = r.keys[:0], r.types[:0], r.hashes[:0], r.targets[:0]
-	r.events, r.approvals, r.owners, r.ttls, r.digests = r.events[:0], r.approvals[:0], r.owners[:0], r.ttls[:0], r.digests[:0]
-	for _, i := range r.order {
-		c := &r.cmds[i]
-		if c.found {
-			if c.status != "succeeded" {
-				return fmt.Errorf("%s: status %s, want succeeded", c.key, c.status)
-			}
-			continue
-		}
-		r.keys, r.types, r.hashes = append(r.keys, c.key), append(r.types, c.cmd.Operation), append(r.hashes, c.hash)
-		r.targets, r.events = append(r.targets, "payments"), append(r.events, c.cmd.EventID)
-		r.approvals, r.owners = append(r.approvals, c.cmd.ApprovalID), append(r.owners, benchOwner)
-		r.ttls = append(r.ttls, (30 * time.Second).Milliseconds())
-		// No per-field digests: the stage's payloads are never conflicts,
-		// and the digests are the daemon's own work (stored as NULL).
-		r.digests = append(r.digests, "")
-	}
-	if len(r.keys) > 0 {
-		if err := r.claim(ctx); err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		if err := r.complete(ctx); err != nil {
-			return fmt.Errorf("complete: %w", err)
-		}
-	}
-
-	// Publish every result; the ack goroutine acks on each PubAck.
-	for i := range r.cmds {
-		c := &r.cmds[i]
-		res := operation.Result{OperationKey: c.key, EventID: c.cmd.EventID, Operation: c.cmd.Operation,
-			Status: operation.ResultSucceeded, TargetSystem: "payments", TargetObjectID: c.object,
-			Result: c.result, Attempts: c.attempts, Replayed: c.found}
-		if !c.found {
-			res.TargetObjectID, res.Result = objectID(c.cmd.EventID), json.RawMessage(benchResult)
-		}
-		m, err := consumer.ResultMsg(res)
-		if err != nil {
-			return err
-		}
-		fut, err := r.s.js.PublishMsgAsync(m)
-		if err != nil {
-			return err
-		}
-		r.acks <- rawAck{msg: c.msg, fut: fut, fetched: fetched}
-	}
-	return nil
-}
-
-// claim sends the store's pipelined claim (insert, take-over, read) for r.keys.
-func (r *rawLoop) claim(ctx context.Context) error {
-	b := &pgx.Batch{}
-	b.Queue(r.q.ClaimInsert, r.keys, r.types, r.hashes, r.targets, r.events, r.approvals, r.owners, r.ttls, r.digests)
-	b.Queue(r.q.ClaimTakeOver, r.keys, r.hashes, r.owners, r.ttls)
-	b.Queue(r.q.SelectRecords, r.keys)
-	br := r.s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	inserted := 0
-	rows, _ := br.Query()
-	for rows.Next() {
-		inserted++
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, _ = br.Query()
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if inserted != len(r.keys) {
-		return fmt.Errorf("%d of %d keys inserted", inserted, len(r.keys))
-	}
-	rows, _ = br.Query()
-	if err := r.scanRecords(rows, false); err != nil {
-		return err
-	}
-	return br.Close()
-}
-
-// scanRecords reads journal rows into the batch's commands. read marks the
-// rows found by the plain read (replays); otherwise the rows are the claim's.
-func (r *rawLoop) scanRecords(rows pgx.Rows, read bool) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&r.sKey, &r.sType, &r.sHash, &r.sStatus, &r.sTarget,
-			&r.sObject, &r.sResult, &r.sCode, &r.sAttempts,
-			&r.sEvent, &r.sApproval, &r.sOwner, &r.sToken, &r.sLeaseUntil,
-			&r.sRounds, &r.sCreated, &r.sUpdated, &r.sCompleted,
-			&r.sRoundsTotal, &r.sRaisedAt, &r.sEffectPossible, &r.sLive, &r.sNow); err != nil {
-			return err
-		}
-		j, ok := slices.BinarySearchFunc(r.order, r.sKey, func(i int, k string) int { return strings.Compare(r.cmds[i].key, k) })
-		if !ok {
-			return fmt.Errorf("a row for %s, which the batch did not send", r.sKey)
-		}
-		c := &r.cmds[r.order[j]]
-		c.found = read
-		c.status, c.token, c.attempts = r.sStatus, r.sToken, r.sAttempts
-		if read {
-			c.object, c.result = r.sObject, r.sResult
-		}
-		r.sResult = nil
-	}
-	return rows.Err()
-}
-
-// complete sends the store's completion for the claimed keys.
-func (r *rawLoop) complete(ctx context.Context) error {
-	r.ckeys, r.tokens, r.statuses, r.objects = r.ckeys[:0], r.tokens[:0], r.statuses[:0], r.objects[:0]
-	r.results, r.codes, r.reqIDs, r.notes, r.reconciled = r.results[:0], r.codes[:0], r.reqIDs[:0], r.notes[:0], r.reconciled[:0]
-	r.holds = r.holds[:0]
-	for _, i := range r.order {
-		c := &r.cmds[i]
-		if c.found {
-			continue
-		}
-		r.ckeys, r.tokens, r.statuses = append(r.ckeys, c.key), append(r.tokens, c.token), append(r.statuses, "succeeded")
-		r.objects, r.results = append(r.objects, objectID(c.cmd.EventID)), append(r.results, &r.resultText)
-		r.codes, r.reqIDs, r.notes, r.reconciled = append(r.codes, ""), append(r.reqIDs, ""), append(r.notes, ""), append(r.reconciled, false)
-		r.holds = append(r.holds, 0)
-	}
-	rows, _ := r.s.pool.Query(ctx, r.q.Complete, r.ckeys, r.tokens, r.statuses, r.objects,
-		r.results, r.codes, r.reqIDs, r.notes, r.reconciled, r.holds)
-	applied := 0
-	for rows.Next() {
-		applied++
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if applied != len(r.ckeys) {
-		return fmt.Errorf("%d of %d completions applied", applied, len(r.ckeys))
-	}
-	return nil
+// newRawLoop is one fetch loop of the baseline (internal/rawbaseline, which
+// scripts/e2ebench runs too) against the no-op target, called inline.
+func newRawLoop(s *stage, q postgres.HotPathSQL, lat *latencies) *rawbaseline.Loop {
+	return rawbaseline.New(rawbaseline.Config{
+		Consumer: s.cons, JS: s.js, Pool: s.pool, SQL: q,
+		Env: benchEnv, Owner: benchOwner, Target: "payments",
+		FetchBatch: s.ncfg.FetchBatch, FetchWait: s.ncfg.FetchWait,
+		Call: func(_ context.Context, _ string, cmd *operation.Command) (string, string, error) {
+			return objectID(cmd.EventID), benchResult, nil
+		},
+		Acked: func(fetched time.Time) { lat.add(time.Since(fetched)) },
+	})
 }

@@ -146,7 +146,7 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	attr := func(s tracetest.SpanStub, k attribute.Key) string {
 		for _, kv := range s.Attributes {
 			if kv.Key == k {
-				return kv.Value.Emit()
+				return kv.Value.String()
 			}
 		}
 		return ""
@@ -272,17 +272,17 @@ func traceOfAChargeThroughUnknownAndReconcile(t *testing.T, st journal.Store) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description}
 		for _, kv := range s.Attributes {
-			texts = append(texts, string(kv.Key)+"="+kv.Value.Emit())
+			texts = append(texts, string(kv.Key)+"="+kv.Value.String())
 		}
 		for _, e := range s.Events {
 			texts = append(texts, e.Name)
 			for _, kv := range e.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, l := range s.Links {
 			for _, kv := range l.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		all := strings.Join(texts, "\n")

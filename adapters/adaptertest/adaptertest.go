@@ -2,6 +2,7 @@ package adaptertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -99,6 +100,33 @@ func Intent(prefix string) string {
 // Key builds an operation key for tests.
 func Key(typ, intent string) operation.Key {
 	return operation.Key{Env: "test", Operation: typ, IntentID: intent, Version: "v1"}
+}
+
+// decoder decodes the tests' commands as the daemon does, in the tests' env.
+var decoder = &operation.Decoder{Env: "test"}
+
+// Op is the Operation the worker hands an adapter for a command of the
+// built-in type typ for intent, whose payload holds fields: the command is
+// decoded by operation.Decoder, so that its key (Key(typ, intent)), its
+// normalised fields and its fingerprint are the daemon's own, never a
+// test's guess. The event id is "evt-<intent>", and a type that moves money
+// carries the approval "appr-<intent>". A command the decoder refuses
+// panics: the test's own input is wrong.
+func Op(typ, intent string, fields map[string]any) operation.Operation {
+	cmd := operation.Command{EventID: "evt-" + intent, Operation: typ, IntentID: intent}
+	if t, ok := operation.DefaultRegistry().Lookup(typ); ok && t.RequiresApproval {
+		cmd.ApprovalID = "appr-" + intent
+	}
+	payload, err := json.Marshal(fields)
+	if err != nil {
+		panic(fmt.Sprintf("adaptertest.Op %s %s: %v", typ, intent, err))
+	}
+	cmd.Payload = payload
+	op, err := decoder.DecodeCommand(cmd)
+	if err != nil {
+		panic(fmt.Sprintf("adaptertest.Op %s %s: %v", typ, intent, err))
+	}
+	return op
 }
 
 // RequireClass asserts err is an *adapters.Error of class and (when code is

@@ -24,20 +24,14 @@ import (
 )
 
 func leadOp(intent string, variant int) operation.Operation {
-	return operation.Operation{
-		Key: adaptertest.Key(amocrm.OpDealCreate, intent), Type: amocrm.OpDealCreate, TargetSystem: "crm",
-		Fields:      map[string]any{"title": "Deal " + intent, "customer_id": "321", "amount_minor": int64(100000 + variant*100), "currency": "RUB"},
-		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
-	}
+	return adaptertest.Op(amocrm.OpDealCreate, intent, map[string]any{
+		"title": "Deal " + intent, "customer_id": "321", "amount_minor": 100000 + variant*100, "currency": "RUB"})
 }
 
 func taskOp(intent string, variant int) operation.Operation {
-	return operation.Operation{
-		Key: adaptertest.Key(amocrm.OpTaskCreate, intent), Type: amocrm.OpTaskCreate, TargetSystem: "crm",
-		Fields: map[string]any{"title": fmt.Sprintf("Call back %s v%d", intent, variant), "responsible_id": "321123",
-			"deadline": time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)},
-		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
-	}
+	return adaptertest.Op(amocrm.OpTaskCreate, intent, map[string]any{
+		"title": fmt.Sprintf("Call back %s v%d", intent, variant), "responsible_id": "321123",
+		"deadline": time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)})
 }
 
 // clock is a settable clock shared by emulator and adapter.

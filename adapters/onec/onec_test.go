@@ -20,20 +20,19 @@ import (
 )
 
 func op(intent string, variant int) operation.Operation {
-	return operation.Operation{
-		Key:          adaptertest.Key(onec.OpInvoiceCreate, intent),
-		Type:         onec.OpInvoiceCreate,
-		TargetSystem: "1c",
-		Fields: map[string]any{
-			"order_id":     "order-" + intent,
-			"customer_id":  "cust-17",
-			"amount_minor": int64(125000 + variant*100),
-			"currency":     "RUB",
-			"due_date":     time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC),
-			"description":  "test invoice",
-		},
-		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
-	}
+	return invoiceOp(intent, "order-"+intent, variant)
+}
+
+// invoiceOp is op with the order id given (at most 128 characters).
+func invoiceOp(intent, orderID string, variant int) operation.Operation {
+	return adaptertest.Op(onec.OpInvoiceCreate, intent, map[string]any{
+		"order_id":     orderID,
+		"customer_id":  "cust-17",
+		"amount_minor": 125000 + variant*100,
+		"currency":     "RUB",
+		"due_date":     "2026-01-15",
+		"description":  "test invoice",
+	})
 }
 
 func setup(t *testing.T, mode string) (*onec.Adapter, *sbonec.Server) {
@@ -132,7 +131,7 @@ func TestLongKeyIsDigested(t *testing.T) {
 	for len(intent) < 200 {
 		intent += "-long-intent"
 	}
-	o := op(intent, 0)
+	o := invoiceOp(intent, "order-long", 0)
 	out, err := a.Execute(context.Background(), o)
 	require.NoError(t, err)
 	lk := adapters.TargetKey(o.Key.String(), onec.DefaultMaxKeyLen)

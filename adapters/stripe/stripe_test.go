@@ -3,8 +3,6 @@ package stripe_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,27 +60,14 @@ func setup(t *testing.T, opts sbst.Options, mod func(*stripe.Config)) bundle {
 	return bundle{srv: srv, a: a, clk: clk}
 }
 
-func fingerprint(typ string, f map[string]any) string {
-	sum := sha256.Sum256([]byte(fmt.Sprint(typ, f)))
-	return hex.EncodeToString(sum[:])
-}
-
 func charge(intent, pm string, amount int64) operation.Operation {
 	f := map[string]any{"account_id": pm, "order_id": "order-" + intent, "amount_minor": amount, "currency": "EUR"}
-	return operation.Operation{
-		Key:     adaptertest.Key(stripe.OpCharge, intent),
-		EventID: "evt-" + intent, Type: stripe.OpCharge, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(stripe.OpCharge, f),
-	}
+	return adaptertest.Op(stripe.OpCharge, intent, f)
 }
 
 func refund(intent, pi string, amount int64) operation.Operation {
 	f := map[string]any{"payment_id": pi, "amount_minor": amount, "currency": "EUR"}
-	return operation.Operation{
-		Key:     adaptertest.Key(stripe.OpRefund, intent),
-		EventID: "evt-" + intent, Type: stripe.OpRefund, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(stripe.OpRefund, f),
-	}
+	return adaptertest.Op(stripe.OpRefund, intent, f)
 }
 
 func TestContract(t *testing.T) {

@@ -2,9 +2,6 @@ package tbank_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"testing"
 	"time"
 
@@ -46,27 +43,14 @@ func setup(t *testing.T, opts sbtb.Options, mod func(*tbank.Config)) bundle {
 	return bundle{srv: srv, a: a}
 }
 
-func fingerprint(typ string, f map[string]any) string {
-	sum := sha256.Sum256([]byte(fmt.Sprint(typ, f)))
-	return hex.EncodeToString(sum[:])
-}
-
 func charge(intent, rebill string, amount int64, currency string) operation.Operation {
 	f := map[string]any{"account_id": rebill, "order_id": "order-" + intent, "amount_minor": amount, "currency": currency}
-	return operation.Operation{
-		Key:     adaptertest.Key(tbank.OpCharge, intent),
-		EventID: "evt-" + intent, Type: tbank.OpCharge, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(tbank.OpCharge, f),
-	}
+	return adaptertest.Op(tbank.OpCharge, intent, f)
 }
 
 func refund(intent, paymentID string, amount int64) operation.Operation {
 	f := map[string]any{"payment_id": paymentID, "amount_minor": amount, "currency": "RUB"}
-	return operation.Operation{
-		Key:     adaptertest.Key(tbank.OpRefund, intent),
-		EventID: "evt-" + intent, Type: tbank.OpRefund, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(tbank.OpRefund, f),
-	}
+	return adaptertest.Op(tbank.OpRefund, intent, f)
 }
 
 func ledgerKey(op operation.Operation) string {

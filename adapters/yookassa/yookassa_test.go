@@ -2,8 +2,6 @@ package yookassa_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -56,27 +54,14 @@ func adapterAt(t *testing.T, srv *sbyk.Server, baseURL string, timeout time.Dura
 	return a
 }
 
-func fingerprint(typ string, f map[string]any) string {
-	sum := sha256.Sum256([]byte(fmt.Sprint(typ, f)))
-	return hex.EncodeToString(sum[:])
-}
-
 func charge(intent string, method string, amount int64, currency string) operation.Operation {
 	f := map[string]any{"account_id": method, "order_id": "order-" + intent, "amount_minor": amount, "currency": currency}
-	return operation.Operation{
-		Key:     adaptertest.Key(yookassa.OpCharge, intent),
-		EventID: "evt-" + intent, Type: yookassa.OpCharge, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(yookassa.OpCharge, f),
-	}
+	return adaptertest.Op(yookassa.OpCharge, intent, f)
 }
 
 func refund(intent, paymentID string, amount int64) operation.Operation {
 	f := map[string]any{"payment_id": paymentID, "amount_minor": amount, "currency": "RUB"}
-	return operation.Operation{
-		Key:     adaptertest.Key(yookassa.OpRefund, intent),
-		EventID: "evt-" + intent, Type: yookassa.OpRefund, TargetSystem: "payments",
-		ApprovalID: "appr-" + intent, Fields: f, Fingerprint: fingerprint(yookassa.OpRefund, f),
-	}
+	return adaptertest.Op(yookassa.OpRefund, intent, f)
 }
 
 func ledgerKey(op operation.Operation) string {
@@ -149,7 +134,8 @@ func TestLongKeyIsDigested(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sbyk.Options{}, nil)
 	intent := strings.Repeat("approval-", 20)
-	op := charge(intent, "pm-saved-1", 100, "RUB")
+	op := adaptertest.Op(yookassa.OpCharge, intent, map[string]any{
+		"account_id": "pm-saved-1", "order_id": "order-long", "amount_minor": 100, "currency": "RUB"})
 	require.Greater(t, len(op.Key.String()), yookassa.MaxKeyLen)
 	out, err := b.a.Execute(ctx(t), op)
 	require.NoError(t, err)

@@ -139,141 +139,40 @@ const noRoutesWarning = "no routes configured: commands stay in JetStream, unack
 // worker drains its in-flight work, NATS drains (its closed handler says
 // when), and the admin endpoints answer "not ready" until the end.
 func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*daemon)) error {
-	d := &daemon{registry: prometheus.NewRegistry()}
-	reg := d.registry
-	routes, err := buildAdapters(c, log, adapters.NewMetrics(reg))
-	if err != nil {
+	r := &daemonRun{ctx: ctx, c: c, log: log, d: &daemon{registry: prometheus.NewRegistry()}}
+	reg := r.d.registry
+	var err error
+	if r.routes, err = buildAdapters(c, log, adapters.NewMetrics(reg)); err != nil {
 		return configError(err)
 	}
-	opTypes, err := c.registry()
-	if err != nil {
+	if r.opTypes, err = c.registry(); err != nil {
 		return configError(err)
 	}
-	if len(routes) == 0 {
+	if len(r.routes) == 0 {
 		log.Warn(noRoutesWarning)
 	}
-	var (
-		pending  func(context.Context) (bool, error)
-		nc       *nats.Conn
-		js       jetstream.JetStream
-		cons     jetstream.Consumer
-		stopNATS func()
-	)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
-	metrics := worker.NewMetrics(reg)
-	services := []service{
-		{name: "journal", start: func() (err error) {
-			d.store, pending, err = openJournal(ctx, c, log, daemonJournal)
-			return err
-		}, stop: func() { d.store.Close() }},
-		{name: "nats", start: func() (err error) {
-			nc, js, stopNATS, d.natsAddr, err = natsConn(c, log, true)
-			return err
-		}, stop: func() { stopNATS() }},
-		{name: "streams", start: func() (err error) {
-			cons, err = ensureStreams(ctx, nc, js, c, log)
-			if err == nil {
-				registerHealthMetrics(reg, d.store, log)
-			}
-			return err
-		}},
-		{name: "admin", start: func() error {
-			if c.Admin.Addr == "" {
-				return nil
-			}
-			ln, err := net.Listen("tcp", c.Admin.Addr)
-			if err != nil {
-				return fmt.Errorf("listener: %w", err)
-			}
-			d.adminAddr = ln.Addr().String()
-			if c.Console.Enabled {
-				con, err := newConsole(c, routes, d.store, js, metrics, log)
-				if err != nil {
-					_ = ln.Close()
-					return configError(err)
-				}
-				d.console = con
-			}
-			d.admin = &http.Server{Handler: adminHandler(d, nc, newJournalReadiness(d.store, pending)), ReadHeaderTimeout: 5 * time.Second}
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				if err := d.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("admin server", "error", err.Error())
-				}
-			}()
-			d.adminStop = func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = d.admin.Shutdown(sctx)
-				<-served
-			}
-			paths := "/healthz /livez /readyz /metrics"
-			if d.console != nil {
-				paths += " /ui/"
-			}
-			log.Info("admin endpoints", "addr", d.adminAddr, "paths", paths)
-			return nil
-		}, stop: func() {
-			if d.adminStop != nil {
-				d.adminStop()
-			}
-		}},
-		serviceOf(ctx, "worker", func() (startstop.Service, error) {
-			deps := worker.Deps{
-				Store: d.store, JS: js, NC: nc, Consumer: cons,
-				Decoder: &operation.Decoder{Env: c.Env, Registry: opTypes},
-				// Redact left nil: the worker's own redaction, done as each
-				// result is written, lets it keep results by business status.
-				Adapters: routes, Log: log, Metrics: metrics,
-			}
-			w, err := worker.New(c.Worker, c.NATS.Config, deps)
-			if err != nil {
-				return nil, configError(err)
-			}
-			rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
-			if err != nil {
-				return nil, configError(err)
-			}
-			jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType, Types: opTypes.Names()}, d.store, log)
-			if err != nil {
-				return nil, configError(err)
-			}
-			d.worker, d.reconciler, d.janitor = w, rec, jan
-			return w, nil
-		}),
-		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return d.reconciler, nil }),
-		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return d.janitor, nil }),
+	r.metrics = worker.NewMetrics(reg)
+	stop, err := startServices([]service{
+		{name: "journal", start: r.openJournal, stop: func() { r.d.store.Close() }},
+		{name: "nats", start: r.connectNATS, stop: func() { r.stopNATS() }},
+		{name: "streams", start: r.ensureStreams},
+		{name: "admin", start: r.startAdmin, stop: r.stopAdmin},
+		serviceOf(ctx, "worker", r.buildWorker),
+		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return r.d.reconciler, nil }),
+		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return r.d.janitor, nil }),
 		// Stopped first at shutdown: senders get 503 and retry elsewhere or later.
-		serviceOf(ctx, "ingest", func() (startstop.Service, error) {
-			if !c.Ingest.Enabled {
-				return nil, nil
-			}
-			srv, err := ingest.New(c.Ingest.Config, js, log, ingest.WithRegisterer(reg), ingest.WithRegistry(opTypes))
-			if err != nil {
-				return nil, configError(err)
-			}
-			d.ingest = srv
-			return srv, nil
-		}),
-		{name: "faces", start: func() error {
-			f, err := startFaces(c, nc, d.store, log)
-			if err != nil {
-				f.stop() // what it started before failing
-				return err
-			}
-			d.faces = f
-			return nil
-		}, stop: func() {
-			d.faces.stop() // agents' calls in flight answer pending; their commands stay in JetStream
+		serviceOf(ctx, "ingest", r.buildIngest),
+		{name: "faces", start: r.startFaces, stop: func() {
+			r.d.faces.stop() // agents' calls in flight answer pending; their commands stay in JetStream
 		}},
-	}
-	stop, err := startServices(services)
+	})
 	if err != nil {
 		return err
 	}
+	d := r.d
 	d.ready.Store(true)
-	log.Info("idemgate running", "env", c.Env, "owner", d.worker.Owner(), "routes", len(routes))
+	log.Info("idemgate running", "env", c.Env, "owner", d.worker.Owner(), "routes", len(r.routes))
 	if started != nil {
 		started(d)
 	}
@@ -285,6 +184,140 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	log.Info("draining")
 	stop()
 	log.Info("stopped")
+	return nil
+}
+
+// daemonRun is what runDaemon's services share as they start: each
+// service's start is one of its methods, in the order runDaemon lists them.
+type daemonRun struct {
+	ctx     context.Context
+	c       Config
+	log     *slog.Logger
+	d       *daemon
+	routes  map[string]adapters.Adapter
+	opTypes *operation.Registry
+	metrics *worker.Metrics
+
+	pending  func(context.Context) (bool, error) // the journal's pending migrations
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cons     jetstream.Consumer
+	stopNATS func()
+}
+
+func (r *daemonRun) openJournal() (err error) {
+	r.d.store, r.pending, err = openJournal(r.ctx, r.c, r.log, daemonJournal)
+	return err
+}
+
+func (r *daemonRun) connectNATS() (err error) {
+	r.nc, r.js, r.stopNATS, r.d.natsAddr, err = natsConn(r.c, r.log, true)
+	return err
+}
+
+func (r *daemonRun) ensureStreams() (err error) {
+	r.cons, err = ensureStreams(r.ctx, r.nc, r.js, r.c, r.log)
+	if err == nil {
+		registerHealthMetrics(r.d.registry, r.d.store, r.log)
+	}
+	return err
+}
+
+// startAdmin serves the admin endpoints (and the console, when enabled) on
+// admin.addr, when one is set.
+func (r *daemonRun) startAdmin() error {
+	c, d, log := r.c, r.d, r.log
+	if c.Admin.Addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", c.Admin.Addr)
+	if err != nil {
+		return fmt.Errorf("listener: %w", err)
+	}
+	d.adminAddr = ln.Addr().String()
+	if c.Console.Enabled {
+		con, err := newConsole(c, r.routes, d.store, r.js, r.metrics, log)
+		if err != nil {
+			_ = ln.Close()
+			return configError(err)
+		}
+		d.console = con
+	}
+	d.admin = &http.Server{Handler: adminHandler(d, r.nc, newJournalReadiness(d.store, r.pending)), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := d.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin server", "error", err.Error())
+		}
+	}()
+	d.adminStop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.admin.Shutdown(sctx)
+		<-served
+	}
+	paths := "/healthz /livez /readyz /metrics"
+	if d.console != nil {
+		paths += " /ui/"
+	}
+	log.Info("admin endpoints", "addr", d.adminAddr, "paths", paths)
+	return nil
+}
+
+func (r *daemonRun) stopAdmin() {
+	if r.d.adminStop != nil {
+		r.d.adminStop()
+	}
+}
+
+// buildWorker makes the worker, and beside it the reconciler and the
+// janitor, which start next.
+func (r *daemonRun) buildWorker() (startstop.Service, error) {
+	c, d := r.c, r.d
+	deps := worker.Deps{
+		Store: d.store, JS: r.js, NC: r.nc, Consumer: r.cons,
+		Decoder: &operation.Decoder{Env: c.Env, Registry: r.opTypes},
+		// Redact left nil: the worker's own redaction, done as each
+		// result is written, lets it keep results by business status.
+		Adapters: r.routes, Log: r.log, Metrics: r.metrics,
+	}
+	w, err := worker.New(c.Worker, c.NATS.Config, deps)
+	if err != nil {
+		return nil, configError(err)
+	}
+	rec, err := worker.NewReconciler(c.Reconciler, c.Worker, deps)
+	if err != nil {
+		return nil, configError(err)
+	}
+	jan, err := worker.NewJanitor(worker.JanitorConfig{Retention: c.Journal.Retention, ByType: c.Journal.RetentionByType, Types: r.opTypes.Names()}, d.store, r.log)
+	if err != nil {
+		return nil, configError(err)
+	}
+	d.worker, d.reconciler, d.janitor = w, rec, jan
+	return w, nil
+}
+
+// buildIngest makes the webhook server, when ingest is enabled.
+func (r *daemonRun) buildIngest() (startstop.Service, error) {
+	if !r.c.Ingest.Enabled {
+		return nil, nil
+	}
+	srv, err := ingest.New(r.c.Ingest.Config, r.js, r.log, ingest.WithRegisterer(r.d.registry), ingest.WithRegistry(r.opTypes))
+	if err != nil {
+		return nil, configError(err)
+	}
+	r.d.ingest = srv
+	return srv, nil
+}
+
+func (r *daemonRun) startFaces() error {
+	f, err := startFaces(r.c, r.nc, r.d.store, r.log)
+	if err != nil {
+		f.stop() // what it started before failing
+		return err
+	}
+	r.d.faces = f
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/wire"
 )
@@ -37,7 +38,7 @@ func (s *soak) settle(ctx context.Context) bool {
 			s.logf("settling: %d commands unacked (%v), %d rows unsettled (%v), %d publishing", unacked, uerr, rows, rerr, inflight)
 			last = time.Now()
 		}
-		if !sleep(ctx, 500*time.Millisecond) {
+		if !ctxsleep.For(ctx, 500*time.Millisecond) {
 			return false
 		}
 	}

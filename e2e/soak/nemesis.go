@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/crashpoint"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 )
 
 // Nemesis kinds (each switchable with --nemesis).
@@ -85,8 +85,6 @@ type nemesis struct {
 	rngMu sync.Mutex
 	gap   time.Duration
 	fault time.Duration
-	// crashPoints cycles through the named crash points.
-	crashPoints []crashpoint.Point
 	// process actions, in order (cycled).
 	actions []string
 	faults  []faultSet
@@ -141,18 +139,6 @@ func (n *nemesis) isBusy(i int) bool {
 	return n.busy[i]
 }
 
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
@@ -174,7 +160,7 @@ func (n *nemesis) processTrack(ctx context.Context) {
 		return
 	}
 	for i := 0; ; i++ {
-		if !sleep(ctx, n.gap) {
+		if !ctxsleep.For(ctx, n.gap) {
 			return
 		}
 		a := n.actions[i%len(n.actions)]
@@ -263,7 +249,7 @@ func (n *nemesis) faultTrack(ctx context.Context) {
 		return
 	}
 	for i := 0; ; i++ {
-		if !sleep(ctx, n.gap/2) {
+		if !ctxsleep.For(ctx, n.gap/2) {
 			return
 		}
 		fs := n.faults[i%len(n.faults)]
@@ -276,7 +262,7 @@ func (n *nemesis) faultTrack(ctx context.Context) {
 			parts = append(parts, target)
 		}
 		w.Detail = "on " + strings.Join(parts, ",")
-		done := !sleep(ctx, n.fault)
+		done := !ctxsleep.For(ctx, n.fault)
 		n.s.clearFaults()
 		w.End = time.Now()
 		n.record(w)

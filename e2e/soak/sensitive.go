@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/internal/testkit/childproc"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -173,7 +174,7 @@ func (s *soak) resolveWithEvidence(ctx context.Context, sc secretCanaries) ([]by
 	status := ""
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && status != "unknown" {
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !ctxsleep.For(ctx, 200*time.Millisecond) {
 			break
 		}
 		status = s.rowStatus(ctx, sent.Key)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/wire"
 )
@@ -245,11 +246,7 @@ func (w *workload) run(ctx context.Context, publishers int) error {
 	for ctx.Err() == nil {
 		due := start.Add(time.Duration(n) * interval)
 		if d := time.Until(due); d > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d):
-			}
-			if ctx.Err() != nil {
+			if !ctxsleep.For(ctx, d) {
 				break
 			}
 		}

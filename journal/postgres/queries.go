@@ -293,9 +293,9 @@ WHERE operation_key = $1 AND trace_id IS NOT NULL`,
 }
 
 // HotPathSQL are the statements of the claim and completion path, as the
-// store sends them: a baseline that must do the store's exact work (the
-// raw loops of worker's benchmark and scripts/e2ebench) sends these, so it
-// cannot drift from the store.
+// store sends them: a baseline that must do the store's exact work
+// (internal/rawbaseline, the raw loop of worker's benchmark and of
+// scripts/e2ebench) sends these, so it cannot drift from the store.
 type HotPathSQL struct {
 	// SelectRecords reads rows by key ($1 text[]).
 	SelectRecords string

@@ -19,6 +19,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
@@ -202,7 +203,7 @@ func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
 		if err == nil {
 			break
 		}
-		if !busy(err) || time.Now().After(deadline) || !sleepCtx(ctx, pause) {
+		if !busy(err) || time.Now().After(deadline) || !ctxsleep.For(ctx, pause) {
 			w.Close()
 			return nil, fmt.Errorf("sqlite journal %s: %w", path, err)
 		}
@@ -213,19 +214,6 @@ func openWriter(ctx context.Context, path string, cfg Config) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlite journal %s: journal mode is %q, not WAL", path, mode)
 	}
 	return w, nil
-}
-
-// sleepCtx waits d, or until ctx ends; it reports whether the wait ran out
-// with ctx still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Path returns the absolute path of the database file.

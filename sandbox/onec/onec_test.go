@@ -35,9 +35,9 @@ func TestHTTPServiceContract(t *testing.T) {
 		return resp.StatusCode, m
 	}
 	inv := `{"order_id":"o1","customer_id":"c1","amount_minor":100,"currency":"RUB"}`
-	code, m := call("POST", "/hs/integration/invoices", "k1", inv, false)
+	code, _ := call("POST", "/hs/integration/invoices", "k1", inv, false)
 	require.Equal(t, 401, code)
-	code, m = call("POST", "/hs/integration/invoices", "k1", inv, true)
+	code, m := call("POST", "/hs/integration/invoices", "k1", inv, true)
 	require.Equal(t, 201, code)
 	ref := m["ref"]
 	code, m = call("POST", "/hs/integration/invoices", "k1", inv, true)

@@ -34,9 +34,10 @@
 // acknowledged. The machine is shared: compare the ratio of one run, not
 // figures across runs.
 //
-// It may import any package of the module: the raw baseline reuses the
-// journal's own statements (postgres.HotPathSQL) so that it does the
-// store's exact work. Nothing imports it.
+// It may import any package of the module: the raw baseline is
+// internal/rawbaseline, the loop worker's BenchmarkRawBaseline runs too,
+// which sends the journal's own statements (postgres.HotPathSQL) so that it
+// does the store's exact work. Nothing imports it.
 package main
 
 import (
@@ -59,6 +60,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/internal/testkit/childproc"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
@@ -385,9 +387,7 @@ func (b *bench) watch(ctx context.Context, cons jetstream.Consumer, n int, first
 				return time.Since(time.Unix(0, started.Load())), nil
 			}
 		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, 20*time.Millisecond) {
 			return 0, fmt.Errorf("%d pending, %d unacknowledged: %w", ci.NumPending, ci.NumAckPending, ctx.Err())
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/testkit/rawbaseline"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -52,9 +53,9 @@ func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE naive_journal (key text PRIMARY KEY, object text, response text)`); err != nil {
 		return result{}, err
 	}
-	elapsed, err := b.runLoops(ctx, st, n, func(l rawLoop) loop {
-		l.pool = pool
-		return &naiveLoop{rawLoop: l}
+	elapsed, err := b.runLoops(ctx, st, n, func(t target) loop {
+		return &naiveLoop{target: t, b: b, cons: st.cons, ncfg: st.ncfg, pool: pool,
+			acks: make(chan rawbaseline.Ack, 4*st.ncfg.FetchBatch)}
 	})
 	if err != nil {
 		return result{}, err
@@ -66,13 +67,21 @@ func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
 	return r, nil
 }
 
+// naiveLoop is one fetch loop of the naive journal.
 type naiveLoop struct {
-	rawLoop
+	target
+	b    *bench
+	cons jetstream.Consumer
+	ncfg consumer.Config
+	pool *pgxpool.Pool
+	acks chan rawbaseline.Ack
 }
 
-func (l *naiveLoop) run(ctx context.Context) error {
+// Run fetches and handles batches until ctx ends; a goroutine acks each
+// command as its result's PubAck arrives.
+func (l *naiveLoop) Run(ctx context.Context) error {
 	ackErr := make(chan error, 1)
-	go func() { ackErr <- l.ackLoop() }()
+	go func() { ackErr <- rawbaseline.AckEach(l.acks, nil) }()
 	err := l.fetchLoop(ctx)
 	close(l.acks)
 	if aerr := <-ackErr; err == nil {
@@ -121,44 +130,45 @@ func (l *naiveLoop) fetchLoop(ctx context.Context) error {
 
 // handle is one command, start to publish.
 func (l *naiveLoop) handle(ctx context.Context, m jetstream.Msg) error {
-	c := &rawCmd{msg: m}
-	if err := json.Unmarshal(m.Data(), &c.cmd); err != nil {
+	var cmd operation.Command
+	if err := json.Unmarshal(m.Data(), &cmd); err != nil {
 		return err
 	}
-	c.key = keyOf(&c.cmd)
-	tag, err := l.pool.Exec(ctx, `INSERT INTO naive_journal (key) VALUES ($1) ON CONFLICT DO NOTHING`, c.key)
+	key := rawbaseline.KeyOf(env, &cmd)
+	tag, err := l.pool.Exec(ctx, `INSERT INTO naive_journal (key) VALUES ($1) ON CONFLICT DO NOTHING`, key)
 	if err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
-	c.found = tag.RowsAffected() == 0
-	if c.found {
-		var object, answer *string
-		if err := l.pool.QueryRow(ctx, `SELECT object, response FROM naive_journal WHERE key = $1`, c.key).Scan(&object, &answer); err != nil {
+	var object, answer string
+	found := tag.RowsAffected() == 0
+	if found {
+		var o, a *string
+		if err := l.pool.QueryRow(ctx, `SELECT object, response FROM naive_journal WHERE key = $1`, key).Scan(&o, &a); err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		if answer == nil {
+		if a == nil {
 			// In progress in another goroutine: JetStream redelivers it.
 			return m.NakWithDelay(100 * time.Millisecond)
 		}
-		c.object, c.answer = *object, *answer
+		object, answer = *o, *a
 	} else {
 		for try := 1; ; try++ {
 			// No lookup before a retry, and a fresh key per request.
-			c.object, c.answer, err = l.post(ctx, c, uuid.NewString())
+			object, answer, err = l.post(ctx, key, &cmd, uuid.NewString())
 			if err == nil || try == naiveTries || ctx.Err() != nil {
 				break
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %d calls: %w", c.key, naiveTries, err)
+			return fmt.Errorf("%s: %d calls: %w", key, naiveTries, err)
 		}
-		if _, err := l.pool.Exec(ctx, `UPDATE naive_journal SET object = $2, response = $3 WHERE key = $1`, c.key, c.object, c.answer); err != nil {
+		if _, err := l.pool.Exec(ctx, `UPDATE naive_journal SET object = $2, response = $3 WHERE key = $1`, key, object, answer); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
 	}
-	res := operation.Result{OperationKey: c.key, EventID: c.cmd.EventID, Operation: c.cmd.Operation,
-		Status: operation.ResultSucceeded, TargetSystem: "payments", TargetObjectID: c.object,
-		Result: json.RawMessage(c.answer), Attempts: 1, Replayed: c.found}
+	res := operation.Result{OperationKey: key, EventID: cmd.EventID, Operation: cmd.Operation,
+		Status: operation.ResultSucceeded, TargetSystem: "payments", TargetObjectID: object,
+		Result: json.RawMessage(answer), Attempts: 1, Replayed: found}
 	msg, err := consumer.ResultMsg(res)
 	if err != nil {
 		return err
@@ -167,6 +177,6 @@ func (l *naiveLoop) handle(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	l.acks <- rawAck{msg: m, fut: fut}
+	l.acks <- rawbaseline.Ack{Msg: m, Fut: fut}
 	return nil
 }

@@ -146,9 +146,7 @@ func Emulator(name string, cfg httpjson.Config, clock func() time.Time) (*generi
 	}
 	spec.Token = Token
 	spec.Kind = "shipment"
-	for _, p := range []string{"qty", "quantity"} {
-		spec.Positive = append(spec.Positive, p)
-	}
+	spec.Positive = append(spec.Positive, "qty", "quantity")
 	return generic.New(generic.Options{Options: sandbox.Options{Clock: clock}, Spec: spec})
 }
 

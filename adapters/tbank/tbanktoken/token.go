@@ -28,7 +28,7 @@ func Of(params map[string]any, password string) string {
 		if k == "Token" || k == "Password" {
 			continue
 		}
-		if _, ok := scalarText(v); ok {
+		if _, ok := paramText(v); ok {
 			keys = append(keys, k)
 		}
 	}
@@ -40,14 +40,23 @@ func Of(params map[string]any, password string) string {
 			h.Write([]byte(password))
 			continue
 		}
-		s, _ := scalarText(params[k])
+		s, _ := paramText(params[k])
 		h.Write([]byte(s))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// scalarText is the text a scalar parameter contributes to a Token.
-func scalarText(v any) (string, bool) {
+// paramText is the text a scalar parameter contributes to a Token. The
+// adapter builds its parameters from Go values (int64 amounts among them),
+// ingest from decoded JSON (json.Number), so both kinds are read.
+//
+// ingest's mapping has a rule of the same shape (scalarText, behind
+// convert: string) that is not this one: that is idemgate's own conversion
+// of a webhook field, this is T-Bank's signature, which T-Bank defines. They
+// agree today on a JSON string, number and boolean, but each must change
+// only with its own owner: a mapping that learned to turn null into "" must
+// not change which parameters a Token covers, nor T-Bank's rule a mapping.
+func paramText(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
 		return v, true

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 )
 
 // Process is one child process, restartable on the same log.
@@ -217,10 +219,8 @@ func Poll(ctx context.Context, d, interval time.Duration, try func() (done bool,
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w after %v: %w", ErrTimeout, d, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, interval) {
 			return ctx.Err()
-		case <-time.After(interval):
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -115,9 +116,7 @@ func mcpAgent(ctx context.Context, s *session, row *Row) error {
 	s.p.step("agent: payment_charge %s → %s, next_action %s after %d ms", rub(7000), lost.Status, lost.NextAction, lost.RetryAfterMS)
 	settled, polls := lost, 0
 	for settled.NextAction == gateway.Poll {
-		select {
-		case <-time.After(time.Duration(settled.RetryAfterMS) * time.Millisecond): // what poll asks the agent to do
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, time.Duration(settled.RetryAfterMS)*time.Millisecond) { // what poll asks the agent to do
 			return context.Cause(ctx)
 		}
 		polls++
