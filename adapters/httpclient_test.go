@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -86,10 +86,10 @@ func TestTransportDoesNotResendKeyedPOST(t *testing.T) {
 func TestSendClassifiesTransportFailures(t *testing.T) {
 	t.Parallel()
 	// A closed port: refused before anything was written.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	refusing, release, err := childproc.RefusingAddr()
 	require.NoError(t, err)
-	closedURL := "http://" + ln.Addr().String() + "/rest/1/s3cr3t-webhook/crm.deal.add"
-	require.NoError(t, ln.Close())
+	t.Cleanup(release)
+	closedURL := "http://" + refusing + "/rest/1/s3cr3t-webhook/crm.deal.add"
 
 	hang := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -45,12 +45,44 @@ type ConflictScan struct {
 	Conflicts []Conflict
 	// Scanned is how many results were read (the newest ones).
 	Scanned int
+	// Since is when the oldest result read was published: the scan says
+	// nothing of conflicts before it.
+	Since time.Time
+}
+
+// ReplicaCounters are what this replica counted since it started of the
+// deliveries that leave no row of their own in the journal.
+type ReplicaCounters struct {
+	// ReplaysSucceeded and ReplaysFailed are deliveries answered with an
+	// operation's stored final result, succeeded or failed_final (claim
+	// decisions replay_succeeded and replay_failed).
+	ReplaysSucceeded, ReplaysFailed int64
+	// Conflicts are deliveries refused because their key was reused with
+	// another payload (claim decision conflict).
+	Conflicts int64
+}
+
+// Replays are all the replays counted.
+func (n ReplicaCounters) Replays() int64 { return n.ReplaysSucceeded + n.ReplaysFailed }
+
+// Journal is what the console reads of the journal: an operation and its
+// attempts, the unknown and idle lists, the database clock, and the
+// searches and counts of journal.Browser. The console writes nothing there
+// but through Deps.Resolve.
+type Journal interface {
+	journal.Browser
+	Get(ctx context.Context, key string) (journal.Record, error)
+	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
+	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
+	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+	Now(ctx context.Context) (time.Time, error)
 }
 
 // Deps are what the console reads and calls.
 type Deps struct {
-	// Store is the journal; it must implement journal.Browser.
-	Store journal.Store
+	// Store is the journal, read through Journal (both engines' stores
+	// satisfy it); the console writes only through Resolve.
+	Store Journal
 	// Resolve records an operator's decision and publishes it as the
 	// command's result (the daemon passes worker.Resolve).
 	Resolve func(context.Context, journal.Resolution) (journal.Record, error)
@@ -58,9 +90,13 @@ type Deps struct {
 	Backlog func(context.Context) (Backlog, error)
 	// Conflicts scans the newest results for conflicts; nil shows none.
 	Conflicts func(context.Context) (ConflictScan, error)
-	// Counters are this replica's counters since it started (replays and
-	// conflicts: the journal does not keep them); nil shows none.
-	Counters func() map[string]float64
+	// Counters are this replica's counts since it started of replays and
+	// conflicts, which the journal does not keep; nil shows none.
+	Counters func() ReplicaCounters
+	// Looker asks the targets what they hold for an operation's key (the
+	// resolve form's "look up now", and the check of a decision before it
+	// is confirmed); nil: nothing is looked up, and the pages say so.
+	Looker Looker
 	// ObjectURL is where an operator sees an operation's object in the
 	// target's own interface ("" for none); nil links nothing.
 	ObjectURL func(journal.Record) string
@@ -77,12 +113,11 @@ type Deps struct {
 
 // Console serves the pages. Build it with New.
 type Console struct {
-	cfg     Config
-	d       Deps
-	browser journal.Browser
-	sign    signer
-	pages   map[string]*template.Template
-	mux     *http.ServeMux
+	cfg   Config
+	d     Deps
+	sign  signer
+	pages map[string]*template.Template
+	mux   *http.ServeMux
 }
 
 // New builds the console. The session key is read from
@@ -92,9 +127,8 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b, ok := d.Store.(journal.Browser)
-	if !ok {
-		return nil, fmt.Errorf("console: the journal %T cannot be browsed", d.Store)
+	if d.Store == nil {
+		return nil, errors.New("console: no journal")
 	}
 	if d.Resolve == nil {
 		return nil, errors.New("console: no resolve function")
@@ -117,7 +151,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 		}
 		key = k
 	}
-	c := &Console{cfg: cfg, d: d, browser: b, sign: signer{key: key}, pages: map[string]*template.Template{}}
+	c := &Console{cfg: cfg, d: d, sign: signer{key: key}, pages: map[string]*template.Template{}}
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
@@ -167,6 +201,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/idle", c.authed(RoleViewer, c.idle))
 	m.HandleFunc("GET /ui/conflicts", c.authed(RoleViewer, c.conflicts))
 	m.HandleFunc("GET /ui/resolve", c.authed(RoleOperator, c.resolveForm))
+	m.HandleFunc("POST /ui/resolve/lookup", c.authed(RoleOperator, c.resolveLookup))
 	m.HandleFunc("POST /ui/resolve/confirm", c.authed(RoleOperator, c.resolveConfirm))
 	m.HandleFunc("POST /ui/resolve", c.authed(RoleOperator, c.resolve))
 	c.mux = m

@@ -33,6 +33,13 @@ type fixture struct {
 	store journal.Store
 }
 
+// store is a journal as the daemon opens it: a Store that serves the
+// console's reads too.
+type store interface {
+	journal.Store
+	journal.Browser
+}
+
 // engines runs a test on each journal engine the console reads.
 func engines(t *testing.T, test func(t *testing.T, engine string)) {
 	for _, e := range []string{"sqlite", "postgres"} {
@@ -46,7 +53,7 @@ func engines(t *testing.T, test func(t *testing.T, engine string)) {
 func newFixture(t *testing.T, engine string, tune func(*console.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	var st journal.Store
+	var st store
 	if engine == "postgres" {
 		st = pgtest.Store(t)
 	} else {
@@ -62,7 +69,9 @@ func newFixture(t *testing.T, engine string, tune func(*console.Config)) *fixtur
 	if tune != nil {
 		tune(&cfg)
 	}
-	c, err := console.New(cfg, console.Deps{Store: st, Env: "test", Types: []string{"crm.task.create"}, IdleAfter: time.Hour,
+	// The console is handed the reads it declares (console.Journal) and
+	// nothing more: it cannot reach the journal's writes.
+	c, err := console.New(cfg, console.Deps{Store: struct{ console.Journal }{st}, Env: "test", Types: []string{"crm.task.create"}, IdleAfter: time.Hour,
 		ObjectURL: func(rec journal.Record) string { return "https://crm.example/tasks/" + rec.TargetObjectID },
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			return worker.Resolve(ctx, worker.Deps{Store: st}, r)

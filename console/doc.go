@@ -10,6 +10,10 @@
 // cookies; every form carries a CSRF token derived from the session;
 // resolving needs the operator role, reading the viewer role.
 //
-// It imports journal and operation only: the daemon (cmd/idemgate) hands it
-// the resolve function, the JetStream reads and the metrics as Deps.
+// It imports journal and operation only, and reads the journal through
+// Journal (the reads it shows and journal.Browser's searches and counts):
+// it is handed nothing that writes. The daemon (cmd/idemgate) hands it
+// the resolve function, the JetStream reads, the replica's claim-decision
+// counts and a Looker (the adapters' lookups by key, for "look up now" and
+// the check of a decision before it is confirmed) as Deps.
 package console

@@ -126,15 +126,14 @@ type overviewData struct {
 	Holders      []journal.LeaseHolder
 	Backlog      *Backlog
 	BacklogError string
-	Counters     map[string]float64
-	CounterNames []string
+	Counters     *ReplicaCounters
 }
 
 var allStatuses = []journal.Status{journal.StatusStarted, journal.StatusSucceeded, journal.StatusFailedRetryable, journal.StatusFailedFinal, journal.StatusUnknown}
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 	ctx := r.Context()
-	counts, err := c.browser.StatusCounts(ctx)
+	counts, err := c.d.Store.StatusCounts(ctx)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
@@ -156,7 +155,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		c.failJournal(w, r, err)
 		return
 	}
-	if d.Activity, err = c.browser.AttemptCounts(ctx, now.Add(-time.Hour)); err != nil {
+	if d.Activity, err = c.d.Store.AttemptCounts(ctx, now.Add(-time.Hour)); err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
@@ -182,7 +181,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		return
 	}
 	d.Idle = len(idle)
-	if d.Holders, err = c.browser.LeaseHolders(ctx); err != nil {
+	if d.Holders, err = c.d.Store.LeaseHolders(ctx); err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
@@ -195,11 +194,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		}
 	}
 	if c.d.Counters != nil {
-		d.Counters = c.d.Counters()
-		for k := range d.Counters {
-			d.CounterNames = append(d.CounterNames, k)
-		}
-		sort.Strings(d.CounterNames)
+		n := c.d.Counters()
+		d.Counters = &n
 	}
 	c.render(w, r, http.StatusOK, "overview.html", view{Title: "Overview", Nav: "overview", Data: d})
 }
@@ -283,7 +279,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request, _ session) 
 	sq := journal.SearchQuery{Key: f.Key, IntentID: f.Intent, EventID: f.Event, TargetObjectID: f.Object,
 		Status: journal.Status(f.Status), OperationType: f.Type, From: from, To: to, After: after,
 		Env: c.d.Env, Types: c.d.Types, Limit: c.cfg.PageSize + 1}
-	rows, err := c.browser.Search(r.Context(), sq)
+	rows, err := c.d.Store.Search(r.Context(), sq)
 	if errors.Is(err, journal.ErrInvalid) {
 		bad(err)
 		return
@@ -358,8 +354,10 @@ func (c *Console) objectURL(rec journal.Record) string {
 // ---- lists ----
 
 type unresolvedRow struct {
-	Rec     journal.Record
-	Lookups []journal.Attempt
+	Rec journal.Record
+	// Lookups are the lookups and unknown outcomes of the trail, runs of
+	// identical ones collapsed into one line each.
+	Lookups []lookupRun
 }
 
 func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) {
@@ -375,13 +373,13 @@ func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) 
 			c.failJournal(w, r, err)
 			return
 		}
-		row := unresolvedRow{Rec: rec}
+		var lookups []journal.Attempt
 		for _, a := range atts {
 			if a.Kind == journal.KindReconcile || a.Outcome == journal.OutcomeUnknown {
-				row.Lookups = append(row.Lookups, a)
+				lookups = append(lookups, a)
 			}
 		}
-		rows = append(rows, row)
+		rows = append(rows, unresolvedRow{Rec: rec, Lookups: runsOf(lookups)})
 	}
 	c.render(w, r, http.StatusOK, "unresolved.html", view{Title: "Unresolved", Nav: "unresolved", Data: map[string]any{"Rows": rows, "Limit": listLimit}})
 }
@@ -409,108 +407,4 @@ func (c *Console) conflicts(w http.ResponseWriter, r *http.Request, _ session) {
 		d["Scan"] = scan
 	}
 	c.render(w, r, http.StatusOK, "conflicts.html", view{Title: "Conflicts", Nav: "conflicts", Data: d})
-}
-
-// ---- resolve ----
-
-type resolveData struct {
-	Rec   journal.Record
-	As    string
-	Obj   string
-	Code  string
-	Evid  string
-	Force bool
-}
-
-func (c *Console) resolveData(r *http.Request) (resolveData, error) {
-	key := r.FormValue("key")
-	rec, err := c.d.Store.Get(r.Context(), key)
-	if err != nil {
-		return resolveData{}, err
-	}
-	code := r.FormValue("code")
-	if code == "" && r.Method == http.MethodGet {
-		code = "operator_resolved"
-	}
-	return resolveData{Rec: rec, As: r.FormValue("as"), Obj: strings.TrimSpace(r.FormValue("object")), Code: strings.TrimSpace(code),
-		Evid: strings.TrimSpace(r.FormValue("evidence")), Force: r.FormValue("force") == "on"}, nil
-}
-
-func (c *Console) resolution(d resolveData, se session) journal.Resolution {
-	res := journal.Resolution{Key: d.Rec.Key, Status: journal.Status(d.As), Evidence: d.Evid, Operator: se.Name, Force: d.Force}
-	if res.Status == journal.StatusSucceeded {
-		res.TargetObjectID = d.Obj
-	} else {
-		res.ErrorCode = d.Code
-	}
-	return res
-}
-
-func (c *Console) resolveLoadFailed(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, journal.ErrNotFound) {
-		c.fail(w, r, http.StatusNotFound, "no operation "+strconv.Quote(r.FormValue("key"))+" in the journal")
-		return
-	}
-	c.failJournal(w, r, err)
-}
-
-func (c *Console) resolveForm(w http.ResponseWriter, r *http.Request, _ session) {
-	d, err := c.resolveData(r)
-	if err != nil {
-		c.resolveLoadFailed(w, r, err)
-		return
-	}
-	if d.Rec.Status.Terminal() {
-		c.fail(w, r, http.StatusConflict, journal.ResolveRefused(d.Rec).Error())
-		return
-	}
-	c.render(w, r, http.StatusOK, "resolve.html", view{Title: "Resolve " + d.Rec.Key, Nav: "unresolved", Data: d})
-}
-
-// resolveConfirm checks the decision and shows it back for confirmation;
-// nothing is written yet.
-func (c *Console) resolveConfirm(w http.ResponseWriter, r *http.Request, se session) {
-	d, err := c.resolveData(r)
-	if err != nil {
-		c.resolveLoadFailed(w, r, err)
-		return
-	}
-	if err := c.resolution(d, se).Validate(); err != nil {
-		c.render(w, r, http.StatusBadRequest, "resolve.html", view{Title: "Resolve " + d.Rec.Key, Nav: "unresolved", Error: err.Error(), Data: d})
-		return
-	}
-	c.render(w, r, http.StatusOK, "confirm.html", view{Title: "Confirm", Nav: "unresolved", Data: d})
-}
-
-// resolve records the confirmed decision through Deps.Resolve.
-func (c *Console) resolve(w http.ResponseWriter, r *http.Request, se session) {
-	d, err := c.resolveData(r)
-	if err != nil {
-		c.resolveLoadFailed(w, r, err)
-		return
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		c.render(w, r, http.StatusBadRequest, "resolve.html", view{Title: "Resolve " + d.Rec.Key, Nav: "unresolved",
-			Error: "the decision was not confirmed", Data: d})
-		return
-	}
-	res := c.resolution(d, se)
-	rec, err := c.d.Resolve(r.Context(), res)
-	published := "1"
-	switch {
-	case errors.Is(err, ErrNotPublished):
-		published = "0"
-		c.d.Log.Warn("console: resolution recorded, result not published", "operation_key", res.Key, "error", err.Error())
-	case errors.Is(err, journal.ErrInvalid):
-		c.render(w, r, http.StatusBadRequest, "resolve.html", view{Title: "Resolve " + d.Rec.Key, Nav: "unresolved", Error: err.Error(), Data: d})
-		return
-	case errors.Is(err, journal.ErrIllegalTransition):
-		c.fail(w, r, http.StatusConflict, err.Error())
-		return
-	case err != nil:
-		c.failJournal(w, r, err)
-		return
-	}
-	c.d.Log.Info("console: operation resolved", "operation_key", rec.Key, "status", string(rec.Status), "operator", se.Name)
-	http.Redirect(w, r, "/ui/operation?key="+url.QueryEscape(rec.Key)+"&resolved=1&published="+published, http.StatusSeeOther)
 }

@@ -23,6 +23,7 @@ type Delivery struct {
 	key       string     // names the delivery in logs once known
 	span      trace.Span // the delivery's span (trace.go); nil with tracing off
 	onSettled func()     // OnSettled's
+	group     *heldGroup // the fetched group it came in (Router.OldestHeld)
 }
 
 // Data is the command's body.

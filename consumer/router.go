@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +69,11 @@ type Router struct {
 	slots    chan struct{}
 	batches  chan []*Delivery
 	inflight sync.WaitGroup
-	pubAcks  chan pubWait // results published, oldest first
+	// held: the fetched groups with a delivery not yet settled, oldest
+	// first (OldestHeld); under heldMu.
+	heldMu  sync.Mutex
+	held    []*heldGroup
+	pubAcks chan pubWait // results published, oldest first
 
 	startOnce, stopOnce, closeOnce sync.Once
 	stopFetch                      context.CancelFunc
@@ -250,11 +255,15 @@ func (r *Router) handOn(msgs []jetstream.Msg) {
 		r.hooks.Fetched(len(msgs))
 	}
 	r.inflight.Add(len(msgs))
+	g := &heldGroup{at: at, left: len(msgs)}
+	r.heldMu.Lock()
+	r.held = append(r.held, g)
+	r.heldMu.Unlock()
 	// One allocation for the group's deliveries.
 	ds := make([]Delivery, len(msgs))
 	out := make([]*Delivery, len(msgs))
 	for i, m := range msgs {
-		ds[i] = Delivery{r: r, msg: m, fetchedAt: at, span: startDeliverySpan(m)}
+		ds[i] = Delivery{r: r, msg: m, fetchedAt: at, span: startDeliverySpan(m), group: g}
 		out[i] = &ds[i]
 	}
 	r.batches <- out
@@ -276,10 +285,50 @@ func (r *Router) settled(d *Delivery) {
 		r.hooks.Settled(time.Since(d.fetchedAt))
 	}
 	<-r.slots
+	r.unhold(d.group)
 	if d.onSettled != nil {
 		d.onSettled()
 	}
 	r.inflight.Done()
+}
+
+// heldGroup is a fetched group of deliveries: when it was fetched and how
+// many of them are not settled yet.
+type heldGroup struct {
+	at   time.Time
+	left int
+}
+
+// unhold counts a settled delivery of g, and forgets the oldest groups
+// once all theirs are settled (and every settled group once many are kept
+// behind one that is not).
+func (r *Router) unhold(g *heldGroup) {
+	if g == nil {
+		return
+	}
+	r.heldMu.Lock()
+	g.left--
+	for len(r.held) > 0 && r.held[0].left <= 0 {
+		r.held[0] = nil
+		r.held = r.held[1:]
+	}
+	if len(r.held) > 64 {
+		r.held = slices.DeleteFunc(r.held, func(h *heldGroup) bool { return h.left <= 0 })
+	}
+	r.heldMu.Unlock()
+}
+
+// OldestHeld is how long the oldest delivery not yet settled has been held
+// since its fetch (0 when none is).
+func (r *Router) OldestHeld() time.Duration {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	for _, g := range r.held {
+		if g.left > 0 {
+			return time.Since(g.at)
+		}
+	}
+	return 0
 }
 
 func (r *Router) publishFailed() {

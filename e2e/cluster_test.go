@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/consumer"
-	"github.com/idemgate/idemgate/internal/natsproc"
+	"github.com/idemgate/idemgate/internal/testkit/natsproc"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/adapters/httpjson/emulate"
 	"github.com/idemgate/idemgate/adapters/httpjson/httpjsontest"
+	"github.com/idemgate/idemgate/emulate"
 	"github.com/idemgate/idemgate/sandbox/generic"
 )
 

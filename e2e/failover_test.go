@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
@@ -44,7 +44,7 @@ func startPGPair(t *testing.T) *pgPair {
 						t.Logf("---- PostgreSQL %s log (tail) ----\n%s", s.Addr(), tail(string(b), 30))
 					}
 				}
-				s.Shutdown()
+				_ = s.Remove()
 			}
 		}
 		_ = os.RemoveAll(dir)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -28,7 +28,7 @@ func TestJournalOutageOutlastsMaxDeliver(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	pg, err := pgproc.InitPrimary(filepath.Join(dir, "pg"), "idemgate")
 	require.NoError(t, err)
-	t.Cleanup(func() { pg.Shutdown(); _ = os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = pg.Remove(); _ = os.RemoveAll(dir) })
 
 	tgt := targetNamed(t, "1c_invoice")
 	c := &cluster{t: t, tgt: tgt, dir: t.TempDir(), dsn: fmt.Sprintf("postgres://postgres@%s/idemgate?sslmode=disable&connect_timeout=2", pg.Addr())}

@@ -18,11 +18,32 @@ func Authorized(r *http.Request, token redact.Secret) bool {
 	if token.IsZero() {
 		return true
 	}
+	got, ok := bearer(r)
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token.Reveal())) == 1
+}
+
+// Unauthorized is the reason a face gives a request Authorized refused, in
+// its words: no bearer token came with it, or the one that came is not the
+// token the face is configured with (tokenSetting names where that is set,
+// e.g. "http_api.token or IDEMGATE_HTTP_API_TOKEN"). It never quotes what
+// was sent. wwwAuth is the WWW-Authenticate value to answer with (RFC 6750:
+// error="invalid_token" for a wrong token).
+func Unauthorized(r *http.Request, tokenSetting string) (reason, wwwAuth string) {
+	if _, ok := bearer(r); !ok {
+		return "A bearer token is required: send Authorization: Bearer <token>.", `Bearer realm="idemgate"`
+	}
+	return "The bearer token is not accepted: send the token configured in " + tokenSetting + " as Authorization: Bearer <token>.",
+		`Bearer realm="idemgate", error="invalid_token"`
+}
+
+// bearer returns the credential of an "Authorization: Bearer …" header.
+func bearer(r *http.Request) (string, bool) {
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return "", false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token.Reveal())) == 1
+	got = strings.TrimSpace(got)
+	return got, got != ""
 }
 
 // ErrNoToken refuses an HTTP face on a non-loopback address without a

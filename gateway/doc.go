@@ -20,8 +20,9 @@
 // retry_same_intent, fix_input, new_intent_required or human_review.
 //
 // Imports: producer, operation, wire (subjects and headers), redact (the
-// faces' bearer token stays a redact.Secret) and journal (read-only: Get,
-// Attempts, FieldDigests, ListUnresolved, ListIdleRetryable), and nats.go
+// faces' bearer token stays a redact.Secret) and journal, read only through
+// Journal (Get, Attempts, FieldDigests, ListUnresolved, ListIdleRetryable:
+// the gateway is handed nothing that writes), and nats.go
 // for its reply subscription; never worker, consumer, adapters, ingest or
 // cmd (deps_test.go).
 package gateway

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +22,8 @@ type Config struct {
 	// it must be the daemon's, or keys will not match.
 	Env string `mapstructure:"-"`
 	// Wait bounds how long a call waits for a final outcome before it answers
-	// pending with the operation key. Default 10s.
+	// pending with the operation key. Default CoverWait(CallTimeout): a call
+	// and the lookup of its lost answer, at most MaxWait.
 	Wait time.Duration `mapstructure:"wait"`
 	// MaxWait caps the wait a caller may ask for (HTTP Prefer: wait=N).
 	// Default 60s.
@@ -39,15 +41,33 @@ type Config struct {
 	// MaxSize is the largest command envelope accepted, as the daemon's
 	// decoder. Default operation.DefaultMaxSize (64 KiB).
 	MaxSize int `mapstructure:"-"`
+	// CallTimeout is the daemon's worker.call_timeout, the bound of one call
+	// to a target; the default Wait is derived from it. Default 10s (the
+	// worker's default).
+	CallTimeout time.Duration `mapstructure:"-"`
 }
+
+// lookupSlack is what a lost answer's lookup needs beyond its own call:
+// the unknown outcome recorded, the command's return, its claim, the
+// completion and the result's way back.
+const lookupSlack = 2 * time.Second
+
+// CoverWait is the wait that covers a call and the lookup of its answer
+// when it is lost, each bounded by callTimeout: a call answered pending
+// just before its lookup settles it would send the agent polling for
+// nothing.
+func CoverWait(callTimeout time.Duration) time.Duration { return 2*callTimeout + lookupSlack }
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Wait == 0 {
-		c.Wait = 10 * time.Second
-	}
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Minute
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 10 * time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = min(CoverWait(c.CallTimeout), c.MaxWait)
 	}
 	if c.PollAfter == 0 {
 		c.PollAfter = time.Second
@@ -85,6 +105,18 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Journal is what the gateway reads of the daemon's journal: an operation,
+// its attempts and the field digests of its first request (on a conflict),
+// and the lists an agent reviews. The gateway writes nothing there; both
+// engines' journal.Store satisfies it.
+type Journal interface {
+	Get(ctx context.Context, key string) (journal.Record, error)
+	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
+	FieldDigests(ctx context.Context, key string) (string, error)
+	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
+	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+}
+
 // Deps are what the gateway works with.
 type Deps struct {
 	// NC reaches the NATS server the daemon consumes from. Required.
@@ -92,10 +124,16 @@ type Deps struct {
 	// ResultsStream is the results stream's name ("" for the default).
 	ResultsStream string
 	// Journal is the daemon's journal, read only. Required.
-	Journal journal.Store
+	Journal Journal
 	// Registry holds the operation types; nil means the built-in ones. It
 	// must be the daemon's.
 	Registry *operation.Registry
+	// Routed names the operation types the daemon has an adapter for (the
+	// keys of its routes). The faces offer only these, and a call of any
+	// other registered type is answered at once that no adapter serves it
+	// here, never published to wait for a replica that will not come. Nil:
+	// every registered type (a gateway that does not know the routes).
+	Routed []string
 	// Log receives the gateway's own failures; never payloads.
 	Log *slog.Logger
 	// Now is the clock (idle retries are judged by it). Default time.Now.
@@ -108,12 +146,14 @@ type Gateway struct {
 	cfg   Config
 	rules rules
 	reg   *operation.Registry
-	dec   *operation.Decoder
-	nc    *nats.Conn
-	prod  *producer.Client
-	store journal.Store
-	log   *slog.Logger
-	now   func() time.Time
+	// routed holds the types an adapter serves; nil: every registered one.
+	routed map[string]bool
+	dec    *operation.Decoder
+	nc     *nats.Conn
+	prod   *producer.Client
+	store  Journal
+	log    *slog.Logger
+	now    func() time.Time
 
 	// inbox is the prefix of this gateway's reply subjects: one wildcard
 	// subscription serves every waiting call.
@@ -169,6 +209,18 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		nc: d.NC, prod: prod, store: d.Journal, log: d.Log, now: d.Now,
 		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
 	}
+	if d.Routed != nil {
+		g.routed = make(map[string]bool, len(d.Routed))
+		for _, name := range d.Routed {
+			if _, ok := d.Registry.Lookup(name); !ok {
+				return nil, fmt.Errorf("gateway: routed operation %q is not registered", name)
+			}
+			g.routed[name] = true
+		}
+		if len(g.routed) == 0 {
+			d.Log.Warn("gateway: no operation type is routed to an adapter here, so none is offered (see routes: in the config)")
+		}
+	}
 	g.sub, err = d.NC.Subscribe(g.inbox+".*", g.onReply)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: subscribe to replies: %w", err)
@@ -198,15 +250,41 @@ func (g *Gateway) Env() string { return g.cfg.Env }
 // Config returns the configuration in effect (defaults filled).
 func (g *Gateway) Config() Config { return g.cfg }
 
-// Types returns the registered operation types, sorted by name: the faces
-// build one tool or route per type from them.
+// Types returns the operation types this deployment serves (registered and
+// routed to an adapter; see Deps.Routed), sorted by name: the faces build
+// one tool or route per type from them.
 func (g *Gateway) Types() []operation.Type {
 	names := g.reg.Names()
 	out := make([]operation.Type, 0, len(names))
 	for _, n := range names {
-		if t, ok := g.reg.Lookup(n); ok {
+		if t, ok := g.reg.Lookup(n); ok && g.serves(n) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
+
+// Known reports whether name is a registered operation type, served here
+// or not: a face passes a known type's call to Submit, which answers an
+// unrouted one itself.
+func (g *Gateway) Known(name string) bool {
+	_, ok := g.reg.Lookup(name)
+	return ok
+}
+
+// serves reports whether an adapter serves the registered type name here.
+func (g *Gateway) serves(name string) bool { return g.routed == nil || g.routed[name] }
+
+// notRouted is the answer to a call of a registered type no adapter serves
+// on this deployment: nothing is published (no replica here would take
+// it), and calling again cannot help until a person routes the type.
+func (g *Gateway) notRouted(opType, intentID string) Answer {
+	key, _ := g.KeyFor(opType, intentID)
+	return Answer{Status: StatusRejected, OperationKey: key, Operation: opType, ErrorCode: CodeNotRouted, NextAction: HumanReview,
+		Reason: fmt.Sprintf("No adapter serves %s on this deployment (the daemon has no route for it), so nothing was sent and calling again cannot succeed; "+
+			"a person must route %s to an adapter (routes: in the configuration) before it can be used.", opType, opType)}
+}
+
+// CodeNotRouted is the error code of a call of an operation type no adapter
+// serves on this deployment.
+const CodeNotRouted = "operation_not_routed"

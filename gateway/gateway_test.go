@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/gateway"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
@@ -27,7 +27,9 @@ func newGateway(t *testing.T, d *daemontest.Daemon, cfg gateway.Config) *gateway
 	if cfg.Wait == 0 {
 		cfg.Wait = 20 * time.Second
 	}
-	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal})
+	// The gateway is handed the reads it declares (gateway.Journal) and
+	// nothing more: it cannot reach the journal's writes.
+	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: struct{ gateway.Journal }{d.Journal}})
 	require.NoError(t, err)
 	t.Cleanup(g.Close)
 	return g
@@ -68,7 +70,10 @@ func TestSubmit(t *testing.T) {
 				require.Equal(t, gateway.NewIntentRequired, c.NextAction)
 				require.Equal(t, gateway.CodeKeyPayloadMismatch, c.ErrorCode)
 				require.True(t, c.IsError())
-				require.Contains(t, c.Reason, "new intent_id and a new approval")
+				require.Contains(t, c.Reason, "a separate, additional payment, which a person must approve (a new approval_id)")
+				require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.TargetObjectID}, c.Existing,
+					"call %d: the first request's outcome", i)
+				require.Contains(t, c.Reason, "The first request succeeded: the payment provider holds object "+first.TargetObjectID+", and that money has moved.")
 				require.Equal(t, []string{"amount_minor"}, c.ConflictFields, "call %d", i)
 				require.Contains(t, c.Reason, "amount_minor differs from the first request for this intent")
 			}

@@ -30,6 +30,11 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 		if g.sent.has(key, g.now()) {
 			return g.queued(key, k.Operation, "")
 		}
+		if g.Known(k.Operation) && !g.serves(k.Operation) {
+			a := g.notRouted(k.Operation, k.IntentID)
+			a.Status, a.OperationKey = StatusNotFound, key
+			return a
+		}
 		return g.rules.notFound(key, k.Operation)
 	}
 	if err != nil {

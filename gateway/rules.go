@@ -82,6 +82,11 @@ type Answer struct {
 	// ConflictFields names the significant fields that differ from the first
 	// request for this intent (conflict only; never their values).
 	ConflictFields []string `json:"conflict_fields,omitempty"`
+	// Existing is, for a conflict, the outcome of the intent's first
+	// request: its status (succeeded, failed_final, pending) and the object
+	// it made. Nothing was executed for the conflicting request, but the
+	// first one may well have made its effect (money moved).
+	Existing *operation.Existing `json:"existing,omitempty"`
 	// Attempts is how many attempts the target has seen.
 	Attempts int `json:"attempts"`
 	// Result is the normalised, redacted outcome (business status and safe
@@ -143,7 +148,7 @@ func (r rules) fromResult(res operation.Result) Answer {
 		Status: string(res.Status), OperationKey: res.OperationKey, Operation: res.Operation,
 		Replayed: res.Replayed, TargetSystem: res.TargetSystem, TargetObjectID: res.TargetObjectID,
 		ErrorCode: res.ErrorCode, Attempts: res.Attempts, Result: res.Result,
-		ConflictFields: res.ConflictFields,
+		ConflictFields: res.ConflictFields, Existing: res.Existing,
 	}
 	switch res.Status {
 	case operation.ResultSucceeded:
@@ -168,7 +173,7 @@ func (r rules) fromResult(res operation.Result) Answer {
 func resultOf(rec journal.Record) operation.Result {
 	res := operation.Result{
 		OperationKey: rec.Key, EventID: rec.EventID, Operation: rec.OperationType,
-		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: rec.Result,
+		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: operation.CurrentResult(rec.Result),
 		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount,
 	}
 	switch rec.Status {
@@ -235,11 +240,12 @@ func heldBack(code string) bool {
 }
 
 // conflictFrom is the answer to a request whose key the journal holds with
-// another fingerprint: nothing was executed for it.
+// another fingerprint: nothing was executed for it; the row's own outcome
+// is the existing one.
 func (r rules) conflictFrom(rec journal.Record, fields []string) Answer {
 	a := Answer{Status: StatusConflict, OperationKey: rec.Key, Operation: rec.OperationType,
 		TargetSystem: rec.TargetSystem, ErrorCode: CodeKeyPayloadMismatch, Attempts: rec.AttemptCount,
-		ConflictFields: fields}
+		ConflictFields: fields, Existing: &operation.Existing{Status: resultOf(rec).Status, TargetObjectID: rec.TargetObjectID, ErrorCode: rec.ErrorCode}}
 	r.conflict(&a)
 	return a
 }
@@ -268,26 +274,26 @@ func (r rules) failedFinal(a *Answer) {
 func (r rules) conflict(a *Answer) {
 	a.NextAction = NewIntentRequired
 	a.RetryAfterMS = 0
-	what := "The request differs"
-	if len(a.ConflictFields) > 0 {
-		verb := "differs"
-		if len(a.ConflictFields) > 1 {
-			verb = "differ"
-		}
-		what = joinAnd(a.ConflictFields) + " " + verb
-	}
-	money := ""
-	if a.TargetSystem == "payments" {
-		money = " and a new approval"
-	}
-	a.Reason = fmt.Sprintf("%s from the first request for this intent, so nothing was executed; a changed request is a new intent: send it with a new intent_id%s.", what, money)
+	a.Reason = operation.ConflictReason(a.TargetSystem, a.ConflictFields, a.Existing)
 }
 
 func (r rules) pending(a *Answer, why string) {
 	a.Status = StatusPending
 	a.NextAction = Poll
 	a.RetryAfterMS = r.pollAfter.Milliseconds()
-	a.Reason = fmt.Sprintf("The outcome is not settled yet (%s); call get_operation with this operation_key after retry_after_ms, and never send a changed request for this intent.", why)
+	a.Reason = fmt.Sprintf("The outcome is not settled yet (%s); %s after retry_after_ms, and never send a changed request for this intent.", why, pollMCP)
+}
+
+// pollMCP is how a pending answer says to poll, in MCP's words (its
+// get_operation tool); PollBy words it for another face.
+const pollMCP = "call get_operation with this operation_key"
+
+// PollBy returns the answer with its way to poll worded for a face that has
+// no get_operation tool: how replaces "call get_operation with this
+// operation_key" (the HTTP API says "GET /v1/operations/{key}").
+func (a Answer) PollBy(how string) Answer {
+	a.Reason = strings.Replace(a.Reason, pollMCP, how, 1)
+	return a
 }
 
 // unavailable is the answer when the command could not be handed over (or
@@ -346,15 +352,4 @@ func orNone(code string) string {
 		return "no error code"
 	}
 	return code
-}
-
-// joinAnd joins names as "a", "a and b", "a, b and c".
-func joinAnd(names []string) string {
-	switch len(names) {
-	case 0:
-		return ""
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

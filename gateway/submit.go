@@ -39,6 +39,10 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		return g.rules.rejected("", req.Operation, string(operation.CodeMissingField),
 			"intent_id: required: one intent_id per business intent, reused on every retry")
 	}
+	if g.Known(req.Operation) && !g.serves(req.Operation) {
+		g.log.Warn("gateway: a call of an operation no adapter serves here was refused (see routes: in the config)", "operation", req.Operation)
+		return g.notRouted(req.Operation, req.IntentID)
+	}
 	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
 		ApprovalID: req.ApprovalID, Payload: req.Payload}
 	op, err := g.dec.DecodeCommand(cmd)
@@ -50,6 +54,17 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		}
 		return g.rules.rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
 	}
+	// The command is published as decoded: normalised, and its free text
+	// masked by the rule every face applies (operation.MaskText), so that
+	// the commands stream holds no card number or secret a caller put in a
+	// comment. Free text is outside the fingerprint: the key and the
+	// message id stay those of the request.
+	decoded, err := op.Command()
+	if err != nil {
+		g.log.Error("gateway: decoded command not encoded", "operation_key", op.Key.String(), "error", err.Error())
+		return g.rules.unavailable(op.Key.String(), op.Type, "encode the command")
+	}
+	cmd.Payload = decoded.Payload
 	key := op.Key.String()
 	token, replies := g.await()
 	defer g.forget(token)

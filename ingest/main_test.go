@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -342,13 +341,4 @@ func yookassaPayment(id, status, value string) string {
 
 func yookassaNotification(event, object string) []byte {
 	return []byte(fmt.Sprintf(`{"type":"notification","event":%q,"object":%s}`, event, object))
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // MaxEventIDLen is the longest event id ingest publishes as is; longer
@@ -149,7 +148,8 @@ type MappingError struct {
 func (e *MappingError) Error() string { return "payload field " + e.Field + ": " + e.Reason }
 
 // mapPayload builds a route's payload from the body. Every string taken from
-// the body passes through redact.String before it is published: the sender's
+// the body passes through operation.MaskText (redact.String), the rule every
+// face applies to free text, before it is published: the sender's
 // free text (a Stripe description mapped into a title, say) may hold a card
 // number or a token, and JetStream keeps what it is given. Card numbers keep
 // their first six and last four digits; tokens, JWTs, credentials and long
@@ -175,7 +175,7 @@ func mapPayload(r Route, doc map[string]any) (map[string]any, error) {
 			return nil, &MappingError{Field: f.Field, Reason: err.Error()}
 		}
 		if s, ok := cv.(string); ok {
-			cv = redact.String(s)
+			cv = operation.MaskText(s)
 		}
 		out[f.Field] = cv
 	}

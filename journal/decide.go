@@ -3,6 +3,8 @@ package journal
 import (
 	"fmt"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // The rules both engines apply, written once. An engine reads or writes rows
@@ -131,12 +133,17 @@ func (r Resolution) Applies(st Status, liveExecute bool) bool {
 }
 
 // TrailNote is the note an applied resolution leaves in the attempts trail:
-// the operator's evidence and, when it was forced over a live execute, whose.
+// the operator's evidence, masked as every face masks free text
+// (redact.String: a card number keeps its first six and last four digits,
+// tokens and other secrets become "[REDACTED]"), and, when it was forced
+// over a live execute, whose. An operator pasting what the target showed
+// (a card number, an API key) never puts it into the journal.
 func (r Resolution) TrailNote(liveExecute bool, owner string) string {
+	note := redact.String(r.Evidence)
 	if !liveExecute {
-		return r.Evidence
+		return note
 	}
-	return r.Evidence + " [forced over the live execute of " + owner + "]"
+	return note + " [forced over the live execute of " + owner + "]"
 }
 
 // ClaimFailed wraps the error of a claim batch that failed. Its commit may

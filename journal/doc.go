@@ -21,10 +21,11 @@
 // abandoned when its lease is taken over first. Each attempt has a kind
 // (AttemptKind: execute, reconcile, operator). An operator's Resolution takes
 // the operation over like any owner; Resolution.Applies and ResolveRefused
-// are its rule and its refusal. MigrationPolicy says what opening a store
+// are its rule and its refusal; the evidence it leaves in the trail is
+// masked (Resolution.TrailNote). MigrationPolicy says what opening a store
 // does with migrations the database lacks, on every engine.
 //
 // Engines live in journal/postgres and journal/sqlite and pass one
 // conformance suite, journal/journaltest. It imports only the standard
-// library.
+// library and idemgate's redact.
 package journal

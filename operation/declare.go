@@ -35,7 +35,8 @@ type FieldDecl struct {
 	// the same key is a conflict. Default true, except for free text.
 	Significant *bool `mapstructure:"significant"`
 	// FreeText marks text that may hold personal data (a comment, an
-	// address): never significant, never in results, errors or logs.
+	// address): never significant, never in results, errors or logs, and
+	// masked (MaskText) where other strings refuse a card number or a secret.
 	FreeText bool `mapstructure:"free_text"`
 	// MaxLen bounds a string, in characters (default 256).
 	MaxLen int `mapstructure:"max_len"`

@@ -25,9 +25,10 @@
 //
 // Everything here is pure and deterministic: no I/O, no clock, no logging.
 //
-// Keys and ids are screened for secrets by redact.Detect, the one detector
-// that also masks logs, results and webhook text, so what a key refuses and
-// what a log masks cannot drift apart.
+// Keys, ids and every string field that is not free text are screened for
+// secrets by redact.Detect, the one detector that also masks logs, results
+// and webhook text, so what a key refuses and what a log masks cannot drift
+// apart; free text is masked by MaskText, the rule every face applies.
 //
 // Imports: the standard library and idemgate's redact (itself standard
 // library only). Every other idemgate package may import this one; it

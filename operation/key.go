@@ -342,9 +342,30 @@ func deriveKey(env string, cmd Command, reg *Registry) (Key, error) {
 		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
 	}
 	k := Key{Env: env, Operation: cmd.Operation, IntentID: intent, Version: version}
+	if limit := MaxIntentLen(env, cmd.Operation, version); len(intent) > limit {
+		err := &KeyError{Part: intentField, Reason: intentTooLong(limit)}
+		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: err.Reason, Err: err}
+	}
 	var buf [MaxKeyLen]byte
 	if err := checkKeyString(k.appendTo(buf[:0])); err != nil {
 		return Key{}, &DecodeError{Code: CodeBadKey, Field: intentField, Msg: keyReason(err), Err: err}
 	}
 	return k, nil
+}
+
+// MaxIntentLen is the longest intent id, in bytes, a command of operation
+// type opType may carry under env with key version version: what the
+// operation key's MaxKeyLen bytes leave beside the other parts and the
+// three ':' between them. The faces state it (the MCP input schema's
+// maxLength of intent_id) and the decoder enforces it, so both say one
+// number.
+func MaxIntentLen(env, opType, version string) int {
+	if version == "" {
+		version = DefaultKeyVersion
+	}
+	return MaxKeyLen - len(env) - len(opType) - len(version) - 3
+}
+
+func intentTooLong(limit int) string {
+	return fmt.Sprintf("longer than %d bytes (the operation key <env>:<operation>:<intent_id>:<key_version> holds at most %d)", limit, MaxKeyLen)
 }

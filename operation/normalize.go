@@ -128,8 +128,16 @@ func normalizeValue(f *Field, v flatValue, s string, num []byte, out *fieldValue
 		if v.kind != jsonString {
 			return "must be a string, got " + v.kindName()
 		}
+		if f.FreeText {
+			s = MaskText(s)
+		}
 		if msg := checkString(f, s); msg != "" {
 			return msg
+		}
+		if !f.FreeText {
+			if reason := secretReason(s); reason != "" {
+				return reason + "; a field that is not free text must hold no card number or secret"
+			}
 		}
 		out.s = s
 	case KindMoney:

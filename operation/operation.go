@@ -94,4 +94,8 @@ type Result struct {
 	// ConflictFields names, for a conflict, the significant fields that
 	// differ from the key's first request (never their values).
 	ConflictFields []string `json:"conflict_fields,omitempty"`
+	// Existing is, for a conflict, the outcome of the key's first request
+	// (its status and the object it made), so that nobody takes the
+	// conflict for "nothing happened".
+	Existing *Existing `json:"existing,omitempty"`
 }

@@ -96,7 +96,8 @@ type Field struct {
 	// FreeText marks a string field whose text may hold personal data
 	// (a comment, an address): it must be insignificant, and it is held
 	// in Operation.Extra, sent to the target only, never put in a result,
-	// an error or a log.
+	// an error or a log. The decoder masks it (MaskText); every other
+	// string field is refused when it holds a card number or a secret.
 	FreeText bool
 }
 

@@ -48,6 +48,13 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
+	if e := r.Existing; e != nil {
+		dst = append(dst, `,"existing":{"status":`...)
+		dst = appendJSONString(dst, string(e.Status))
+		dst = appendOptionalString(dst, `,"target_object_id":`, e.TargetObjectID)
+		dst = appendOptionalString(dst, `,"error_code":`, e.ErrorCode)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
 }
 
@@ -140,4 +147,42 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// DetailTargetReplayed is the member of a normalised result saying that the
+// target answered with an object it already held for the key (its own
+// idempotency replay, e.g. after a lost answer was sent again). It is not
+// the envelope's replayed, which says idemgate answered from its journal.
+const DetailTargetReplayed = "target_replayed"
+
+// legacyReplayed is what DetailTargetReplayed was called in results stored
+// before it had a name of its own.
+const legacyReplayed = `"replayed"`
+
+// CurrentResult returns a stored normalised result in today's form: a
+// result stored under the old name carries the target's own replay as
+// "replayed", which an answer would show beside its own replayed, meaning
+// something else; it is renamed DetailTargetReplayed. Any other result is
+// returned as it is.
+func CurrentResult(b json.RawMessage) json.RawMessage {
+	if !bytes.Contains(b, []byte(legacyReplayed)) {
+		return b
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	v, ok := m["replayed"]
+	if !ok {
+		return b
+	}
+	delete(m, "replayed")
+	if _, taken := m[DetailTargetReplayed]; !taken {
+		m[DetailTargetReplayed] = v
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
 }

@@ -21,6 +21,10 @@ var resultCases = []operation.Result{
 	{Result: json.RawMessage(" { \"a\" : [ 1 , 2.5e3 , \"<&>\u2028\" , null , true ] , \"b\" : { } } ")},
 	{Result: json.RawMessage(`"plain"`), ConflictFields: []string{}},
 	{Result: json.RawMessage(`{"x":"\u003c already escaped"}`), ConflictFields: []string{"", "\u2029"}},
+	{OperationKey: "k", Status: operation.ResultConflict, ConflictFields: []string{"amount_minor"},
+		Existing: &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: "<pay&1>"}},
+	{Status: operation.ResultConflict, Existing: &operation.Existing{Status: operation.ResultFailedFinal, ErrorCode: "declined"}},
+	{Status: operation.ResultConflict, Existing: &operation.Existing{}},
 }
 
 func TestResultAppendJSONIsJSONMarshal(t *testing.T) {
@@ -66,7 +70,8 @@ func FuzzResultAppendJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, event, reason string, raw []byte, attempts int, seq uint64, replayed bool) {
 		r := operation.Result{OperationKey: key, EventID: event, Operation: reason, Status: operation.ResultStatus(key),
 			TargetSystem: event, TargetObjectID: reason, Result: raw, ErrorCode: key, Reason: reason,
-			Attempts: attempts, Replayed: replayed, CommandSeq: seq, ConflictFields: []string{key, event}}
+			Attempts: attempts, Replayed: replayed, CommandSeq: seq, ConflictFields: []string{key, event},
+			Existing: &operation.Existing{Status: operation.ResultStatus(event), TargetObjectID: reason, ErrorCode: key}}
 		want, werr := json.Marshal(r)
 		got, gerr := r.AppendJSON(nil)
 		if (werr != nil) != (gerr != nil) {

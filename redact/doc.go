@@ -1,8 +1,9 @@
 // Package redact keeps secrets and card numbers out of everything idemgate
 // writes down: log lines, stored results, published results, commands built
-// from webhooks, span attributes and inspect output — and out of operation
-// keys, which the operation package screens with the same detector. One set
-// of rules serves all of them:
+// from webhooks, span attributes and inspect output, an operator's evidence
+// in the journal — and out of operation keys and payload fields, which the
+// operation package screens (or, for free text, masks with String) by the
+// same detector. One set of rules serves all of them:
 //
 //   - Detect is the one detector of secret-looking content in text: card
 //     numbers (13–19 digits passing Luhn, as one run or in a printed card

@@ -122,7 +122,12 @@ func TestFaults(t *testing.T) {
 			t.Parallel()
 			s, u := start(t, sandbox.Options{})
 			require.NoError(t, s.InjectFault(tc.fault))
-			c := &http.Client{Timeout: 300 * time.Millisecond}
+			// Only a hung response needs the client to give up soon; every
+			// other case has all the time a loaded machine may take.
+			c := &http.Client{Timeout: 10 * time.Second}
+			if tc.fault.Kind == sandbox.FaultLoseResponseHang {
+				c.Timeout = 300 * time.Millisecond
+			}
 			resp, err := post(t, c, u, "k")
 			if tc.wantErr {
 				require.Error(t, err)

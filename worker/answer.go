@@ -16,7 +16,7 @@ import (
 // completeAndPublish records a final outcome in the next group commit, then
 // publishes and acks. It returns at once: the group's flush carries on.
 func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool) {
-	c.Token = crashpoint.Token(w.work, w.d.Store, c.Key, c.Token)
+	c.Token = w.fencingToken(c.Key, c.Token)
 	w.commit.Submit(w.work, c, func(err error) {
 		if err != nil {
 			w.completionFailed(j, err)
@@ -29,6 +29,15 @@ func (w *Worker) completeAndPublish(j *job, c journal.Completion, replayed bool)
 		rec.ErrorCode = c.ErrorCode
 		rec.AttemptCount = j.claim.Attempt
 		w.publishAndAck(j, w.resultFromRecord(j, rec, replayed))
+	})
+}
+
+// fencingToken is the token a completion of key carries: token, except in
+// a soak build told to break fencing (crashpoint.NoFencing).
+func (w *Worker) fencingToken(key string, token int64) int64 {
+	return crashpoint.Token(token, func() (int64, error) {
+		rec, err := w.d.Store.Get(w.work, key)
+		return rec.LeaseToken, err
 	})
 }
 
@@ -52,7 +61,7 @@ func (w *Worker) completionFailed(j *job, err error) {
 func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) operation.Result {
 	r := operation.Result{
 		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type, TargetSystem: rec.TargetSystem,
-		TargetObjectID: rec.TargetObjectID, Result: rec.Result, ErrorCode: rec.ErrorCode,
+		TargetObjectID: rec.TargetObjectID, Result: operation.CurrentResult(rec.Result), ErrorCode: rec.ErrorCode,
 		Attempts: rec.AttemptCount, Replayed: replayed, Status: resultStatus(rec.Status),
 	}
 	return r

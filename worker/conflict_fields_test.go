@@ -25,7 +25,7 @@ func TestConflictNamesTheFieldsThatDiffer(t *testing.T) {
 	r := b.await(t, key, 1)[0]
 	require.Equal(t, operation.ResultConflict, r.Status)
 	require.Equal(t, []string{"amount_minor", "order_id"}, r.ConflictFields)
-	require.Contains(t, r.Reason, "amount_minor, order_id differ")
+	require.Contains(t, r.Reason, "amount_minor and order_id differ")
 	require.NotContains(t, r.Reason, "order-2")
 
 	stored, err := b.store.FieldDigests(context.Background(), key)

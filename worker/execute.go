@@ -182,6 +182,7 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 // recorded): when the hold is still ours, its rest is waited out once.
 func (r *retryRun) reclaim() error {
 	w, j := r.w, r.j
+	crashpoint.Do(crashpoint.UnboundedWait, func() { time.Sleep(100 * time.Millisecond) })
 	for waited := false; ; waited = true {
 		sent := time.Now()
 		c, err := journal.ClaimOne(w.work, w.d.Store, w.claimRequest(j.op))
@@ -417,7 +418,7 @@ func (r *retryRun) unknown(ae *adapters.Error, note string) {
 		back = max(back, w.cfg.Retry.NextRetry(1))
 	}
 	key := j.op.Key.String()
-	if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: crashpoint.Token(w.work, w.d.Store, key, j.claim.Token), Status: journal.StatusUnknown,
+	if err := w.commit.Complete(w.work, journal.Completion{Key: key, Token: w.fencingToken(key, j.claim.Token), Status: journal.StatusUnknown,
 		ErrorCode: ae.Code, TargetRequestID: ae.RequestID, Note: note, HoldFor: settle}); err != nil {
 		w.completionFailed(j, err)
 		return

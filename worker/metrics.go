@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
@@ -14,14 +16,18 @@ import (
 // Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
 // never an operation key, a customer or an amount.
 type Metrics struct {
-	fetched       prometheus.Counter
-	executed      prometheus.Counter
-	rejected      prometheus.Counter
-	unrouted      prometheus.Counter
-	unknown       prometheus.Counter
-	failedFinal   prometheus.Counter
-	retries       prometheus.Counter
-	waited        prometheus.Counter
+	fetched     prometheus.Counter
+	executed    prometheus.Counter
+	rejected    prometheus.Counter
+	unrouted    prometheus.Counter
+	unknown     prometheus.Counter
+	failedFinal prometheus.Counter
+	retries     prometheus.Counter
+	waited      prometheus.Counter
+	waitsEnded  prometheus.Counter
+	// heldFor reads the age of the oldest delivery this worker holds
+	// (consumer.Router.OldestHeld), once the worker's router exists.
+	heldFor       atomic.Pointer[func() time.Duration]
 	decisions     *prometheus.CounterVec
 	byDecision    map[journal.Decision]prometheus.Counter
 	results       *prometheus.CounterVec
@@ -77,6 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failedFinal: c("operations_failed_final_total", "Operations that failed finally."),
 		retries:     c("operation_retries_total", "Retry-class failures that led to another attempt or a redelivery."),
 		waited:      c("commands_waited_total", "Copies of a command (claim in_progress) that waited in this worker for the delivery owning their key to settle, instead of a redelivery."),
+		waitsEnded:  c("commands_wait_ended_total", "Copies whose wait for the delivery owning their key reached its bound (a call plus its lookup) before that delivery settled: claimed again, and sent back to JetStream if the key was still held."),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "claim_decisions_total",
 			Help: "Journal claim decisions of command deliveries: execute, replay_succeeded, replay_failed, conflict, in_progress, reconcile."},
 			[]string{"decision"}),
@@ -130,8 +137,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.batchSize.WithLabelValues(op)
 		m.batchDuration.WithLabelValues(op)
 	}
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "idemgate", Name: "delivery_oldest_held_seconds",
+		Help: "Age of the oldest command delivery this replica holds (fetched, not yet acked, naked or terminated): " +
+			"at most retry.in_lease plus three call_timeouts (a bounded wait for another call and its lookup, then a call run and a lookup of its own)."},
+		func() float64 {
+			if f := m.heldFor.Load(); f != nil {
+				return (*f)().Seconds()
+			}
+			return 0
+		})
 	if reg != nil {
-		reg.MustRegister(m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
+		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
 			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp)
 	}
@@ -145,6 +161,20 @@ func (m *Metrics) decided(d journal.Decision) {
 		return
 	}
 	m.decisions.WithLabelValues(string(d)).Inc()
+}
+
+// DecisionCounts are the claim decisions this process counted since it
+// started (claim_decisions_total), by decision: what the operator console
+// shows of replays and conflicts, which leave no row in the journal.
+func (m *Metrics) DecisionCounts() map[journal.Decision]float64 {
+	out := make(map[journal.Decision]float64, len(m.byDecision))
+	for d, c := range m.byDecision {
+		var pb dto.Metric
+		if c.Write(&pb) == nil {
+			out[d] = pb.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 // called counts a call to a target by its adapter and the class of its

@@ -303,3 +303,40 @@ func (w *Worker) reconcile(j *job) {
 		w.publishPendingAndNak(j, delay+holdSlack, j.claim.Attempt)
 	}
 }
+
+// LookupReport is what LookUp found.
+type LookupReport struct {
+	// Status is found, not_found (counted only past the target's settle
+	// time, as for the reconciler) or indeterminate.
+	Status adapters.LookupStatus
+	// Outcome is the object found (its duplicates included); Final and
+	// Code: the target reports the earlier attempt as a final failure.
+	Outcome adapters.Outcome
+	Final   bool
+	Code    string
+	// Note says what the lookup found, as a reconcile round's trail does.
+	Note string
+}
+
+// LookUp asks a's target now what it holds for rec's key, as a reconcile
+// round does (the attempts trail bounds the search, a "not found" counts
+// only past the target's settle time, the call is bounded by callTimeout
+// and goes through the adapter's own rate limit), for an operator who is
+// about to resolve rec. It writes nothing: no round is spent, no lease is
+// taken, and an operation it finds is settled by the reconciler or by the
+// operator's decision, not by this look.
+func LookUp(ctx context.Context, store journal.Store, a adapters.Adapter, rec journal.Record, callTimeout time.Duration) (LookupReport, error) {
+	key, err := operation.ParseKey(rec.Key)
+	if err != nil {
+		return LookupReport{}, fmt.Errorf("stored key: %w", err)
+	}
+	// The journal keeps no payload: the lookup goes by key only.
+	op := operation.Operation{Key: key, EventID: rec.EventID, Type: rec.OperationType, TargetSystem: rec.TargetSystem,
+		ApprovalID: rec.ApprovalID, Fingerprint: rec.RequestHash}
+	v := lookup(ctx, store, a, op, rec, rec.AttemptCount+1, callTimeout)
+	r := LookupReport{Status: v.status, Note: v.note, Code: v.code}
+	if v.status == adapters.Found {
+		r.Outcome, r.Final, r.Code = v.outcome.Outcome, v.outcome.Final, v.outcome.Code
+	}
+	return r, nil
+}

@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -30,6 +32,14 @@ import (
 // settled (the claim was on its way meanwhile): the room remembers when
 // each key's last owner left, for a while, and such a copy is claimed
 // again at once instead of going back to JetStream.
+//
+// No wait is open-ended. A copy waits at most waitBound (a call plus its
+// lookup) in all, counted from when it first sat down; then it is claimed
+// again, and if the key is still held it goes back to JetStream like any
+// copy that found its key held. And a delivery that owned its key and
+// then finds it held (its retry's re-claim met another owner, a lookup's
+// re-claim did) gives its ownership up before it decides: it never waits
+// for its own settle, which could not come while it waits.
 type waitingRoom struct {
 	mu     sync.Mutex
 	keys   map[string]*keyWork
@@ -56,9 +66,14 @@ type keyWork struct {
 }
 
 type waiter struct {
-	j    *job
-	beat *leaseEntry
+	j     *job
+	beat  *leaseEntry
+	timer *time.Timer // ends the wait at the job's waitUntil
 }
+
+// waitBound is how long a copy waits in all for this worker's delivery
+// that owns its key: the owner's call plus its lookup.
+func (w *Worker) waitBound() time.Duration { return 2 * w.cfg.CallTimeout }
 
 func newWaitingRoom(maxInFlight int) *waitingRoom {
 	return &waitingRoom{keys: map[string]*keyWork{}, max: max(1, maxInFlight/2),
@@ -83,12 +98,20 @@ func (room *waitingRoom) leftAfter(key string, t time.Time) bool {
 	return ok && at.After(t)
 }
 
-// own records that j works its key until its delivery settles; then the
-// copies waiting for it are claimed again.
+// own records that j works its key until its delivery settles or it gives
+// the key up (disown); then the copies waiting for it are claimed again. A
+// job owns its key once, however often it is dispatched.
 func (w *Worker) own(j *job) {
 	key := j.op.Key.String()
 	room := w.waiting
 	room.mu.Lock()
+	if j.owns {
+		room.mu.Unlock()
+		return
+	}
+	j.owns = true
+	hook := !j.hooked
+	j.hooked = true
 	kw := room.keys[key]
 	if kw == nil {
 		kw = &keyWork{}
@@ -96,18 +119,27 @@ func (w *Worker) own(j *job) {
 	}
 	kw.owners++
 	room.mu.Unlock()
-	j.d.OnSettled(func() { w.disown(key) })
+	if hook {
+		j.d.OnSettled(func() { w.disown(j) })
+	}
 }
 
-// disown ends one owner's work on key and hands the copies that waited for
-// it to a claim round of their own.
-func (w *Worker) disown(key string) {
+// disown ends j's ownership of its key, if it owns it, and hands the
+// copies that waited for it to a claim round of their own. It reports
+// whether j owned the key.
+func (w *Worker) disown(j *job) bool {
+	key := j.op.Key.String()
 	room := w.waiting
 	room.mu.Lock()
+	if !j.owns {
+		room.mu.Unlock()
+		return false
+	}
+	j.owns = false
 	kw := room.keys[key]
 	if kw == nil {
 		room.mu.Unlock()
-		return
+		return true
 	}
 	kw.owners--
 	ws := kw.waiting
@@ -119,24 +151,34 @@ func (w *Worker) disown(key string) {
 	}
 	room.mu.Unlock()
 	if len(ws) == 0 {
-		return
+		return true
 	}
 	jobs := make([]*job, len(ws))
 	for i, x := range ws {
+		x.timer.Stop()
 		w.beats.untrack(x.beat)
 		jobs[i] = x.j
 	}
 	go w.claimAndDispatch(jobs)
+	return true
 }
 
 // wait parks j, a copy whose claim said InProgress, behind the delivery of
 // this worker that owns its key, and tells its agent the outcome is being
 // settled. It reports false (nothing done) when no delivery here owns the
-// key or the room is full. The pending answer goes out before j can be
-// claimed again, so that it never follows j's result; were the owner to
-// settle meanwhile, j is claimed again at once.
+// key, the room is full or j has waited its waitBound already. The pending
+// answer goes out before j can be claimed again, so that it never follows
+// j's result; were the owner to settle meanwhile, j is claimed again at
+// once.
 func (w *Worker) wait(j *job) bool {
 	key := j.op.Key.String()
+	now := time.Now()
+	if j.waitUntil.IsZero() {
+		j.waitUntil = now.Add(w.waitBound())
+	}
+	if !now.Before(j.waitUntil) && !crashpoint.Broken(crashpoint.UnboundedWait) {
+		return false // waited long enough: back to JetStream
+	}
 	room := w.waiting
 	room.mu.Lock()
 	if kw := room.keys[key]; kw == nil || kw.owners <= 0 {
@@ -159,7 +201,13 @@ func (w *Worker) wait(j *job) bool {
 	beat := w.beats.track(j, key, 0)
 	room.mu.Lock()
 	if kw := room.keys[key]; kw != nil && kw.owners > 0 {
-		kw.waiting = append(kw.waiting, &waiter{j: j, beat: beat})
+		x := &waiter{j: j, beat: beat}
+		bound := time.Until(j.waitUntil)
+		if crashpoint.Broken(crashpoint.UnboundedWait) {
+			bound = 1<<63 - 1
+		}
+		x.timer = time.AfterFunc(bound, func() { w.waitEnded(kw, x) })
+		kw.waiting = append(kw.waiting, x)
 		room.mu.Unlock()
 		return true
 	}
@@ -168,6 +216,27 @@ func (w *Worker) wait(j *job) bool {
 	w.beats.untrack(beat)
 	go w.claimAndDispatch([]*job{j})
 	return true
+}
+
+// waitEnded takes x out of kw's waiting room when its waitBound has
+// passed with the owner still at work, and claims it again: the claim
+// decides afresh, and a key still held sends it back to JetStream. A
+// waiter already handed to a claim round by its owner's settle is left
+// alone.
+func (w *Worker) waitEnded(kw *keyWork, x *waiter) {
+	room := w.waiting
+	room.mu.Lock()
+	i := slices.Index(kw.waiting, x)
+	if i < 0 {
+		room.mu.Unlock()
+		return
+	}
+	kw.waiting = slices.Delete(kw.waiting, i, i+1)
+	room.parked--
+	room.mu.Unlock()
+	w.m.waitsEnded.Inc()
+	w.beats.untrack(x.beat)
+	w.claimAndDispatch([]*job{x.j})
 }
 
 // claimAndDispatch claims jobs in one round trip and acts on each decision.

@@ -182,3 +182,50 @@ func TestAtMostHalfOfMaxInFlightWait(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, calls)
 }
+
+// A copy's wait for this worker's call of its key is bounded by a call plus
+// its lookup (here 2 × 1 s): a call that runs longer (this target ignores
+// the call's deadline) does not keep its copies held. When the bound
+// passes the copy is claimed again, finds the key still held and goes back
+// to JetStream; it is answered from the journal once the call ends. While
+// the call runs, the oldest delivery's age shows on
+// idemgate_delivery_oldest_held_seconds; once all are settled it is 0.
+func TestACopyWaitsNoLongerThanACallAndItsLookup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.metrics = worker.NewMetrics(reg)
+	block := make(chan struct{})
+	b.target.block = block
+	b.worker(t, "w1", worker.Config{Retry: worker.RetryPolicy{InitialDelay: 200 * time.Millisecond, MaxDelay: 200 * time.Millisecond,
+		MaxElapsed: time.Hour}, CallTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond})
+	const key = "test:payment.charge:intent-bound:v1"
+
+	b.publish(t, intentCharge("evt-bound-0", "intent-bound"))
+	require.Eventually(t, func() bool { _, c := b.target.count(key); return c == 1 }, 30*time.Second, 5*time.Millisecond)
+	b.publish(t, intentCharge("evt-bound-1", "intent-bound"))
+	require.Eventually(t, func() bool { return series(t, reg, "idemgate_commands_waited_total", nil) == 1 },
+		30*time.Second, 5*time.Millisecond, "the copy waits for the call")
+	require.Eventually(t, func() bool { return series(t, reg, "idemgate_commands_wait_ended_total", nil) == 1 },
+		30*time.Second, 10*time.Millisecond, "the copy's wait ends at its bound while the call still runs")
+	require.Greater(t, series(t, reg, "idemgate_delivery_oldest_held_seconds", nil), 2.0, "the call's delivery is held")
+	cons, err := b.js.Consumer(context.Background(), b.ncfg.CommandsStream, b.ncfg.Durable)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ci, err := cons.Info(context.Background())
+		return err == nil && ci.NumRedelivered >= 1
+	}, 30*time.Second, 10*time.Millisecond, "the copy went back to JetStream")
+	close(block)
+
+	res := b.resultsFor(t, key, 2)
+	for _, r := range res {
+		if r.Status != operation.ResultPending {
+			require.Equal(t, operation.ResultSucceeded, r.Status, "%+v", r)
+		}
+	}
+	effects, calls := b.target.count(key)
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, calls)
+	require.Eventually(t, func() bool { return series(t, reg, "idemgate_delivery_oldest_held_seconds", nil) == 0 },
+		30*time.Second, 10*time.Millisecond, "nothing held once every delivery is settled")
+}

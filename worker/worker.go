@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -94,6 +94,8 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Worker, error) {
 	}
 	w.router = consumer.NewRouter(ncfg, consumer.RouterConfig{MaxInFlight: cfg.MaxInFlight, Handlers: cfg.Claimers,
 		PendingEvery: cfg.HeartbeatInterval}, d.Consumer, d.JS, d.NC, d.Log, d.Metrics.routerHooks())
+	held := w.router.OldestHeld
+	d.Metrics.heldFor.Store(&held)
 	return w, nil
 }
 
@@ -175,6 +177,13 @@ type job struct {
 	claimedAt time.Time
 	// claimSent is when the claim was sent (this process's clock).
 	claimSent time.Time
+	// owns: a delivery of the job owns its key in the waiting room (own,
+	// disown); hooked: its settle already disowns. Both under the room's
+	// lock.
+	owns, hooked bool
+	// waitUntil ends the job's waits for an owner of its key (waitBound
+	// after its first); zero before it first waited.
+	waitUntil time.Time
 	// leaseBy is when the claim's lease ends at the earliest, on this
 	// process's monotonic clock: the time the claim was sent plus the
 	// lease the database granted (zero without a lease). A process stopped
@@ -309,7 +318,10 @@ func (w *Worker) dispatch(j *job) {
 		// owns the key (waiting.go), or comes back later, and takes no
 		// attempt.
 		w.m.decided(c.Decision)
-		if !w.wait(j) {
+		// A job that owned the key until this claim (its retry or its
+		// lookup re-claimed and met another owner) gives it up first: it
+		// must never wait for its own settle.
+		if (!crashpoint.Broken(crashpoint.UnboundedWait) && w.disown(j)) || !w.wait(j) {
 			w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
 		}
 	default:
@@ -341,17 +353,7 @@ func (w *Worker) publishConflict(j *job, rec journal.Record) {
 	if err != nil {
 		w.log.Warn("conflict: the first request's field digests could not be read", "operation_key", rec.Key, "error", err.Error())
 	}
-	fields := operation.ConflictFields(stored, j.op.FieldDigests())
-	reason := "the key was first used with another payload"
-	if len(fields) > 0 {
-		reason += ": " + strings.Join(fields, ", ") + " differ"
-	}
-	w.publishAndAck(j, operation.Result{
-		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type,
-		Status: operation.ResultConflict, TargetSystem: j.op.TargetSystem,
-		ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: reason,
-		Attempts: rec.AttemptCount, ConflictFields: fields,
-	})
+	w.publishAndAck(j, conflictResult(j.op, rec, operation.ConflictFields(stored, j.op.FieldDigests())))
 }
 
 // comeBackIn is when a delivery that found its operation held comes back,

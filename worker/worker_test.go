@@ -517,10 +517,11 @@ func TestShutdownMidFlightLosesNothing(t *testing.T) {
 	b.target.requireOneCallPerKey(t, keys)
 }
 
-// TestCanarySecretsLeakNowhere plants card numbers and tokens in a command
+// TestCanarySecretsLeakNowhere plants card numbers and tokens in commands
 // and in the target's response, and looks for them in the journal, the
 // published results and the worker's own logs (captured raw, with no
-// redacting handler in between).
+// redacting handler in between). A card number in a description (a field
+// that is not declared free text) is refused, naming the field.
 func TestCanarySecretsLeakNowhere(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -528,8 +529,12 @@ func TestCanarySecretsLeakNowhere(t *testing.T) {
 	b.workerWithLog(t, "w1", worker.Config{}, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	canaries := []string{"4111111111111111", "4111 1111 1111 1111", "5500 0055 5555 5559", "tok_canary_secret", "canary-bearer-token"}
 	body := `{"event_id":"evt-canary","operation":"invoice.create","payload":{"order_id":"order-1","customer_id":"c-1",
-		"amount_minor":100,"currency":"RUB","description":"pay with card 4111 1111 1111 1111 cvv 123"}}`
+		"amount_minor":100,"currency":"RUB","description":"pay by invoice"}}`
 	_, err := b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"), []byte(body))
+	require.NoError(t, err)
+	_, err = b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"),
+		[]byte(`{"event_id":"evt-canary-3","operation":"invoice.create","payload":{"order_id":"order-3","customer_id":"c-1",
+		"amount_minor":100,"currency":"RUB","description":"pay with card 4111 1111 1111 1111 cvv 123"}}`))
 	require.NoError(t, err)
 	// A poison command carrying a card number in a field the decoder refuses.
 	_, err = b.js.Publish(context.Background(), wire.CommandSubject("invoice.create"),
@@ -537,11 +542,15 @@ func TestCanarySecretsLeakNowhere(t *testing.T) {
 	require.NoError(t, err)
 	var published []string
 	deadline := time.After(30 * time.Second)
-	for len(published) < 2 {
+	for len(published) < 3 {
 		select {
 		case r := <-b.results:
 			if r.Status == operation.ResultPending {
 				continue
+			}
+			if r.EventID == "evt-canary-3" {
+				require.Equal(t, operation.ResultRejected, r.Status)
+				require.Contains(t, r.Reason, "payload.description: contains a card-like number")
 			}
 			raw, _ := json.Marshal(r)
 			published = append(published, string(raw))

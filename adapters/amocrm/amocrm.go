@@ -398,6 +398,6 @@ func (it item) outcome(replayed bool) adapters.Outcome {
 			status = "completed"
 		}
 	}
-	d := map[string]any{"entity": it.kind, "replayed": replayed}
+	d := map[string]any{"entity": it.kind, operation.DetailTargetReplayed: replayed}
 	return adapters.Outcome{ObjectID: strconv.FormatInt(it.id, 10), BusinessStatus: status, Details: d}
 }

@@ -389,5 +389,5 @@ func outcome(entity, id string, replayed bool) adapters.Outcome {
 	if entity == "activity" {
 		status = "open"
 	}
-	return adapters.Outcome{ObjectID: id, BusinessStatus: status, Details: map[string]any{"entity": entity, "replayed": replayed}}
+	return adapters.Outcome{ObjectID: id, BusinessStatus: status, Details: map[string]any{"entity": entity, operation.DetailTargetReplayed: replayed}}
 }

@@ -32,8 +32,9 @@
 // body, lookups that need the payload. Credentials come from a file or an
 // environment variable only (AuthConfig); errors never hold a body.
 //
-// The matching emulator is sandbox/generic, whose contract emulate derives
-// from the same declaration; httpjsontest holds the three declared targets
+// The matching emulator is sandbox/generic, whose contract the emulate
+// package (outside adapters: no adapters package but a *test suite reaches
+// the emulators) derives from the same declaration; httpjsontest holds the three declared targets
 // the contract suite runs (a native idempotency header, a unique external
 // id with lookup, a search with lag).
 //

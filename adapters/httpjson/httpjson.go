@@ -348,7 +348,7 @@ func (a *Adapter) outcome(o object, replayed bool) adapters.Outcome {
 	if status == "" {
 		status = a.cfg.Execute.StatusDefault
 	}
-	return adapters.Outcome{ObjectID: o.id, BusinessStatus: status, Details: map[string]any{"replayed": replayed}}
+	return adapters.Outcome{ObjectID: o.id, BusinessStatus: status, Details: map[string]any{operation.DetailTargetReplayed: replayed}}
 }
 
 // Lookup finds the objects the lookup requests return for the key.

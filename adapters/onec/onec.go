@@ -228,7 +228,7 @@ func serviceOutcome(ans invoiceAnswer) adapters.Outcome {
 	return adapters.Outcome{
 		ObjectID:       ans.Ref,
 		BusinessStatus: status,
-		Details:        map[string]any{"number": safeText(ans.Number, 32), "posted": ans.Posted, "replayed": ans.Replayed},
+		Details:        map[string]any{"number": safeText(ans.Number, 32), "posted": ans.Posted, operation.DetailTargetReplayed: ans.Replayed},
 	}
 }
 
@@ -394,7 +394,7 @@ func odataOutcome(e odataEntity, replayed bool) adapters.Outcome {
 	if e.Posted {
 		status = "posted"
 	}
-	d := map[string]any{"number": safeText(e.Number, 32), "posted": e.Posted, "replayed": replayed}
+	d := map[string]any{"number": safeText(e.Number, 32), "posted": e.Posted, operation.DetailTargetReplayed: replayed}
 	return adapters.Outcome{ObjectID: e.Ref, BusinessStatus: status, Details: d}
 }
 

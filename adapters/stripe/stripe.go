@@ -316,7 +316,7 @@ func outcomeOf(o object, reqID string, replayed bool) adapters.Outcome {
 		d["payment_id"] = o.PaymentIntent
 	}
 	if replayed {
-		d["replayed"] = true
+		d[operation.DetailTargetReplayed] = true
 	}
 	if o.LastPaymentError != nil {
 		if c := adapters.SafeToken(o.LastPaymentError.DeclineCode, 40); c != "" {

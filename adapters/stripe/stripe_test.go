@@ -244,7 +244,7 @@ func TestRefund(t *testing.T) {
 	out, err := b.a.Execute(ctx(t), op)
 	require.NoError(t, err)
 	require.Equal(t, lr.Outcome.ObjectID, out.ObjectID)
-	require.Equal(t, true, out.Details["replayed"])
+	require.Equal(t, true, out.Details[operation.DetailTargetReplayed])
 	require.Equal(t, 1, b.srv.Effects(op.Key.String()))
 
 	_, err = b.a.Execute(ctx(t), refund(adaptertest.Intent("refund"), paid.ObjectID, 7000))

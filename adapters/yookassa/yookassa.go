@@ -55,7 +55,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	cfg.ShopID = shopID.Reveal()
 	a := &Adapter{cfg: cfg, client: cfg.NewClient(adapters.BasicAuth(cfg.ShopID, secret))}
-	a.scans = newScanLanes(cfg.LookupMaxPages, a.listPage)
+	a.scans = newScanLanes(cfg.LookupMaxPages, a.listPage, cfg.Clock, cfg.LookupSkew+cfg.LookupLate, cfg.LookupWindow)
 	return a, nil
 }
 
@@ -260,15 +260,15 @@ func declineError(o object) *adapters.Error {
 	return adapters.NewError(declineCode(o), adapters.NeverRetry, fmt.Errorf("%s canceled by %s: %s", o.ID, party, reason))
 }
 
-// Lookup scans the payment list (charges) or the payment's refund list
-// (refunds), newest first, for metadata idemgate_key equal to the operation
-// key (the list API cannot filter by metadata, TARGETS.md §5). The window
-// starts LookupSkew before the journal first saw the key when the worker
-// says so (adapters.AttemptFrom), else LookupWindow ago; at most
-// LookupMaxPages pages are read, past that without a match the answer is
-// Indeterminate. Objects are counted once by id, whatever the paging does.
-// Several objects with the key are duplicates: the oldest is the
-// operation's, the others are reported (Outcome.Duplicates).
+// Lookup reads the payment list (charges) or the payment's refund list
+// (refunds) for metadata idemgate_key equal to the operation key (the list
+// API cannot filter by metadata, TARGETS.md §5), over the window of the
+// key's calls (Adapter.plan), at most LookupMaxPages pages a round; a
+// window not read by then is Indeterminate this round and the next goes on
+// where it stopped (scan.go). Objects are counted once by id, whatever the
+// paging does. Several objects with the key are duplicates: the oldest is
+// the operation's, the others are reported (Outcome.Duplicates). It never
+// re-POSTs (package doc).
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
 	matches, complete, err := a.scan(ctx, op)
 	if err != nil {
@@ -297,30 +297,12 @@ func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.
 }
 
 // scan returns the objects carrying op's key, oldest first and each once,
-// and whether the whole window was read.
-//
-// The lists run newest first, so reaching an object means paging through
-// everything created after it, up to the top of the window asked for. The
-// worker says when the journal first saw the key (Attempt.Since) and, when
-// no call for it may still run, when the last one ended (Attempt.Until): an
-// object an attempt made was created between Since and Until, within
-// LookupSkew of both (the clocks may differ). That window is read first
-// (created_at.gte and .lte), and a match there ends the scan: it holds
-// every object older than its end, so the oldest match is among them. Only
-// without one is the rest, from that window's end up to now, read as well
-// (a request the target committed after its client gave up), each part
-// within LookupMaxPages. Without Until the first window ends a call
-// (Timeout) after Since; without Since, or while the first window is not
-// over yet, the whole window from From is read as one. Lookups waiting at
-// the same time share these reads (scanLanes, scan.go); each still gets
-// the objects of its own windows only.
+// and whether its window was read as far as the plan asks (Adapter.plan
+// says which created_at window, in which parts and order, and whether the
+// first match ends it; scanLanes, scan.go, shares the reads between the
+// lookups waiting at once and keeps a round's progress for the next).
 func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, bool, error) {
-	now := a.cfg.Clock()
-	from := a.cfg.From(ctx, now)
-	first := time.Time{}
-	if end := a.firstWindowEnd(ctx); end.After(from) && end.Before(now) {
-		first = end
-	}
+	w := a.plan(ctx, a.cfg.Clock())
 	path := "/v3/payments"
 	filter := url.Values{}
 	switch op.Type {
@@ -336,24 +318,7 @@ func (a *Adapter) scan(ctx context.Context, op operation.Operation) ([]object, b
 	default:
 		return nil, false, adapters.Invalid(fmt.Errorf("operation type %q is not performed by the yookassa adapter", op.Type))
 	}
-	return a.scans.scan(ctx, path, filter, &scanRequest{key: op.Key.String(), from: from, to: first, rest: !first.IsZero()})
-}
-
-// firstWindowEnd is the end of the window the attempts so far made their
-// objects in (zero when the worker did not say): LookupSkew after the last
-// call ended, or after the first began plus a call (Timeout) while the
-// worker knows no end.
-func (a *Adapter) firstWindowEnd(ctx context.Context) time.Time {
-	att, ok := adapters.AttemptFrom(ctx)
-	switch {
-	case !ok:
-		return time.Time{}
-	case !att.Until.IsZero():
-		return att.Until.Add(a.cfg.LookupSkew)
-	case !att.Since.IsZero():
-		return att.Since.Add(a.cfg.LookupSkew + a.cfg.Timeout)
-	}
-	return time.Time{}
+	return a.scans.scan(ctx, path, filter, &scanRequest{key: op.Key.String(), parts: w.parts, single: w.single, closed: w.closed})
 }
 
 func idsOf(objs []object) []string {
@@ -368,9 +333,10 @@ func idsOf(objs []object) []string {
 // for others carrying the key (an earlier attempt that did take effect
 // behind a connector that dropped Idempotence-Key). It reports them on out
 // and keeps out's object as the operation's only when it is the oldest.
-// A failed scan leaves out as it is: the object exists either way.
+// A failed scan leaves out as it is: the object exists either way. Where
+// the key cannot have made two payments (oneObject) nothing is read.
 func (a *Adapter) duplicatesAfterCreate(ctx context.Context, op operation.Operation, out adapters.Outcome) adapters.Outcome {
-	if att, ok := adapters.AttemptFrom(ctx); !ok || att.Number <= 1 {
+	if att, ok := adapters.AttemptFrom(ctx); !ok || att.Number <= 1 || a.oneObject(att, ok, a.cfg.Clock()) {
 		return out
 	}
 	matches, _, err := a.scan(ctx, op)

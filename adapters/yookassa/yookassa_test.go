@@ -298,7 +298,7 @@ func TestConfig(t *testing.T) {
 	require.ErrorIs(t, err, yookassa.ErrInvalidConfig)
 
 	for _, bad := range []yookassa.Config{
-		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {HTTPConfig: adapters.HTTPConfig{Timeout: -1}}, {LookupScan: adapters.LookupScan{LookupMaxPages: -1}}, {ShopID: "a:b"},
+		{BaseURL: "ftp://x"}, {BaseURL: "https://user:pw@x"}, {HTTPConfig: adapters.HTTPConfig{Timeout: -1}}, {LookupScan: adapters.LookupScan{LookupMaxPages: -1}}, {LookupLate: -time.Second}, {ShopID: "a:b"},
 	} {
 		require.ErrorIs(t, bad.WithDefaults().Validate(), yookassa.ErrInvalidConfig)
 	}
@@ -386,12 +386,13 @@ func keyOnly(op operation.Operation) operation.Operation {
 	return op
 }
 
-// Behind a connector that drops Idempotence-Key a retried charge is a second
-// payment: the lookup and the retried Execute report it (the oldest payment
-// stays the operation's), and the ledger shows both.
+// Behind a connector that drops Idempotence-Key (declared:
+// connector_drops_key) a retried charge is a second payment: the lookup and
+// the retried Execute report it (the oldest payment stays the operation's),
+// and the ledger shows both.
 func TestKeyDroppingConnectorDuplicateIsReported(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sbyk.Options{}, nil)
+	b := setup(t, sbyk.Options{}, func(c *yookassa.Config) { c.ConnectorDropsKey = true })
 	require.NoError(t, b.srv.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey}))
 	op := charge(adaptertest.Intent("dropped"), "pm-saved-1", 100, "RUB")
 	since := time.Now().Add(-time.Second)
@@ -455,7 +456,7 @@ func TestLookupWindowStartsAtTheKeysFirstAttempt(t *testing.T) {
 // lookupRig is an emulator on a clock the test moves (now, in Unix
 // nanoseconds), and an adapter in front of it that counts the list pages
 // it reads, with the lookup's page cap and clock skew given.
-func lookupRig(t *testing.T, maxPages int, skew time.Duration) (now *atomic.Int64, clock func() time.Time, srv *sbyk.Server, a *yookassa.Adapter, pages *atomic.Int32) {
+func lookupRig(t *testing.T, maxPages int, skew time.Duration, mods ...func(*yookassa.Config)) (now *atomic.Int64, clock func() time.Time, srv *sbyk.Server, a *yookassa.Adapter, pages *atomic.Int32) {
 	t.Helper()
 	now, pages = new(atomic.Int64), new(atomic.Int32)
 	now.Store(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano())
@@ -466,6 +467,9 @@ func lookupRig(t *testing.T, maxPages int, skew time.Duration) (now *atomic.Int6
 	t.Cleanup(func() { _ = srv.Close() })
 	a = front(t, srv, func(c *yookassa.Config) {
 		c.Clock, c.LookupMaxPages, c.LookupSkew, c.Timeout = clock, maxPages, skew, 10*time.Second
+		for _, mod := range mods {
+			mod(c)
+		}
 	}, func(r *http.Request) {
 		if r.Method == http.MethodGet {
 			pages.Add(1)
@@ -521,10 +525,11 @@ func TestLookupReadsTheFirstAttemptsWindowFirst(t *testing.T) {
 // dropped Idempotence-Key let a second charge through later) is not taken
 // for it. A payment the target committed only after the calls had ended,
 // past the first window, is still found: the rest is read before an answer
-// may be "not found".
+// may be "not found". (A connector that drops the key is declared: the
+// whole window of the calls is read, for every payment with the key.)
 func TestLookupWindowEndsAtTheLastCall(t *testing.T) {
 	t.Parallel()
-	now, clock, srv, a, pages := lookupRig(t, 20, time.Second)
+	now, clock, srv, a, pages := lookupRig(t, 20, time.Second, func(c *yookassa.Config) { c.ConnectorDropsKey = true })
 	since := clock()
 	first := adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: since})
 	op := charge(adaptertest.Intent("inside"), "pm-saved-1", 100, "RUB")

@@ -18,7 +18,7 @@ import (
 func TestReplicasAboveClusterExit78(t *testing.T) {
 	var stderr bytes.Buffer
 	code := run(context.Background(), []string{"run", "--config", writeConfig(t, fmt.Sprintf(
-		"env: test\ndata_dir: %q\nadmin: {addr: ''}\nnats: {embedded_addr: %q, replicas: 3}\n", t.TempDir(), freeAddr(t)))},
+		"env: test\ndata_dir: %q\nadmin: {addr: ''}\nnats: {embedded_addr: 127.0.0.1:0, replicas: 3}\n", t.TempDir()))},
 		&bytes.Buffer{}, &stderr)
 	require.Equal(t, exitConfig, code, stderr.String())
 	require.Contains(t, stderr.String(), "nats.replicas 3: the NATS server is not clustered")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,6 +163,7 @@ type demoSystem struct {
 type replica struct {
 	owner     string
 	adminAddr string
+	natsAddr  string // the embedded NATS server's, replica 1 only
 	cancel    context.CancelFunc
 	done      chan error
 	once      sync.Once
@@ -210,10 +210,7 @@ func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
 	if err != nil {
 		return sys, err
 	}
-	sys.cfg, err = demoConfig(sys.dataDir, set.journalURL, sys.sb)
-	if err != nil {
-		return sys, err
-	}
+	sys.cfg = demoConfig(sys.dataDir, set.journalURL, sys.sb)
 	if set.tune != nil {
 		set.tune(&sys.cfg)
 	}
@@ -225,8 +222,13 @@ func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
 	if err != nil {
 		return sys, err
 	}
+	if sys.first.natsAddr != "" {
+		// The port the embedded server took: other replicas and the
+		// scripted agent connect there.
+		sys.cfg.NATS.EmbeddedAddr = sys.first.natsAddr
+	}
 	// The demo reads attempts from the same journal, through its own handle.
-	sys.store, _, err = openJournal(sys.ctx, sys.cfg, quietLog(), false)
+	sys.store, _, err = openJournal(sys.ctx, sys.cfg, quietLog(), readJournal)
 	if err != nil {
 		return sys, fmt.Errorf("journal reader: %w", err)
 	}
@@ -234,19 +236,16 @@ func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
 }
 
 // demoConfig is the daemon's configuration in the demo: embedded NATS on a
-// free port, the journal, short leases so that waits stay short, and the
+// port it takes at start (so that the demo never collides with a daemon on
+// 4223), the journal, short leases so that waits stay short, and the
 // sandboxes as targets.
-func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) {
+func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) Config {
 	c := defaults()
 	c.Env = "demo"
 	c.DataDir = dataDir
 	c.Log.Level = "info"
 	c.Admin.Addr = "127.0.0.1:0"
-	addr, err := freeLoopbackAddr()
-	if err != nil {
-		return c, err
-	}
-	c.NATS.EmbeddedAddr = addr
+	c.NATS.EmbeddedAddr = "127.0.0.1:0"
 	c.NATS.FetchWait = 50 * time.Millisecond
 	// Small fetches so that two replicas share a burst between them.
 	c.NATS.FetchBatch = 4
@@ -270,21 +269,7 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) (Config, error) 
 		operation.TypeTaskCreate:    bitrix24.DefaultName,
 		operation.TypeDealCreate:    bitrix24.DefaultName,
 	}
-	return c, nil
-}
-
-// freeLoopbackAddr returns a loopback address with a port free right now,
-// so that the demo never collides with a daemon on 4223.
-func freeLoopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
+	return c
 }
 
 // startReplica runs a daemon with c until the demo ends or it is stopped.
@@ -302,7 +287,7 @@ func (s *demoSystem) startReplica(c Config) (*replica, error) {
 	}()
 	select {
 	case d := <-started:
-		r.adminAddr = d.adminAddr
+		r.adminAddr, r.natsAddr = d.adminAddr, d.natsAddr
 		return r, nil
 	case err := <-r.done:
 		r.done <- err

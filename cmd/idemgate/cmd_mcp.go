@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,20 +39,37 @@ type faceConfig struct {
 	MaxBody int64 `mapstructure:"max_body"`
 }
 
+// mcpConfig is the MCP face's listener and the browser origins it admits.
+type mcpConfig struct {
+	// Listener is what the MCP face shares with the HTTP API's.
+	Listener faceConfig `mapstructure:",squash"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]; no port:
+	// any; "*": any origin) whose requests are served: a request with
+	// another Origin header is refused 403, against DNS rebinding; one
+	// without the header (a client that is not a browser) is served.
+	// Default: the loopback names, any port.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
+}
+
 // faceDefaults fill the gateway's and the faces' sections of defaults().
 func faceDefaults(c *Config) {
 	g := gateway.Config{}.WithDefaults()
 	// Only the keys of the gateway: section; gatewayConfig adds the rest.
-	c.Gateway = gateway.Config{Wait: g.Wait, MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
-	c.MCP = faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20}
+	// wait stays 0: gatewayConfig derives it from worker.call_timeout.
+	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
+	c.MCP = mcpConfig{Listener: faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20},
+		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins)}
 	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
 }
 
 // gatewayConfig is the gateway's configuration: its own section plus the
-// daemon's env and the reconciler's horizons, so both tell one story.
+// daemon's env, the reconciler's horizons and the worker's call_timeout, so
+// both tell one story. gateway.wait left 0 covers a call and the lookup of
+// a lost answer (gateway.CoverWait).
 func (c Config) gatewayConfig() gateway.Config {
 	g := c.Gateway
 	g.Env = c.Env
+	g.CallTimeout = c.Worker.WithDefaults().CallTimeout
 	g.ReviewAfter = c.Reconciler.ReviewAfter
 	g.IdleAfter = c.Reconciler.IdleAfter
 	return g.WithDefaults()
@@ -64,7 +82,10 @@ func (c Config) validateFaces() []error {
 	if err := c.gatewayConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	for name, f := range map[string]faceConfig{"mcp": c.MCP, "http_api": c.HTTPAPI} {
+	if err := gwmcp.ValidateOrigins(c.MCP.AllowedOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("mcp.allowed_origins: %w", err))
+	}
+	for name, f := range map[string]faceConfig{"mcp": c.MCP.Listener, "http_api": c.HTTPAPI} {
 		if !f.Enabled {
 			continue
 		}
@@ -93,13 +114,15 @@ func mcpCmd(stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the operations as MCP tools to an agent (stdio for a client that launches it, or Streamable HTTP at /mcp)",
-		Long: `mcp serves one MCP tool per operation type (payment_charge, invoice_create, …) plus
+		Long: `mcp serves one MCP tool per routed operation type (payment_charge, invoice_create, …) plus
 get_operation and list_unresolved, in front of a running daemon: it publishes
-commands to its JetStream and reads its journal.
+commands to its JetStream and reads its journal. Give it the daemon's
+configuration: the types its routes: name are the ones offered.
 
 --transport stdio (the default) speaks MCP on stdin/stdout: an MCP client launches
 "idemgate mcp --config …". Logs go to stderr. --transport http serves Streamable
-HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
+HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token,
+and a browser's request is served only from mcp.allowed_origins.`,
 	}
 	check := func(c *Config) error {
 		switch transport {
@@ -108,27 +131,29 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 			return &exitError{code: exitUsage, err: fmt.Errorf("--transport %q: stdio or http", transport)}
 		}
 		if addr != "" {
-			c.MCP.Addr = addr
+			c.MCP.Listener.Addr = addr
 		}
 		if transport == "http" {
-			if err := gateway.ValidateListen(c.MCP.Addr, c.MCP.Token); err != nil {
+			if err := gateway.ValidateListen(c.MCP.Listener.Addr, c.MCP.Listener.Token); err != nil {
 				return configError(fmt.Errorf("unsafe: mcp.addr: %w (set mcp.token or IDEMGATE_MCP_TOKEN)", err))
 			}
 		}
 		return nil
 	}
 	serving(cmd, stderr, check, func(ctx context.Context, c Config, log *slog.Logger) error {
+		// The daemon's journal first: one that is not where this
+		// configuration says is said at once, before any wait for NATS.
+		store, _, err := openJournal(ctx, c, log, readJournal)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
 		// Commands wait in the stream until a daemon takes them.
 		nc, _, stopNATS, err := commandStreams(ctx, c, log)
 		if err != nil {
 			return err
 		}
 		defer stopNATS()
-		store, _, err := openJournal(ctx, c, log, false)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
 		g, err := newGateway(c, nc, store, log)
 		if err != nil {
 			return err
@@ -147,7 +172,7 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 		}
 		f := &faces{log: log}
 		defer f.stop()
-		if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+		if err := f.serve("mcp", c.MCP.Listener, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -158,8 +183,12 @@ HTTP at /mcp on mcp.addr (or --addr); a non-loopback address needs mcp.token.`,
 	return cmd
 }
 
-func mcpHandler(srv *sdk.Server, fc faceConfig, log *slog.Logger) http.Handler {
-	return gwmcp.Handler(srv, gwmcp.HTTPOptions{Token: fc.Token, MaxBody: fc.MaxBody, Log: log})
+func mcpHandler(srv *sdk.Server, mc mcpConfig, log *slog.Logger) http.Handler {
+	origins := mc.AllowedOrigins
+	if origins == nil {
+		origins = []string{} // configured empty: no browser origin
+	}
+	return gwmcp.Handler(srv, gwmcp.HTTPOptions{Token: mc.Listener.Token, MaxBody: mc.Listener.MaxBody, Log: log, AllowedOrigins: origins})
 }
 
 // newGateway builds the gateway on a NATS connection and the journal.
@@ -168,11 +197,23 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg})
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg,
+		Routed: c.routedTypes()})
 	if err != nil {
 		return nil, configError(err)
 	}
 	return g, nil
+}
+
+// routedTypes are the operation types routes: gives an adapter, sorted:
+// the only ones the faces offer.
+func (c Config) routedTypes() []string {
+	out := make([]string, 0, len(c.Routes))
+	for op := range c.Routes {
+		out = append(out, op)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // faces are the front doors served inside `idemgate run`.
@@ -189,7 +230,7 @@ type faces struct {
 // journal.
 func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) (*faces, error) {
 	f := &faces{log: log}
-	if !c.MCP.Enabled && !c.HTTPAPI.Enabled {
+	if !c.MCP.Listener.Enabled && !c.HTTPAPI.Enabled {
 		return f, nil
 	}
 	g, err := newGateway(c, nc, store, log)
@@ -197,12 +238,12 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 		return f, err
 	}
 	f.gw = g
-	if c.MCP.Enabled {
+	if c.MCP.Listener.Enabled {
 		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
 		if err != nil {
 			return f, configError(err)
 		}
-		if err := f.serve("mcp", c.MCP, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
+		if err := f.serve("mcp", c.MCP.Listener, gwmcp.Path, mcpHandler(srv, c.MCP, log), &f.mcpAddr); err != nil {
 			return f, err
 		}
 	}

@@ -42,7 +42,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""
-	c.NATS.EmbeddedAddr = freeAddr(t)
+	c.NATS.EmbeddedAddr = "127.0.0.1:0"
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
@@ -62,6 +62,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	})
 	select {
 	case d := <-started:
+		c.NATS.EmbeddedAddr = d.natsAddr // the port it took, for the tools' configuration
 		return &gatewayDaemon{d: d, cfg: c, yk: yk}
 	case err := <-done:
 		done <- err
@@ -104,7 +105,7 @@ func TestHelperProcessMCP(t *testing.T) {
 // once through the running daemon.
 func TestMCPStdio(t *testing.T) {
 	gd := startGatewayDaemon(t, nil)
-	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nlog:\n  level: warn\n",
+	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nlog:\n  level: warn\nroutes: {payment.charge: yookassa}\n",
 		gd.cfg.DataDir, gd.cfg.NATS.EmbeddedAddr))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessMCP$")
 	cmd.Env = append(os.Environ(), helperArgsEnv+"=mcp --config "+cfgPath)
@@ -118,7 +119,12 @@ func TestMCPStdio(t *testing.T) {
 
 	tools, err := cs.ListTools(ctx, nil)
 	require.NoError(t, err)
-	require.Len(t, tools.Tools, 7, "five operation types, get_operation, list_unresolved")
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	require.ElementsMatch(t, []string{"payment_charge", "get_operation", "list_unresolved"}, names,
+		"the one routed operation type, get_operation, list_unresolved")
 	for range 2 {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "payment_charge", Arguments: chargeArguments("stdio-1", 125000)})
 		require.NoError(t, err)
@@ -147,7 +153,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestRunServesFaces(t *testing.T) {
 	const token, apiToken = "t0ken-for-mcp-tests", "t0ken-for-the-api"
 	gd := startGatewayDaemon(t, func(c *Config) {
-		c.MCP = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: token, MaxBody: 1 << 20}
+		c.MCP.Listener = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: token, MaxBody: 1 << 20}
 		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", Token: apiToken, MaxBody: 64 << 10}
 	})
 	endpoint := "http://" + gd.d.faces.mcpAddr + "/mcp"
@@ -229,7 +235,7 @@ func TestFacesWithoutTokenRefused(t *testing.T) {
 	t.Setenv("IDEMGATE_MCP_TOKEN", "from-the-environment")
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  enabled: true\n  addr: 0.0.0.0:8090\n")))
 	require.NoError(t, err)
-	require.Equal(t, "from-the-environment", c.MCP.Token.Reveal())
+	require.Equal(t, "from-the-environment", c.MCP.Listener.Token.Reveal())
 	require.NoError(t, c.validate(), "a token from the environment is enough")
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "http_api:\n  enabled: true\n  addr: 127.0.0.1:8091\n")))
 	require.NoError(t, err)
@@ -256,7 +262,7 @@ func TestExampleConfigFaces(t *testing.T) {
 	require.Equal(t, def.Gateway, c.Gateway)
 	require.Equal(t, def.MCP, c.MCP)
 	require.Equal(t, def.HTTPAPI, c.HTTPAPI)
-	require.False(t, c.MCP.Enabled || c.HTTPAPI.Enabled)
+	require.False(t, c.MCP.Listener.Enabled || c.HTTPAPI.Enabled)
 	g := c.gatewayConfig()
 	require.Equal(t, c.Env, g.Env)
 	require.Equal(t, c.Reconciler.ReviewAfter, g.ReviewAfter, "one story: the gateway's human_review follows the reconciler's")
@@ -264,17 +270,19 @@ func TestExampleConfigFaces(t *testing.T) {
 }
 
 // TestMCPStandaloneHTTP: `idemgate mcp --transport http` serves Streamable
-// HTTP at /mcp in front of a running daemon.
+// HTTP at /mcp in front of a running daemon, offering the types the
+// shared configuration routes.
 func TestMCPStandaloneHTTP(t *testing.T) {
 	gd := startGatewayDaemon(t, nil)
-	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nmcp:\n  token: standalone-token\n",
+	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nmcp:\n  token: standalone-token\nroutes: {payment.charge: yookassa}\n",
 		gd.cfg.DataDir, gd.cfg.NATS.EmbeddedAddr))
-	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
+	logs := &lockedWriter{w: &bytes.Buffer{}}
 	go func() {
-		done <- run(ctx, []string{"mcp", "--transport", "http", "--addr", addr, "--config", cfgPath}, &bytes.Buffer{}, &lockedWriter{w: &bytes.Buffer{}})
+		done <- run(ctx, []string{"mcp", "--transport", "http", "--addr", "127.0.0.1:0", "--config", cfgPath}, &bytes.Buffer{}, logs)
 	}()
+	addr := loggedAttr(t, logs, "mcp serving", "addr") // the port it took
 	client := sdk.NewClient(&sdk.Implementation{Name: "orchestrator", Version: "1"}, nil)
 	transport := &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{"standalone-token"}}, DisableStandaloneSSE: true, MaxRetries: -1}

@@ -60,9 +60,10 @@ type daemon struct {
 	worker     *worker.Worker
 	reconciler *worker.Reconciler
 	janitor    *worker.Janitor
-	store      journal.Store
+	store      journalStore
 	admin      *http.Server
 	adminAddr  string
+	natsAddr   string // the embedded NATS server's address; "" with nats.url
 	adminStop  func()
 	registry   *prometheus.Registry
 	ingest     *ingest.Server
@@ -162,11 +163,11 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 	metrics := worker.NewMetrics(reg)
 	services := []service{
 		{name: "journal", start: func() (err error) {
-			d.store, pending, err = openJournal(ctx, c, log, c.Journal.AutoMigrate)
+			d.store, pending, err = openJournal(ctx, c, log, daemonJournal)
 			return err
 		}, stop: func() { d.store.Close() }},
 		{name: "nats", start: func() (err error) {
-			nc, js, stopNATS, err = natsConn(c, log, true)
+			nc, js, stopNATS, d.natsAddr, err = natsConn(c, log, true)
 			return err
 		}, stop: func() { stopNATS() }},
 		{name: "streams", start: func() (err error) {
@@ -186,7 +187,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 			}
 			d.adminAddr = ln.Addr().String()
 			if c.Console.Enabled {
-				con, err := newConsole(c, routes, d.store, js, reg, metrics, log)
+				con, err := newConsole(c, routes, d.store, js, metrics, log)
 				if err != nil {
 					_ = ln.Close()
 					return configError(err)

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/cmd/idemgate/internal/sandboxes"
+	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
 
@@ -19,6 +22,7 @@ func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
 		seed   uint64
 		quiet  bool
 		plan   string
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -36,6 +40,13 @@ Each emulator keeps its target's contract and serves an admin API:
 
 The credentials printed are the emulators' fixed test credentials.
 
+--json prints, instead of the banner, one JSON document for programs:
+{"emulators": [{"name", "url", "admin", "endpoints", "auth",
+"credentials": [{"name", "value", "type", "secret"}], "adapter": {...}}]}.
+A credential's type is its word in the adapter's configuration when it is
+a secret there (token, password, secret_key, webhook_code), "identifier"
+otherwise; "adapter" is the adapters.<name> block for the emulator.
+
 Targets declared under adapters.http in the configuration get a generic
 emulator each, set by the same declaration (where the key goes, whether
 it is honoured, lookup by key and search with the declared settle time as
@@ -51,13 +62,14 @@ its lag).`,
 			if err != nil {
 				return configError(err)
 			}
-			return runSandbox(cmd.Context(), listen, opts, sandboxes.Tuning{Bitrix24Plan: plan}, stdout, declared...)
+			return runSandbox(cmd.Context(), listen, opts, sandboxes.Tuning{Bitrix24Plan: plan}, asJSON, stdout, declared...)
 		},
 	}
 	f := cmd.Flags()
 	f.StringToStringVar(&listen, "listen", nil, "listen address per emulator, e.g. yookassa=127.0.0.1:8443 (the others take free loopback ports)")
 	f.Uint64Var(&seed, "seed", 0, "seed of random-rate faults (the same seed and request order give the same faults)")
 	f.BoolVar(&quiet, "quiet", false, "do not log injected and fired faults on stderr")
+	f.BoolVar(&asJSON, "json", false, "print the started emulators as one JSON document (names, URLs, typed credentials, adapter blocks) instead of the banner")
 	f.StringVar(&plan, "bitrix24-plan", "standard", "the Bitrix24 portal's plan, which sets its REST rate limit: standard (50 requests, leaking 2/s) or enterprise (250, leaking 5/s)")
 	return cmd
 }
@@ -70,8 +82,9 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 }
 
 // runSandbox starts every emulator of sandboxes.All and the declared
-// targets' ones, prints how to use each, and serves until ctx ends.
-func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, stdout io.Writer, declared ...sandbox.Target) error {
+// targets' ones, prints how to use each (as JSON with asJSON), and serves
+// until ctx ends.
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, asJSON bool, stdout io.Writer, declared ...sandbox.Target) error {
 	g, err := sandboxes.All(opts, tune)
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--bitrix24-plan: %w", err)}
@@ -87,12 +100,64 @@ func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Opti
 	for _, t := range g {
 		infos = append(infos, sandboxes.Describe(t))
 	}
-	fmt.Fprintf(stdout, "idemgate sandbox: %d target emulators (test credentials only, nothing real is reached)\n\n", len(infos))
-	werr := sandboxes.WriteTargets(stdout, infos)
-	fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
+	var werr error
+	if asJSON {
+		werr = sandboxes.WriteJSON(stdout, infos, credentialType)
+	} else {
+		fmt.Fprintf(stdout, "idemgate sandbox: %d target emulators (test credentials only, nothing real is reached)\n\n", len(infos))
+		werr = sandboxes.WriteTargets(stdout, infos)
+		fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
+	}
 	if werr != nil {
 		return errors.Join(werr, g.Close())
 	}
 	<-ctx.Done()
 	return g.Close()
+}
+
+// credentialType types an emulator's credential by the adapter
+// configuration that holds it: the section of AdaptersConfig named like the
+// emulator, and in it the field the credential names. A field of a
+// credential type (adapters.Token, Password, SecretKey, WebhookCode: its
+// value a redact.Secret) is a secret, typed by its word; any other field is
+// an identifier. A declared target (no section of its own) has one
+// credential, the secret its auth reads, a bearer token. A credential the
+// configuration does not hold is taken for a secret: nothing that may be
+// one is ever reported as not.
+func credentialType(target, credential string) (string, bool) {
+	sections := reflect.TypeFor[AdaptersConfig]()
+	for i := range sections.NumField() {
+		f := sections.Field(i)
+		if f.Tag.Get("mapstructure") != target || f.Type.Kind() != reflect.Pointer {
+			continue
+		}
+		t, ok := configField(f.Type.Elem(), credential)
+		switch {
+		case !ok:
+			return "secret", true
+		case t == reflect.TypeFor[redact.Secret]():
+			return credential, true
+		}
+		return "identifier", false
+	}
+	return "token", true
+}
+
+// configField finds the field of config struct t that configuration key
+// key sets, through squashed structs, and returns its type.
+func configField(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if tag == "" && opts == "squash" && f.Type.Kind() == reflect.Struct {
+			if ft, ok := configField(f.Type, key); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag == key {
+			return f.Type, true
+		}
+	}
+	return nil, false
 }

@@ -109,7 +109,7 @@ func TestSandboxCommand(t *testing.T) {
 
 func TestSandboxListenFlag(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := reservedAddr(t)
 	urls, _, stop := startSandboxCmd(t, "--listen", "stripe="+addr)
 	require.Equal(t, "http://"+addr, urls["stripe"])
 	require.Equal(t, exitOK, stop())

@@ -44,6 +44,9 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 					return err
 				}
 			} else {
+				if err := movedDataDir(c, "journal.db"); err != nil {
+					return configError(err)
+				}
 				if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 					return err
 				}
@@ -164,6 +167,10 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.MsgID(parsed), func(r operation.Result) {
 				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
 			})
+			var late *producer.WaitError
+			if errors.As(err, &late) {
+				return &exitError{code: exitPending, err: err}
+			}
 			if err != nil {
 				return err
 			}
@@ -173,7 +180,13 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+			if code := resultExit(res.Status); code != exitOK {
+				return &exitError{code: code, err: fmt.Errorf("the result is %s (%s): exit %d", res.Status, orNoCode(res.ErrorCode), code)}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -188,13 +201,39 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
+// resultExit is publish --wait's exit code for a final result's status:
+// 0 only for succeeded, and one code per other status, so that a script
+// never takes a conflict or a refusal for success.
+func resultExit(s operation.ResultStatus) int {
+	switch s {
+	case operation.ResultSucceeded:
+		return exitOK
+	case operation.ResultFailedFinal:
+		return exitFailedFinal
+	case operation.ResultConflict:
+		return exitConflict
+	case operation.ResultRejected:
+		return exitRejected
+	case operation.ResultPending:
+		return exitPending
+	}
+	return exitFailure
+}
+
+func orNoCode(code string) string {
+	if code == "" {
+		return "no error code"
+	}
+	return code
+}
+
 // openForTools opens the journal without migrating, for trace and resolve.
 func openForTools(cmd *cobra.Command) (Config, journal.Store, error) {
 	c, err := config(cmd)
 	if err != nil {
 		return c, nil, err
 	}
-	st, _, err := openJournal(cmd.Context(), c, quietLog(), false)
+	st, _, err := openJournal(cmd.Context(), c, quietLog(), readJournal)
 	return c, st, err
 }
 
@@ -399,7 +438,7 @@ func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return configError(err)
 			}
-			st, _, err := openJournal(cmd.Context(), c, log, false)
+			st, _, err := openJournal(cmd.Context(), c, log, readJournal)
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,9 @@ import (
 type Config struct {
 	// Env is the first part of every operation key: prod, staging, test…
 	Env string `mapstructure:"env"`
-	// DataDir holds the embedded NATS store and the SQLite journal.
+	// DataDir holds the embedded NATS store and the SQLite journal. A
+	// relative path is resolved against the configuration file's folder
+	// (paths.go).
 	DataDir string `mapstructure:"data_dir"`
 	Log     struct {
 		Level  string `mapstructure:"level"`  // debug, info, warn, error
@@ -81,8 +83,12 @@ type Config struct {
 	Replicas int `mapstructure:"replicas"`
 	// Gateway, MCP and HTTPAPI are the agents' front doors (cmd_mcp.go).
 	Gateway gateway.Config `mapstructure:"gateway"`
-	MCP     faceConfig     `mapstructure:"mcp"`
+	MCP     mcpConfig      `mapstructure:"mcp"`
 	HTTPAPI faceConfig     `mapstructure:"http_api"`
+
+	// cwdDataDir is data_dir as earlier versions resolved it, against the
+	// working directory, when it now resolves elsewhere (paths.go).
+	cwdDataDir string
 }
 
 // defaults is the configuration when nothing is set.
@@ -165,6 +171,9 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	// ingest publishes into the daemon's commands stream.
 	c.Ingest.CommandsStream = c.NATS.CommandsStream
 	c.Ingest.Config = c.Ingest.Config.WithDefaults()
+	if err := resolvePaths(&c, path, flags); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 

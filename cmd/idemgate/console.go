@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/console"
@@ -27,7 +26,7 @@ const conflictScan = 2000
 // newConsole builds the operator console on the daemon's journal, JetStream
 // and metrics. Its resolve is worker.Resolve, as `idemgate resolve`'s, here
 // with the daemon's JetStream so that the decision is published at once.
-func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Store, js jetstream.JetStream, reg *prometheus.Registry, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
+func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore, js jetstream.JetStream, metrics *worker.Metrics, log *slog.Logger) (*console.Console, error) {
 	if host, _, err := net.SplitHostPort(c.Admin.Addr); err == nil {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			log.Warn("the operator console is served beyond loopback: put a reverse proxy with TLS in front of the admin listener", "addr", c.Admin.Addr)
@@ -62,23 +61,41 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journal.Stor
 		Conflicts: func(ctx context.Context) (console.ConflictScan, error) {
 			return scanConflicts(ctx, js, c.NATS.ResultsStream, conflictScan)
 		},
-		Counters: func() map[string]float64 {
-			out := map[string]float64{}
-			mfs, err := reg.Gather()
-			if err != nil {
-				return out
-			}
-			for _, mf := range mfs {
-				switch mf.GetName() {
-				case "idemgate_operations_replayed_total", "idemgate_operations_conflict_total":
-					for _, m := range mf.GetMetric() {
-						out[mf.GetName()] += m.GetCounter().GetValue()
-					}
-				}
-			}
-			return out
-		},
+		Counters: replicaCounters(metrics),
+		Looker:   adapterLooker{routes: routes, store: store, callTimeout: c.Worker.WithDefaults().CallTimeout},
 	})
+}
+
+// replicaCounters reads this replica's replays and conflicts from its claim
+// decisions (claim_decisions_total).
+func replicaCounters(m *worker.Metrics) func() console.ReplicaCounters {
+	return func() console.ReplicaCounters {
+		d := m.DecisionCounts()
+		return console.ReplicaCounters{ReplaysSucceeded: int64(d[journal.ReplaySucceeded]), ReplaysFailed: int64(d[journal.ReplayFailed]),
+			Conflicts: int64(d[journal.Conflict])}
+	}
+}
+
+// adapterLooker is the console's console.Looker: it asks the adapter an
+// operation's type is routed to, as a reconcile round does
+// (worker.LookUp), and writes nothing.
+type adapterLooker struct {
+	routes      map[string]adapters.Adapter
+	store       journal.Store
+	callTimeout time.Duration
+}
+
+func (l adapterLooker) LookUp(ctx context.Context, rec journal.Record) (console.Lookup, error) {
+	a, ok := l.routes[rec.OperationType]
+	if !ok {
+		return console.Lookup{}, fmt.Errorf("%w: %s is not routed here", console.ErrNoLookup, rec.OperationType)
+	}
+	r, err := worker.LookUp(ctx, l.store, a, rec, l.callTimeout)
+	if err != nil {
+		return console.Lookup{}, err
+	}
+	return console.Lookup{Status: console.LookupStatus(r.Status), ObjectID: r.Outcome.ObjectID, Duplicates: r.Outcome.Duplicates,
+		Final: r.Final, Code: r.Code, Note: r.Note}, nil
 }
 
 // objectLinks finds an operation's object page through the adapter its
@@ -134,6 +151,10 @@ func scanConflicts(ctx context.Context, js jetstream.JetStream, stream string, n
 				continue
 			}
 			last = meta.Sequence.Stream
+			if scan.Since.IsZero() {
+				// The oldest result read: the scan says nothing of earlier ones.
+				scan.Since = meta.Timestamp
+			}
 			var res operation.Result
 			if json.Unmarshal(m.Data(), &res) == nil && res.Status == operation.ResultConflict {
 				scan.Conflicts = append(scan.Conflicts, console.Conflict{Result: res, PublishedAt: meta.Timestamp})

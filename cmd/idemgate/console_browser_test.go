@@ -20,7 +20,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -107,7 +106,7 @@ func TestConsoleInChromium(t *testing.T) {
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
 	base := "http://" + d.adminAddr
 
-	nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+	nc, err := nats.Connect("nats://" + d.natsAddr)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	cl, err := producer.New(nc, "")
@@ -219,6 +218,7 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Contains(t, counts, "payment.charge")
 	require.Regexp(t, `^1\s+unknown outcomes`, text("#tile-unresolved"))
 	require.Regexp(t, `^\d+\s+commands waiting\s+\d+ in flight, \d+ redelivered$`, text("#tile-backlog"), "the consumer's backlog, read from JetStream")
+	require.Regexp(t, `^1\s+conflicts`, text("#tile-conflicts"), "counted from claim_decisions_total")
 	shot("02-overview")
 
 	// Search the successful charge by its key; open its timeline.
@@ -267,6 +267,9 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// Resolve with evidence, review, confirm.
 	evidence := fmt.Sprintf("payment %s found in the YooKassa dashboard, status succeeded", lostObject)
+	run("look up now", chromedp.Navigate(resolveURL), chromedp.WaitVisible(chromedp.ID("lookup")),
+		chromedp.Click(chromedp.ID("lookup")), chromedp.WaitVisible(chromedp.ID("lookup-answer")))
+	require.Contains(t, text("#lookup-answer"), "could not tell: lookup failed: http_503", "every request to the sandbox fails")
 	run("resolve form", chromedp.Navigate(resolveURL), chromedp.WaitVisible(chromedp.ID("evidence")),
 		chromedp.Click(chromedp.ID("as-succeeded")),
 		chromedp.SendKeys(chromedp.ID("object"), lostObject),
@@ -276,6 +279,7 @@ func TestConsoleInChromium(t *testing.T) {
 	decision := text("#decision")
 	require.Contains(t, decision, lostObject)
 	require.Contains(t, decision, "alice")
+	require.Contains(t, text("#check"), "Not checked: the target could not tell", "the decision rests on the evidence")
 	shot("08-confirm")
 	rec, err = d.store.Get(ctx, lostKey)
 	require.NoError(t, err)
@@ -351,7 +355,7 @@ func TestConsoleSaysWhenTheDecisionWasNotPublished(t *testing.T) {
 	c.Env = "test"
 	c.Console.Enabled = true
 	c.Console.Users = []console.User{{Name: "olga", Role: console.RoleOperator, TokenSHA256: console.HashToken("tok-olga")}}
-	con, err := newConsole(c, nil, st, js, prometheus.NewRegistry(), worker.NewMetrics(nil), quietLog())
+	con, err := newConsole(c, nil, st, js, worker.NewMetrics(nil), quietLog())
 	require.NoError(t, err)
 	srv := httptest.NewServer(con)
 	t.Cleanup(srv.Close)

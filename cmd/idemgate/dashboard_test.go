@@ -233,7 +233,7 @@ ingest:
           payload:
             - {field: title, value: "Call the customer"}
             - {field: responsible_id, value: "7"}
-`, freeAddr(t)))))
+`, "127.0.0.1:0"))))
 	require.NoError(t, err)
 	c := testDaemonConfig(t)
 	c.Ingest = ing.Ingest
@@ -244,7 +244,7 @@ ingest:
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	d := startDaemon(t, c, logs)
 
-	nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+	nc, err := nats.Connect("nats://" + d.natsAddr)
 	require.NoError(t, err)
 	defer nc.Close()
 	cl, err := producer.New(nc, "")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/httpjson"
-	"github.com/idemgate/idemgate/adapters/httpjson/emulate"
+	"github.com/idemgate/idemgate/emulate"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
 	"github.com/idemgate/idemgate/sandbox/generic"

@@ -46,7 +46,6 @@ func TestIngestCommand(t *testing.T) {
 
 func testIngestCommand(t *testing.T, ns *natstest.Server, natsYAML string) {
 	_, js := ns.Connect(t)
-	addr := freeAddr(t)
 	const secret = "whsec_test_ingest_cmd"
 	p := writeConfig(t, fmt.Sprintf(`
 env: test
@@ -64,13 +63,14 @@ ingest:
           payload:
             - {field: title, value: "Call the customer"}
             - {field: responsible_id, value: "7"}
-`, natsYAML, addr, secret))
+`, natsYAML, "127.0.0.1:0", secret))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr lockedWriter
 	stderr.w = &bytes.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"ingest", "--config", p}, io.Discard, &stderr) }()
+	addr := loggedAttr(t, &stderr, "ingest listening", "addr") // the port it took
 
 	body := []byte(`{"id":"evt_ingest_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1"}}}`)
 	post := func() int {

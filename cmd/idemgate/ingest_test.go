@@ -29,7 +29,6 @@ func TestWebhookDeliveredThreeTimesMakesOneTask(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 
-	ingestAddr, natsAddr := freeAddr(t), freeAddr(t)
 	const secret = "whsec_test_canary_secret"
 	yaml := fmt.Sprintf(`
 env: test
@@ -59,7 +58,7 @@ ingest:
             - {field: title, value: "Call the customer about the payment"}
             - {field: responsible_id, value: "7"}
             - {field: customer_id, path: data.object.metadata.customer_id}
-`, t.TempDir(), natsAddr, pgtest.Schema(t), sbURL, sbbitrix.DefaultUserID, sbbitrix.DefaultWebhookCode, ingestAddr, secret)
+`, t.TempDir(), "127.0.0.1:0", pgtest.Schema(t), sbURL, sbbitrix.DefaultUserID, sbbitrix.DefaultWebhookCode, "127.0.0.1:0", secret)
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, yaml)))
 	require.NoError(t, err)
 	require.NoError(t, c.validate())
@@ -70,8 +69,10 @@ ingest:
 	started := make(chan *daemon, 1)
 	done := make(chan error, 1)
 	go func() { done <- runDaemon(ctx, c, newLogger(c, logs), func(d *daemon) { started <- d }) }()
+	var ingestAddr, natsAddr string // the ports the daemon took
 	select {
-	case <-started:
+	case d := <-started:
+		ingestAddr, natsAddr = d.ingest.Addr(), d.natsAddr
 	case err := <-done:
 		t.Fatalf("daemon ended: %v\n%s", err, logs.String())
 	case <-time.After(60 * time.Second):

@@ -31,6 +31,11 @@ const (
 	exitUsage   = 2
 	exitConfig  = 78 // sysexits EX_CONFIG: a restart would not help
 	exitUnknown = 4  // trace/resolve: no such key
+	// publish --wait: one code per result status that is not succeeded.
+	exitFailedFinal = 5 // failed_final: the target refused for good
+	exitConflict    = 6 // conflict: the key was first used with another payload
+	exitRejected    = 7 // rejected: the daemon refused the command
+	exitPending     = 8 // pending: no final result within --timeout (the command stays queued)
 )
 
 // exitError carries an exit code.

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
@@ -138,12 +142,27 @@ func TestEachRetentionRuleRefusesAlone(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+// refusingAddr is a loopback address where nothing listens, nor can until
+// the test ends: a connection there is refused.
+func refusingAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, release, err := childproc.RefusingAddr()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(release)
+	return addr
+}
+
+// reservedAddr is a loopback address for a server that binds it later,
+// where the address must be known beforehand (a configuration file that
+// tools read too, a flag under test): childproc.FreePort's port, which no
+// other FreePort and no bind to port 0 can take meanwhile. Where the
+// server can take a port itself, give it port 0 and read back the one it
+// took instead.
+func reservedAddr(t *testing.T) string {
+	t.Helper()
+	p, err := childproc.FreePort()
+	require.NoError(t, err)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 // TestDaemonEndToEnd runs the daemon as `idemgate run` does, on the embedded
@@ -162,7 +181,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 			c.Env = "test"
 			c.DataDir = t.TempDir()
 			c.Admin.Addr = "127.0.0.1:0"
-			c.NATS.EmbeddedAddr = freeAddr(t)
+			c.NATS.EmbeddedAddr = "127.0.0.1:0"
 			c.NATS.FetchWait = 50 * time.Millisecond
 			if journalKind == "postgres" {
 				c.Journal.URL = pgtest.Schema(t)
@@ -187,7 +206,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 				t.Fatal("daemon did not start")
 			}
 
-			nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+			nc, err := nats.Connect("nats://" + d.natsAddr)
 			require.NoError(t, err)
 			defer nc.Close()
 			cl, err := producer.New(nc, "")
@@ -254,6 +273,40 @@ func httpGet(t *testing.T, url string) string {
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// loggedAttr waits until logs holds the record a server logs once it
+// listens (its message contains msg) and returns that record's key
+// attribute: how a test reads back the port a daemon or a tool given port 0
+// took ("admin endpoints" addr, "ingest listening" addr, "mcp serving"
+// addr, "nats: embedded JetStream server" url). Both log formats are read.
+func loggedAttr(t *testing.T, logs fmt.Stringer, msg, key string) string {
+	t.Helper()
+	text := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(key) + `=("(?:[^"\\]|\\.)*"|\S+)`)
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if !strings.Contains(line, msg) {
+				continue
+			}
+			if strings.HasPrefix(line, "{") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(line), &rec) == nil {
+					if v, ok := rec[key].(string); ok {
+						return v
+					}
+				}
+			} else if m := text.FindStringSubmatch(line); m != nil {
+				if v, err := strconv.Unquote(m[1]); err == nil {
+					return v
+				}
+				return m[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q record with %s in 60s; logs:\n%s", msg, key, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the log, with a deadline
+	}
+}
 
 // lockedWriter serialises writes from the daemon's goroutines.
 type lockedWriter struct {

@@ -123,7 +123,7 @@ func TestMigrateUp(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			st, _, err := openJournal(ctx, c, quietLog(), false)
+			st, _, err := openJournal(ctx, c, quietLog(), readJournal)
 			require.NoError(t, err)
 			defer st.Close()
 			_, err = st.Get(ctx, "test:payment.charge:evt-none:v1")

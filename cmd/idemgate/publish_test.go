@@ -45,12 +45,21 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 	t.Parallel()
 	t.Run("no NATS", func(t *testing.T) {
 		t.Parallel()
-		addr := freeAddr(t)
+		addr := refusingAddr(t)
 		code, _, stderr := runTool(t, chargeArgs("evt-nonats", "--env", "test", "--data-dir", t.TempDir(), "--config", writeConfig(t,
 			fmt.Sprintf("nats: {embedded_addr: %q}\n", addr)), "--wait")...)
 		require.Equal(t, exitFailure, code)
 		require.Contains(t, stderr, "cannot reach NATS at nats://"+addr)
 		require.Contains(t, stderr, "is the daemon running")
+	})
+	t.Run("embedded NATS on port 0", func(t *testing.T) {
+		t.Parallel()
+		// A daemon given port 0 took a port of its own: a tool cannot guess it.
+		code, _, stderr := runTool(t, chargeArgs("evt-port0", "--env", "test", "--data-dir", t.TempDir(), "--config", writeConfig(t,
+			"nats: {embedded_addr: \"127.0.0.1:0\"}\n"), "--wait")...)
+		require.Equal(t, exitConfig, code, stderr)
+		require.Contains(t, stderr, "nats.embedded_addr 127.0.0.1:0 has port 0")
+		require.Contains(t, stderr, "--nats-url")
 	})
 	t.Run("no stream", func(t *testing.T) {
 		t.Parallel()
@@ -67,7 +76,7 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		_, err := consumer.Ensure(context.Background(), js, consumer.Config{}.WithDefaults())
 		require.NoError(t, err)
 		code, _, stderr := runTool(t, chargeArgs("evt-nodaemon", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "1s")...)
-		require.Equal(t, exitFailure, code)
+		require.Equal(t, exitPending, code, "stored, not answered yet: %s", stderr)
 		require.Contains(t, stderr, "no result for test:payment.charge:evt-nodaemon:v1")
 		require.Contains(t, stderr, "IDEMGATE_COMMANDS sequence 1")
 	})
@@ -90,7 +99,7 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		defer func() { _ = sub.Unsubscribe() }()
 		require.NoError(t, nc.Flush())
 		code, _, stderr := runTool(t, chargeArgs("evt-pending", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "1s")...)
-		require.Equal(t, exitFailure, code)
+		require.Equal(t, exitPending, code, stderr)
 		require.Contains(t, stderr, "pending: test:payment.charge:evt-pending:v1")
 		require.Contains(t, stderr, "still pending")
 		require.Contains(t, stderr, "test:payment.charge:evt-pending:v1")
@@ -124,7 +133,7 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""
-	c.NATS.EmbeddedAddr = freeAddr(t)
+	c.NATS.EmbeddedAddr = "127.0.0.1:0"
 	c.NATS.FetchWait = 50 * time.Millisecond
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: url, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
@@ -134,12 +143,14 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	started := make(chan *daemon, 1)
 	done := make(chan error, 1)
 	go func() { done <- runDaemon(ctx, c, quietLog(), func(d *daemon) { started <- d }) }()
+	var natsAddr string // the port the daemon's embedded NATS took
 	select {
-	case <-started:
+	case d := <-started:
+		natsAddr = d.natsAddr
 	case err := <-done:
 		t.Fatalf("daemon ended: %v", err)
 	}
-	nats := []string{"--data-dir", c.DataDir, "--nats-url", "nats://" + c.NATS.EmbeddedAddr}
+	nats := []string{"--data-dir", c.DataDir, "--nats-url", "nats://" + natsAddr}
 
 	code, out, stderr := runTool(t, append(chargeArgs("evt-pub-1", "--env", "test"), nats...)...)
 	require.Equal(t, exitOK, code, stderr)
@@ -164,8 +175,9 @@ func TestPublishAgainstDaemon(t *testing.T) {
 		"--payload", `{"account_id":"merchant-account-17","order_id":"order-evt-pub-2","amount_minor":999000,"currency":"RUB"}`}
 	var conflict operation.Result
 	code, out, stderr = runTool(t, append(changed, nats...)...)
-	require.Equal(t, exitOK, code, stderr)
-	require.NoError(t, json.Unmarshal([]byte(out), &conflict))
+	require.Equal(t, exitConflict, code, "a conflict is not a success: %s", stderr)
+	require.Contains(t, stderr, "the result is conflict (idempotency_key_payload_mismatch): exit 6")
+	require.NoError(t, json.Unmarshal([]byte(out), &conflict), "the result is printed all the same")
 	require.Equal(t, operation.ResultConflict, conflict.Status, "%s", out)
 	require.Equal(t, []string{"amount_minor"}, conflict.ConflictFields)
 	require.Equal(t, 2, sb.TotalEffects())
@@ -175,6 +187,15 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	require.Contains(t, out, `"operation_key": "test:payment.charge:evt-pub-3:v1"`)
 	require.Contains(t, stderr, "the daemon answered for test:payment.charge:evt-pub-3:v1, not staging:payment.charge:evt-pub-3:v1")
 	require.Equal(t, 3, sb.TotalEffects(), "three intents, three charges")
+
+	// A charge the payment network declines: failed_final, its own code.
+	declined := []string{"publish", "--operation", "payment.charge", "--event", "evt-pub-4", "--approval", "appr-1", "--env", "test", "--wait",
+		"--payload", `{"account_id":"` + sbyookassa.MethodDeclined + `","order_id":"order-evt-pub-4","amount_minor":5000,"currency":"RUB"}`}
+	code, out, stderr = runTool(t, append(declined, nats...)...)
+	require.Equal(t, exitFailedFinal, code, "%s\n%s", out, stderr)
+	var refused operation.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &refused))
+	require.Equal(t, operation.ResultFailedFinal, refused.Status)
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -60,8 +60,10 @@ func TestReadmeQuickStart(t *testing.T) {
 	t.Setenv("IDEMGATE_CONFIG", "")
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	admin := freeAddr(t)
-	fmt.Fprintf(&yaml, "admin: {addr: %q}\nnats: {embedded_addr: %q, fetch_wait: 50ms}\nadapters:\n%s\n", admin, freeAddr(t), adaptersBlock)
+	// The file names the embedded NATS's address for the tools of the
+	// later steps, so it is fixed beforehand.
+	admin := reservedAddr(t)
+	fmt.Fprintf(&yaml, "admin: {addr: %q}\nnats: {embedded_addr: %q, fetch_wait: 50ms}\nadapters:\n%s\n", admin, reservedAddr(t), adaptersBlock)
 	require.NoError(t, os.WriteFile("idemgate.yaml", []byte(yaml.String()), 0o600))
 
 	// Terminal 2: the daemon.

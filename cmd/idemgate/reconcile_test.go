@@ -12,7 +12,7 @@ import (
 // says that results are left to the commands' next deliveries, and exits 0
 // when nothing failed; it prints what it found.
 func TestReconcileWithoutNATS(t *testing.T) {
-	cfg := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %q\nnats: {embedded_addr: %q}\n", t.TempDir(), freeAddr(t)))
+	cfg := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %q\nnats: {embedded_addr: %q}\n", t.TempDir(), refusingAddr(t)))
 	code, _, stderr := runTool(t, "migrate", "up", "--config", cfg)
 	require.Equal(t, exitOK, code, stderr)
 	code, out, stderr := runTool(t, "reconcile", "--config", cfg)

@@ -48,7 +48,7 @@ func testDaemonConfig(t *testing.T) Config {
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = "127.0.0.1:0"
-	c.NATS.EmbeddedAddr = freeAddr(t)
+	c.NATS.EmbeddedAddr = "127.0.0.1:0" // the daemon's natsAddr names the port it took
 	c.NATS.FetchWait = 50 * time.Millisecond
 	return c
 }
@@ -64,7 +64,7 @@ func TestNoRoutesWarningTellsWhatHappens(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"no routes configured: commands stay in JetStream, unacknowledged, until a replica with a route`)
 	require.NotContains(t, logs.String(), "rejected")
 
-	nc, err := nats.Connect("nats://" + c.NATS.EmbeddedAddr)
+	nc, err := nats.Connect("nats://" + d.natsAddr)
 	require.NoError(t, err)
 	defer nc.Close()
 	cl, err := producer.New(nc, "")

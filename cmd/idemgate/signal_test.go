@@ -44,17 +44,17 @@ func TestSecondSignalAborts(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	shop, secret := sb.Credentials()
-	dataDir, addr := t.TempDir(), freeAddr(t)
+	dataDir := t.TempDir()
 	cfg := writeConfig(t, fmt.Sprintf(`env: test
 data_dir: %q
 admin: {addr: ''}
 log: {level: info, format: text}
-nats: {embedded_addr: %q, fetch_wait: 50ms, ack_wait: 30s}
+nats: {embedded_addr: "127.0.0.1:0", fetch_wait: 50ms, ack_wait: 30s}
 worker: {shutdown_timeout: 1m, call_timeout: 7s, lease_ttl: 9s, heartbeat_interval: 1s}
 routes: {payment.charge: yookassa}
 adapters:
   yookassa: {base_url: %q, shop_id: %q, secret_key: %q}
-`, dataDir, addr, front.URL, shop, secret))
+`, dataDir, front.URL, shop, secret))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessMain$")
 	cmd.Env = append(os.Environ(), helperMainEnv+"=run --config "+cfg)
@@ -72,8 +72,10 @@ adapters:
 		}
 	})
 
+	// The port the daemon's embedded NATS took, as its log says.
+	natsURL := loggedAttr(t, &stderr, "nats: embedded JetStream server", "url")
 	require.Eventually(t, func() bool {
-		code, _, errs := runTool(t, append(chargeArgs("evt-signal-1", "--env", "test"), "--data-dir", dataDir, "--nats-url", "nats://"+addr)...)
+		code, _, errs := runTool(t, append(chargeArgs("evt-signal-1", "--env", "test"), "--data-dir", dataDir, "--nats-url", natsURL)...)
 		published = errs
 		return code == exitOK
 	}, 30*time.Second, 200*time.Millisecond, "publish to the daemon")

@@ -22,7 +22,9 @@ func TestRunUnwindsWhenALaterServiceFails(t *testing.T) {
 			busy, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			defer busy.Close()
-			addrs := map[string]string{"nats": freeAddr(t), "ingest": freeAddr(t), "admin": freeAddr(t)}
+			// Addresses known beforehand, to check afterwards that each is
+			// free again: reserved, so that nothing else takes one meanwhile.
+			addrs := map[string]string{"nats": reservedAddr(t), "ingest": reservedAddr(t), "admin": reservedAddr(t)}
 			addrs[taken] = busy.Addr().String()
 			c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, fmt.Sprintf(`
 env: test

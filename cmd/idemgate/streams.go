@@ -52,7 +52,7 @@ func ensureStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, c
 // elsewhere takes: nothing is accepted before the commands stream can hold
 // it. stop closes the connection.
 func commandStreams(ctx context.Context, c Config, log *slog.Logger) (nc *nats.Conn, js jetstream.JetStream, stop func(), err error) {
-	nc, js, stop, err = natsConn(c, log, false)
+	nc, js, stop, _, err = natsConn(c, log, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -25,7 +25,7 @@ func TestTraceJSONIsSnakeCaseWithNulls(t *testing.T) {
 	c.DataDir = dir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, _, err := openJournal(ctx, c, quietLog(), true)
+	st, _, err := openJournal(ctx, c, quietLog(), createJournal)
 	require.NoError(t, err)
 	defer st.Close()
 	const key = "test:payment.charge:evt-json:v1"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/idemgate/idemgate/internal/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 )
 
 // Cluster is an embedded JetStream cluster of n servers on loopback, each

@@ -1,8 +1,8 @@
 // Package natstest runs a real, embedded JetStream server for tests, with
 // restart on the same port and store so tests can take NATS away and back.
 //
-// It imports the nats-server module, nats.go and internal/childproc; only
-// tests and internal/daemontest import it.
+// It imports the nats-server module, nats.go and internal/testkit/childproc;
+// only tests and internal/testkit/daemontest import it.
 package natstest
 
 import (

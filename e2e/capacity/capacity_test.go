@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/worker"
@@ -146,7 +146,7 @@ func privateStore(ctx context.Context, t *testing.T) *postgres.Store {
 	srv, err := pgproc.InitPrimary(filepath.Join(dir, "pg"), "capacity")
 	t.Cleanup(func() {
 		if srv != nil {
-			srv.Shutdown()
+			_ = srv.Remove()
 		}
 		_ = os.RemoveAll(dir)
 	})

@@ -6,5 +6,5 @@
 // figures and the command that produced them.
 //
 // The package holds tests only; they import journal, journal/postgres,
-// worker (the janitor) and internal/pgproc. Nothing imports it.
+// worker (the janitor) and internal/testkit/pgproc. Nothing imports it.
 package capacity

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -21,6 +23,7 @@ const (
 	InvFailedFinalObj = "failed_final_with_object"
 	InvCanary         = "canary_leaks"
 	InvOpenAttempts   = "open_attempts"
+	InvHeld           = "held_too_long"
 )
 
 // invariantDoc names an invariant and says what it checks.
@@ -39,8 +42,9 @@ var invariantOrder = []invariantDoc{
 	{InvNotExecuted, "a conflicting copy or a poison command is never executed, never answered as succeeded"},
 	{InvStale, "no completion accepted under a stale fencing token (the row's outcome is its current lease's; a lookup's attempt is closed by a lookup)"},
 	{InvFailedFinalObj, "no failed_final for a key whose object exists in the target"},
-	{InvCanary, "no canary secret in daemon logs, the journal, results or metrics"},
+	{InvCanary, "no canary secret in daemon logs, the journal (its notes too), results, metrics, the commands stream or the HTTP API's error bodies"},
 	{InvOpenAttempts, "no attempt left open (no outcome) after settling"},
+	{InvHeld, "no command delivery held in progress longer than a call run, its lookup and a bounded wait for another (retry.in_lease + 3 × call_timeout), plus the nemesis's longest outage"},
 }
 
 // Invariant is one checked guarantee and what breached it.
@@ -220,6 +224,13 @@ func Check(h History, known map[string]bool) Report {
 	}
 	if h.Unacked > 0 {
 		c.breach(InvLost, "consumer", "%d commands still pending or unacknowledged after settling", h.Unacked)
+	}
+	if h.HeldBound > 0 {
+		for _, name := range slices.Sorted(maps.Keys(h.HeldMax)) {
+			if held := h.HeldMax[name]; held > h.HeldBound {
+				c.breach(InvHeld, name, "held a delivery %.0f s (bound %.0f s)", held, h.HeldBound)
+			}
+		}
 	}
 	c.checkCanaries()
 	rep.Latency = latency(h)

@@ -45,11 +45,19 @@ func healthy() History {
 			{Key: k1, Attempt: 1, Token: 2, Worker: "r2", Kind: "reconcile", Started: at(2), Finished: at(2.5), Outcome: "succeeded", Note: "reconciled: found by key"},
 			{Key: k2, Attempt: 1, Token: 1, Worker: "r3", Kind: "execute", Started: at(5.1), Finished: at(5.4), Outcome: "failed_final"},
 		},
-		Texts:      []Text{{Where: "r1.log", Body: []byte(`{"msg":"command rejected","operation_key":"soak:payment.charge:p3:v1"}`)}},
-		Canary:     "cnry0123",
-		Secrets:    []string{"sandbox-1c-password"},
-		NativeOnly: map[string]bool{"onec": true, "yookassa": true},
-		Windows:    []Window{{Kind: NemKill, Start: at(0), End: at(2)}},
+		Texts: []Text{
+			{Where: "r1.log", Body: []byte(`{"msg":"command rejected","operation_key":"soak:payment.charge:p3:v1"}`)},
+			// Producers publish the free-text canary; a card in free text
+			// is published masked.
+			{Where: "commands stream", Commands: true, Body: []byte(`{"payload":{"description":"Invoice cnry0123-i1, card 4539 57** **** 1486"}}`)},
+			{Where: "journal dump", Body: []byte(`{"kind":"operator","note":"customer read out 4539 57** **** 1486 and [REDACTED]"}`)},
+			{Where: "HTTP API error bodies", Body: []byte(`{"status":422,"detail":"payload.order_id: contains a card-like number","instance":"/v1/operations/soak:payment.charge:453957******1486:v1"}`)},
+		},
+		Canary:         "cnry0123",
+		SecretCanaries: []string{"4539578763621486", "4539 5787 6362 1486", "sk_live_cnry4567"},
+		Secrets:        []string{"sandbox-1c-password"},
+		NativeOnly:     map[string]bool{"onec": true, "yookassa": true},
+		Windows:        []Window{{Kind: NemKill, Start: at(0), End: at(2)}},
 	}
 }
 
@@ -127,6 +135,10 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 		{"commands left in the consumer", InvLost, "consumer", func(h *History) {
 			h.Unacked = 7
 		}, true},
+		{"a delivery held past its bound", InvHeld, "idemgate-2", func(h *History) {
+			h.HeldMax = map[string]float64{"idemgate-1": 12, "idemgate-2": 140}
+			h.HeldBound = 46
+		}, true},
 		{"conflicting copy never answered", InvLost, k1, func(h *History) {
 			h.Results = append(h.Results[:2], h.Results[3:]...)
 			h.Sent[2].Reply = nil
@@ -189,6 +201,21 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 		}, true},
 		{"credential in the metrics", InvCanary, "metrics-r2.txt", func(h *History) {
 			h.Texts = append(h.Texts, Text{Where: "metrics-r2.txt", Body: []byte(`x{password="sandbox-1c-password"} 1`)})
+		}, true},
+		{"card number published unmasked", InvCanary, "commands stream", func(h *History) {
+			h.Texts[1].Body = []byte(`{"payload":{"description":"Invoice cnry0123-i1, card 4539 5787 6362 1486"}}`)
+		}, true},
+		{"key in an id published", InvCanary, "commands stream", func(h *History) {
+			h.Texts[1].Body = []byte(`{"payload":{"account_id":"sk_live_cnry4567"}}`)
+		}, true},
+		{"card number in an operator's evidence", InvCanary, "journal dump", func(h *History) {
+			h.Texts[2].Body = []byte(`{"kind":"operator","note":"customer read out 4539578763621486"}`)
+		}, true},
+		{"card number echoed in an error body", InvCanary, "HTTP API error bodies", func(h *History) {
+			h.Texts[3].Body = []byte(`{"status":401,"instance":"/v1/operations/soak:payment.charge:4539578763621486:v1"}`)
+		}, true},
+		{"free-text canary in an error body", InvCanary, "HTTP API error bodies", func(h *History) {
+			h.Texts[3].Body = []byte(`{"status":422,"detail":"description cnry0123-i9"}`)
 		}, true},
 		{"attempt left open", InvOpenAttempts, k2, func(h *History) {
 			h.Attempts[2].Finished = time.Time{}
@@ -299,41 +326,48 @@ func TestLatencyByWindow(t *testing.T) {
 	}
 }
 
-func TestReadSandboxBanner(t *testing.T) {
-	banner := `idemgate sandbox: 2 target emulators (test credentials only, nothing real is reached)
-
-onec  http://127.0.0.1:37583
-    api    POST http://127.0.0.1:37583/base/hs/integration/invoices (Idempotency-Key header)
-    test credentials (sandbox only)  user=integration  password=sandbox-1c-password
-
-yookassa  http://127.0.0.1:36967
-    test credentials (sandbox only)  shop_id=100500  secret_key=test_sandbox_secret_key
-
-idemgate configuration for these emulators:
-
-adapters:
-  onec:
-    base_url: http://127.0.0.1:37583/base
-    password: "sandbox-1c-password"
-  yookassa:
-    base_url: http://127.0.0.1:36967
-
-Serving; Ctrl-C stops.
+// TestReadSandbox: the soak takes URLs and adapter blocks from `idemgate
+// sandbox --json`, and its secrets from the credentials typed as secrets,
+// whatever their names.
+func TestReadSandbox(t *testing.T) {
+	listing := `{"emulators":[
+{"name":"amocrm","url":"http://127.0.0.1:38733","admin":"http://127.0.0.1:38733/_sandbox",
+ "credentials":[{"name":"token","value":"sandbox-amocrm-token","type":"token","secret":true},
+  {"name":"key_field_id","value":"1278898021","type":"identifier","secret":false}],
+ "adapter":{"base_url":"http://127.0.0.1:38733","key_field_id":1278898021,"token":"sandbox-amocrm-token"}},
+{"name":"onec","url":"http://127.0.0.1:37583","admin":"http://127.0.0.1:37583/_sandbox",
+ "credentials":[{"name":"user","value":"integration","type":"identifier","secret":false},
+  {"name":"password","value":"sandbox-1c-password","type":"password","secret":true}],
+ "adapter":{"base_url":"http://127.0.0.1:37583/base","password":"sandbox-1c-password","user":"integration"}},
+{"name":"wms","url":"http://127.0.0.1:36967","credentials":[{"name":"token","value":"wms \"quoted\" token","type":"token","secret":true}]}
+]}
 `
-	info, err := readSandbox(strings.NewReader(banner))
+	info, err := readSandbox(strings.NewReader(listing + "more output\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.urls["onec"] != "http://127.0.0.1:37583" || info.urls["yookassa"] != "http://127.0.0.1:36967" {
+	if info.urls["onec"] != "http://127.0.0.1:37583" || info.urls["wms"] != "http://127.0.0.1:36967" {
 		t.Errorf("urls = %v", info.urls)
 	}
-	if !strings.Contains(info.adapters, "  onec:\n    base_url: http://127.0.0.1:37583/base\n") {
-		t.Errorf("adapters block = %q", info.adapters)
+	if got := strings.Join(info.secrets, ","); got != `sandbox-amocrm-token,sandbox-1c-password,wms "quoted" token` {
+		t.Errorf("secrets = %q", got)
 	}
-	if strings.Join(info.secrets, ",") != "sandbox-1c-password,test_sandbox_secret_key" {
-		t.Errorf("secrets = %q", info.secrets)
+	block, err := info.adapterYAML("onec")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := readSandbox(strings.NewReader("idemgate sandbox: crashed\n")); err == nil {
-		t.Error("a banner without Serving parsed")
+	if want := "  onec:\n    base_url: \"http://127.0.0.1:37583/base\"\n    password: \"sandbox-1c-password\"\n    user: \"integration\"\n"; block != want {
+		t.Errorf("onec block = %q, want %q", block, want)
+	}
+	if block, _ := info.adapterYAML("amocrm"); !strings.Contains(block, "    key_field_id: 1278898021\n") {
+		t.Errorf("amocrm block = %q", block)
+	}
+	if _, err := info.adapterYAML("wms"); err == nil {
+		t.Error("a declared target has no adapter block, yet one was written")
+	}
+	for _, bad := range []string{"idemgate sandbox: crashed\n", `{"emulators":[]}`} {
+		if _, err := readSandbox(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }

@@ -238,22 +238,31 @@ func (c *checker) checkFailedFinal(in *intent) {
 	}
 }
 
+// checkCanaries looks for every canary in every text: the credentials and
+// the secret canaries everywhere, the workload's free-text canary
+// everywhere but the commands stream.
 func (c *checker) checkCanaries() {
-	needles := append([]string{}, c.h.Secrets...)
+	type needle struct{ what, s string }
+	var needles []needle
+	for _, s := range c.h.Secrets {
+		needles = append(needles, needle{"credential", s})
+	}
+	for _, s := range c.h.SecretCanaries {
+		needles = append(needles, needle{"secret canary (a card number or key only screening or masking keeps out)", s})
+	}
 	if c.h.Canary != "" {
-		needles = append(needles, c.h.Canary)
+		needles = append(needles, needle{"payload canary", c.h.Canary})
 	}
 	for _, t := range c.h.Texts {
-		for j, s := range needles {
-			needle := []byte(s)
+		for _, nd := range needles {
+			if t.Commands && nd.s == c.h.Canary {
+				continue
+			}
+			needle := []byte(nd.s)
 			if i := bytes.Index(t.Body, needle); i >= 0 {
 				n := bytes.Count(t.Body, needle)
-				what := "payload canary"
-				if j < len(c.h.Secrets) {
-					what = "target credential"
-				}
 				c.inv[InvCanary].Count += n - 1
-				c.breach(InvCanary, t.Where, "%s: %d occurrence(s), first at byte %d", what, n, i)
+				c.breach(InvCanary, t.Where, "%s: %d occurrence(s), first at byte %d", nd.what, n, i)
 			}
 		}
 	}

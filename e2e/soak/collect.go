@@ -103,6 +103,11 @@ func (s *soak) collect(ctx context.Context) (History, error) {
 		return h, err
 	}
 	h.Texts = append(h.Texts, Text{Where: "results stream", Body: resultsText.Bytes()})
+	commands, err := s.streamText(ctx, daemonNATS.CommandsStream, wire.CommandSubjects)
+	if err != nil {
+		return h, fmt.Errorf("commands stream: %w", err)
+	}
+	h.Texts = append(h.Texts, Text{Where: "commands stream", Body: commands, Commands: true})
 	if err := s.journal(ctx, &h); err != nil {
 		return h, err
 	}
@@ -186,6 +191,43 @@ func (s *soak) results(ctx context.Context, raw *bytes.Buffer) ([]ResultMsg, err
 		}
 	}
 	return out, nil
+}
+
+// streamText reads every message of a stream under subjects, one a line,
+// for the canary search.
+func (s *soak) streamText(ctx context.Context, name, subjects string) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	stream, err := s.js.Stream(cctx, name)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(cctx)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := s.js.OrderedConsumer(cctx, name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects}})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for read := uint64(0); read < info.State.Msgs; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			out.Write(m.Data())
+			out.WriteByte('\n')
+		}
+		if n == 0 {
+			break
+		}
+		read += uint64(n)
+	}
+	return out.Bytes(), nil
 }
 
 // journal reads the journal and its trail, and dumps both as text for the

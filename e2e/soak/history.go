@@ -29,12 +29,27 @@ type History struct {
 	// Unacked is how many commands the durable consumer still had pending or
 	// unacknowledged after settling.
 	Unacked int `json:"unacked"`
+	// HeldMax is, per replica, the longest any command delivery was held
+	// (fetched, not yet settled), sampled each second through the run and
+	// the settle; HeldBound is the most this configuration allows
+	// (heldBound), 0 when not measured.
+	HeldMax   map[string]float64 `json:"held_max_seconds,omitempty"`
+	HeldBound float64            `json:"held_bound_seconds,omitempty"`
 	// Texts are the places canaries must not appear: daemon logs, the
-	// journal dump, the results, the metrics.
+	// journal dump, the results, the metrics, the commands stream, the HTTP
+	// API's error bodies.
 	Texts []Text `json:"-"`
-	// Canary is the marker every canary secret starts with.
+	// Canary is the marker the workload's free text carries: it may be in
+	// the commands stream (Text.Commands), nowhere else.
 	Canary string `json:"canary"`
-	// Secrets are the targets' credentials, which must not appear either.
+	// SecretCanaries are the card number (as one run and as printed) and
+	// the sk_live_ key the sensitive phase sent where only screening or
+	// masking keeps them out: in id fields and the Idempotency-Key of the
+	// HTTP API, in the request path, in an operator's evidence. They must
+	// appear nowhere, the commands stream included.
+	SecretCanaries []string `json:"secret_canaries,omitempty"`
+	// Secrets are the targets' credentials and the HTTP API's token, which
+	// must not appear either.
 	Secrets []string `json:"-"`
 	// NativeOnly names the targets protected by their own key alone: an
 	// effect made while a connector dropped that key is the documented
@@ -121,6 +136,10 @@ type Attempt struct {
 type Text struct {
 	Where string
 	Body  []byte
+	// Commands: the text is the commands stream, where the workload's
+	// free-text canary is expected (producers publish it) and only the
+	// secret canaries and credentials are leaks.
+	Commands bool
 }
 
 // Window is one nemesis action, from its start to its recovery.

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/crashpoint"
 )
 
 // config is the run's settings (flags).
@@ -44,7 +46,8 @@ type config struct {
 	settle        time.Duration
 	lease         time.Duration
 	replicas      int
-	breakName     string
+	brk           crashpoint.Break
+	listBreaks    bool
 	known         string
 	keyless       bool
 	knownDefects  bool
@@ -82,7 +85,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.pgDown, "pg-down", 20*time.Second, "how long PostgreSQL stays stopped")
 	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "longest wait for everything to settle after the workload")
 	fs.IntVar(&c.replicas, "replicas", 3, "idemgate run replicas")
-	fs.StringVar(&c.breakName, "break", "", "break one guarantee in the daemons (soak build): no_fencing, blind_retry, ack_before_publish")
+	fs.Func("break", "break one guarantee in the daemons (soak build): "+breakNames(), func(v string) (err error) {
+		c.brk, err = parseBreak(v)
+		return err
+	})
+	fs.BoolVar(&c.listBreaks, "list-breaks", false, "run no soak: print each --break and the invariant it must breach, break:invariant a line")
 	fs.StringVar(&c.known, "known", "", "comma-separated invariants whose breaches are reported as known defects, not failures")
 	fs.BoolVar(&c.keyless, "keyless-poison", false, "also send non-JSON poison (no key can be derived)")
 	fs.BoolVar(&c.knownDefects, "known-defect-faults", false, "add fault windows that provoke defects known to be open (see docs/soak.md)")
@@ -107,25 +114,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		def("settle", func() { c.settle = 100 * time.Second })
 		def("budget", func() { c.budget = 6 * time.Minute })
 	}
-	if c.breakName != "" {
+	if c.brk != "" {
 		// A broken variant is short and aims its nemesis at the broken
 		// guarantee.
 		def("duration", func() { c.duration = 30 * time.Second })
 		def("settle", func() { c.settle = 25 * time.Second })
 		def("gap", func() { c.gap = 3 * time.Second })
 		def("budget", func() { c.budget = 0 })
-		switch c.breakName {
-		case "no_fencing":
-			def("nemesis", func() { c.nemesis = NemPause + ",faults" })
-			def("duration", func() { c.duration = 40 * time.Second })
-			def("fault-window", func() { c.faultFor = 40 * time.Second })
-		case "blind_retry":
-			def("nemesis", func() { c.nemesis = NemFaults })
-		case "ack_before_publish":
-			def("nemesis", func() { c.nemesis = NemCrash })
-		default:
-			return c, fmt.Errorf("--break %q: no_fencing, blind_retry or ack_before_publish", c.breakName)
-		}
+		breakRuns[c.brk].tune(def, &c)
 	}
 	for _, k := range strings.Split(c.nemesis, ",") {
 		if k = strings.TrimSpace(k); k != "" && !slices.Contains(allNemeses, k) {
@@ -171,6 +167,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	cfg, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return 2, err
+	}
+	if cfg.listBreaks {
+		return 0, listBreaks(stdout)
 	}
 	began := time.Now()
 	if cfg.recheck != "" {

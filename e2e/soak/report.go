@@ -82,6 +82,9 @@ func markdown(rep Report) string {
 		if r.Break != "" {
 			fmt.Fprintf(&b, "| broken on purpose | %s |\n", r.Break)
 		}
+		if r.Held != "" {
+			fmt.Fprintf(&b, "| longest delivery held | %s |\n", r.Held)
+		}
 		fmt.Fprintf(&b, "| settled | %v in %s |\n| unexpected replica exits | %d |\n| publish retries (broker down) | %d |\n| elapsed | %s |\n| output | %s |\n\n",
 			r.SettleOK, r.Settled, r.Unexpected, r.PubRetries, r.Elapsed, r.Out)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
-	"github.com/idemgate/idemgate/internal/childproc"
-	"github.com/idemgate/idemgate/internal/natsproc"
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/natsproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 )
 
 // soakDB is the database the replicas journal into.
@@ -68,7 +68,7 @@ func (s *soak) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.sbCmd = exec.Command(s.bin("idemgate"), "sandbox", "--seed", fmt.Sprint(s.cfg.seed), "--bitrix24-plan", "enterprise")
+	s.sbCmd = exec.Command(s.bin("idemgate"), "sandbox", "--json", "--seed", fmt.Sprint(s.cfg.seed), "--bitrix24-plan", "enterprise")
 	s.sbCmd.Stderr = sbLog
 	out, err := s.sbCmd.StdoutPipe()
 	if err != nil {
@@ -77,10 +77,10 @@ func (s *soak) setup(ctx context.Context) error {
 	if err := s.sbCmd.Start(); err != nil {
 		return err
 	}
-	var banner bytes.Buffer
-	s.sb, err = readSandbox(io.TeeReader(out, &banner))
+	var listing bytes.Buffer
+	s.sb, err = readSandbox(io.TeeReader(out, &listing))
 	if err != nil {
-		return fmt.Errorf("%w\n%s", err, banner.String())
+		return fmt.Errorf("%w\n%s", err, listing.String())
 	}
 	go func() { _, _ = io.Copy(sbLog, out) }()
 	s.logf("sandbox: %v", s.sb.urls)
@@ -94,6 +94,11 @@ func (s *soak) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	port, err := childproc.FreePort()
+	if err != nil {
+		return err
+	}
+	s.httpAPI, s.httpToken = fmt.Sprintf("127.0.0.1:%d", port), "soak-http-"+randHex(16)
 	for i := range s.cfg.replicas {
 		port, err := childproc.FreePort()
 		if err != nil {
@@ -129,14 +134,17 @@ func (s *soak) setup(ctx context.Context) error {
 			return fmt.Errorf("replica admin endpoint: %w", err)
 		}
 	}
+	if err := childproc.WaitTCP(ctx, s.httpAPI, 60*time.Second); err != nil {
+		return fmt.Errorf("r1's HTTP API: %w", err)
+	}
 	s.logf("replicas: %d running", len(s.replicas))
 	return nil
 }
 
 func (s *soak) replicaEnv(i int, extra ...string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.cfg.out}
-	if s.cfg.breakName != "" {
-		env = append(env, "IDEMGATE_SOAK_BREAK="+s.cfg.breakName)
+	if s.cfg.brk != "" {
+		env = append(env, "IDEMGATE_SOAK_BREAK="+string(s.cfg.brk))
 	}
 	return append(env, extra...)
 }
@@ -153,6 +161,10 @@ func (s *soak) startReplica(i int) {
 // heartbeat < ack_wait; retry.max_elapsed + call_timeout < ack_wait;
 // retention above every redelivery horizon).
 func (s *soak) writeConfig(i int, name string) (string, error) {
+	adapters, err := s.adaptersYAML()
+	if err != nil {
+		return "", err
+	}
 	dataDir := filepath.Join(s.cfg.out, name)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", err
@@ -185,6 +197,7 @@ worker:
     max_elapsed: 8s
 reconciler:
   interval: 1s
+%s
 routes:
   invoice.create: onec
   payment.charge: yookassa
@@ -192,46 +205,53 @@ routes:
   crm.task.create: bitrix24
   crm.deal.create: bitrix24
 adapters:
-%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease, s.adaptersYAML())
+%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease, s.httpAPIYAML(i), adapters)
 	p := filepath.Join(s.cfg.out, name+".yaml")
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
+}
+
+// httpAPIYAML serves the HTTP API on the first replica only: the sensitive
+// phase speaks to it once the run has settled.
+func (s *soak) httpAPIYAML(i int) string {
+	if i != 0 {
+		return ""
+	}
+	return fmt.Sprintf("http_api:\n  enabled: true\n  addr: %s\n  token: %s", s.httpAPI, s.httpToken)
 }
 
 // adaptersYAML keeps the emulators the routes use, gives Bitrix24 a settle
 // time above the call timeout (a dead owner's late add must land before a
 // "not found" is trusted) and each replica its share of the portal's rate
 // limit, and YooKassa compressed lookup horizons.
-func (s *soak) adaptersYAML() string {
+func (s *soak) adaptersYAML() (string, error) {
 	var b strings.Builder
-	keep := false
-	for _, line := range strings.Split(s.sb.adapters, "\n") {
-		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") {
-			name := strings.TrimSuffix(strings.TrimSpace(line), ":")
-			keep = name == "onec" || name == "yookassa" || name == "bitrix24"
-			if keep {
-				b.WriteString(line + "\n")
-				if name == "bitrix24" {
-					// Each replica takes its share of the portal's
-					// limit (the sandbox runs an Enterprise portal:
-					// 250 requests, leaking 5/s).
-					b.WriteString("    settle_time: 5s\n")
-					fmt.Fprintf(&b, "    rate_limit: {rate: %.3f, burst: %d}\n", 5/float64(s.cfg.replicas), 250/s.cfg.replicas)
-				}
-				if name == "yookassa" {
-					// One machine's clock: the lookup's skew compressed
-					// with the other horizons, and one call above the
-					// worker's call timeout. The first attempt's window
-					// then holds a few hundred payments at 100/s.
-					b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
-				}
-			}
-			continue
+	for _, name := range []string{"bitrix24", "onec", "yookassa"} {
+		block, err := s.sb.adapterYAML(name)
+		if err != nil {
+			return "", err
 		}
-		if keep && line != "" {
-			b.WriteString(line + "\n")
+		b.WriteString(block)
+		switch name {
+		case "bitrix24":
+			// Each replica takes its share of the portal's limit (the
+			// sandbox runs an Enterprise portal: 250 requests, leaking 5/s).
+			b.WriteString("    settle_time: 5s\n")
+			fmt.Fprintf(&b, "    rate_limit: {rate: %.3f, burst: %d}\n", 5/float64(s.cfg.replicas), 250/s.cfg.replicas)
+		case "yookassa":
+			// One machine's clock: the lookup's skew compressed with the
+			// other horizons, and one call above the worker's call
+			// timeout. The first attempt's window then holds a few
+			// hundred payments at 100/s.
+			b.WriteString("    timeout: 5s\n    lookup_skew: 2s\n")
+			if s.cfg.knownDefects {
+				// fault:native_key_dropped puts a connector that drops
+				// the key in front of YooKassa: declared, so lookups
+				// read the calls' whole window.
+				b.WriteString("    connector_drops_key: true\n")
+			}
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // teardown stops everything the soak started.
@@ -250,8 +270,7 @@ func (s *soak) teardown() {
 		s.nats.Term(10 * time.Second)
 	}
 	if s.pg != nil {
-		s.pg.Shutdown()
-		_ = os.RemoveAll(s.pg.Data())
+		_ = s.pg.Remove() // the data goes, its log stays in the run's folder
 	}
 	_ = os.RemoveAll(filepath.Join(s.cfg.out, "nats"))
 	if s.runLog != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,10 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/internal/childproc"
 	"github.com/idemgate/idemgate/internal/crashpoint"
-	"github.com/idemgate/idemgate/internal/natsproc"
-	"github.com/idemgate/idemgate/internal/pgproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/natsproc"
+	"github.com/idemgate/idemgate/internal/testkit/pgproc"
 )
 
 // soak is one run.
@@ -36,6 +37,10 @@ type soak struct {
 	sb        sandboxInfo
 	replicas  []*childproc.Process
 	adminAddr []string
+	// httpAPI is the HTTP API's address on the first replica, httpToken
+	// its bearer token (the sensitive phase speaks to it).
+	httpAPI   string
+	httpToken string
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	wl        *workload
@@ -46,15 +51,18 @@ type soak struct {
 
 // RunInfo describes the run in the report.
 type RunInfo struct {
-	Seed       uint64   `json:"seed"`
-	Rate       float64  `json:"rate"`
-	Duration   string   `json:"duration"`
-	Nemesis    []string `json:"nemesis"`
-	Break      string   `json:"break,omitempty"`
-	Replicas   int      `json:"replicas"`
-	Horizons   string   `json:"horizons"`
-	Elapsed    string   `json:"elapsed"`
-	Settled    string   `json:"settled_in"`
+	Seed     uint64   `json:"seed"`
+	Rate     float64  `json:"rate"`
+	Duration string   `json:"duration"`
+	Nemesis  []string `json:"nemesis"`
+	Break    string   `json:"break,omitempty"`
+	Replicas int      `json:"replicas"`
+	Horizons string   `json:"horizons"`
+	Elapsed  string   `json:"elapsed"`
+	Settled  string   `json:"settled_in"`
+	// Held is each replica's longest hold of a delivery, with the bound
+	// (held_too_long).
+	Held       string   `json:"held"`
 	SettleOK   bool     `json:"settled"`
 	Restarts   []string `json:"replica_starts"`
 	Unexpected int      `json:"unexpected_exits"`
@@ -98,7 +106,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		}
 		if k == NemCrash {
 			for _, p := range crashpoint.Points {
-				if s.cfg.breakName == "ack_before_publish" && p != crashpoint.BeforePublish {
+				if at := breakRuns[s.cfg.brk].crashAt; at != nil && !slices.Contains(at, p) {
 					continue
 				}
 				s.nem.actions = append(s.nem.actions, NemCrash+":"+string(p))
@@ -109,17 +117,8 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	}
 	if kinds[NemFaults] {
 		s.nem.faults = faultSets(s.cfg.knownDefects)
-		switch s.cfg.breakName {
-		case "blind_retry":
-			s.nem.faults = []faultSet{{"fault:lost_responses", map[string][]map[string]any{
-				"onec": {{"kind": "lose_response_close", "rate": 0.2}}, "yookassa": {{"kind": "reset_after_commit", "rate": 0.2}}}}}
-		case "no_fencing":
-			// Slow calls are in flight when a replica is paused; slow
-			// lookups keep the new owner's reconcile attempts open when the
-			// stale owner wakes up and completes.
-			slow := []map[string]any{{"kind": "delay", "delay_ms": 3500, "rate": 0.9, "scope": "read"},
-				{"kind": "delay", "delay_ms": 3000, "rate": 0.5, "scope": "create"}}
-			s.nem.faults = []faultSet{{"fault:slow_calls", map[string][]map[string]any{"onec": slow, "yookassa": slow, "bitrix24": slow}}}
+		if f := breakRuns[s.cfg.brk].faults; f != nil {
+			s.nem.faults = f
 		}
 	}
 	s.logf("soak: %d replicas, %.0f commands/s for %v, nemesis %v, seed %d, out %s", s.cfg.replicas, s.cfg.rate, s.cfg.duration,
@@ -138,6 +137,10 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	go func() { defer tracks.Done(); s.nem.processTrack(wctx) }()
 	go func() { defer tracks.Done(); s.nem.faultTrack(wctx) }()
 	go func() { defer tracks.Done(); s.nem.supervise(supCtx) }()
+	hw := &heldWatch{max: map[string]float64{}}
+	heldCtx, heldStop := context.WithCancel(ctx)
+	heldDone := make(chan struct{})
+	go func() { defer close(heldDone); s.watchHeld(heldCtx, hw) }()
 	start := time.Now()
 	progressDone := make(chan struct{})
 	go s.progress(wctx, progressDone)
@@ -147,6 +150,8 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	if werr != nil {
 		supStop()
 		tracks.Wait()
+		heldStop()
+		<-heldDone
 		return Report{}, werr
 	}
 	s.logf("workload done: %d messages in %v; waiting for the nemesis to recover", len(s.wl.sent), end.Sub(start).Round(time.Second))
@@ -164,29 +169,47 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	// Settle.
 	settleStart := time.Now()
 	settled := s.settle(ctx)
-	close(s.wl.giveUp)
 	settleTook := time.Since(settleStart).Round(time.Second)
 	s.logf("settle: %v after %v", map[bool]string{true: "settled", false: "NOT settled (timeout)"}[settled], settleTook)
 
+	// The sensitive phase, on a quiet system, then settle what it sent.
+	sc := newSecretCanaries()
+	var sens sensitiveResult
+	if settled {
+		sens = s.sensitivePhase(ctx, sc)
+		settled = s.settle(ctx)
+		s.logf("sensitive phase done: %v", map[bool]string{true: "settled", false: "NOT settled (timeout)"}[settled])
+	} else {
+		sens.notes = append(sens.notes, "the sensitive phase did not run: the run had not settled")
+	}
+	close(s.wl.giveUp)
+
 	h, err := s.collect(ctx)
+	heldStop()
+	<-heldDone
 	if err != nil {
 		return Report{}, err
 	}
+	h.SecretCanaries = sc.needles()
+	h.Secrets = append(h.Secrets, s.httpToken)
+	h.Texts = append(h.Texts, sens.texts...)
 	h.Start, h.End = start, end
+	h.HeldMax, h.HeldBound = hw.snapshot(), s.heldBound().Seconds()
 	if err := saveHistory(s.cfg.out, h); err != nil {
 		return Report{}, err
 	}
 	rep := Check(h, s.cfg.knownSet())
 	info := &RunInfo{Seed: s.cfg.seed, Rate: s.cfg.rate, Duration: s.cfg.duration.String(), Nemesis: append(s.nem.actions, faultNames(s.nem.faults)...),
-		Break: s.cfg.breakName, Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
+		Break: string(s.cfg.brk), Replicas: s.cfg.replicas, Settled: settleTook.String(), SettleOK: settled, Out: s.cfg.out,
 		Horizons:   fmt.Sprintf("lease_ttl %v, call_timeout 4s, heartbeat 2s, ack_wait 15s, duplicate_window 30s, retry.max_elapsed 8s, reconciler 1s", s.cfg.lease),
-		PubRetries: s.wl.retries.Load()}
+		PubRetries: s.wl.retries.Load(), Held: heldText(h.HeldMax, h.HeldBound)}
 	for _, p := range s.replicas {
 		starts, unexpected, _ := p.Stats()
 		info.Restarts = append(info.Restarts, fmt.Sprintf("%s:%d", p.Name, starts))
 		info.Unexpected += unexpected
 	}
 	rep.Run = info
+	rep.Notes = append(rep.Notes, sens.notes...)
 	if !settled {
 		rep.Notes = append(rep.Notes, "the system did not settle within --settle: unsettled rows and lost results below may only be late")
 	}

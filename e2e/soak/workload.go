@@ -298,6 +298,37 @@ func (w *workload) publish(o outgoing) {
 	}
 }
 
+// one publishes one new intent of op now, recorded as the workload records
+// its own, and returns it once JetStream acknowledged it (Acked zero if the
+// soak gave up first).
+func (w *workload) one(op string) (Sent, error) {
+	w.mu.Lock()
+	w.seq++
+	n := w.seq
+	w.mu.Unlock()
+	msgID, intent := fmt.Sprintf("m%07d", n), fmt.Sprintf("i%07d", n)
+	cmd := operation.Command{EventID: msgID, Operation: op, IntentID: intent}
+	cmd.Payload, cmd.ApprovalID = w.payload(op, intent, false)
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return Sent{}, err
+	}
+	dec, err := w.dec.Decode(body)
+	if err != nil {
+		return Sent{}, fmt.Errorf("the soak built an invalid command: %w", err)
+	}
+	s := &Sent{MsgID: msgID, Key: dec.Key.String(), Op: op, Kind: KindFresh, Fingerprint: dec.Fingerprint, At: time.Now()}
+	w.mu.Lock()
+	w.sent = append(w.sent, s)
+	w.byMsg[msgID] = s
+	w.mu.Unlock()
+	w.inflight.Add(1)
+	w.publish(outgoing{s: s, subj: wire.CommandPrefix + op, body: body})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return *s, nil
+}
+
 // onReply records a result received on the reply subject.
 func (w *workload) onReply(m *nats.Msg) {
 	var r operation.Result

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/producer"
 	"github.com/idemgate/idemgate/redact"

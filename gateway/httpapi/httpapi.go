@@ -80,9 +80,9 @@ func Handler(g *gateway.Gateway, cfg Config) http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !gateway.Authorized(r, cfg.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate"`)
-			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "Unauthorized",
-				"A bearer token is required: Authorization: Bearer <token>.", nil)
+			reason, challenge := gateway.Unauthorized(r, "http_api.token (IDEMGATE_HTTP_API_TOKEN)")
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeProblem(w, r, http.StatusUnauthorized, "unauthorized", "Unauthorized", reason, nil)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -97,19 +97,25 @@ type server struct {
 // submit is POST /v1/operations/{operation}.
 func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	opType := r.PathValue("operation")
-	if !s.known(opType) {
+	if !s.g.Known(opType) {
 		a := gateway.Answer{Status: gateway.StatusRejected, Operation: "", ErrorCode: string(operation.CodeUnknownOperation),
 			NextAction: gateway.FixInput, Reason: "Rejected: no such operation type; known types: " + strings.Join(s.names(), ", ") + "."}
 		writeProblem(w, r, http.StatusNotFound, "unknown-operation", "Unknown operation", a.Reason, &a)
 		return
 	}
-	intent, ok := idempotencyKey(r.Header.Get(HeaderIdempotencyKey))
-	if !ok {
-		a := gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: string(operation.CodeMissingField),
+	intent, bad := intentHeader(r.Header)
+	if bad != nil {
+		a := gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: bad.code,
 			NextAction: gateway.FixInput,
-			Reason: "Rejected, nothing was executed (the Idempotency-Key header is missing or malformed); send the intent id in it: " +
+			Reason: "Rejected, nothing was executed (" + bad.what + "); send the intent id in one Idempotency-Key header: " +
 				"one per business intent, reused unchanged on every retry."}
-		writeProblem(w, r, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required", a.Reason, &a)
+		writeProblem(w, r, http.StatusBadRequest, bad.kind, bad.title, a.Reason, &a)
+		return
+	}
+	approvals := r.Header.Values(HeaderApproval)
+	if len(approvals) > 1 {
+		a := rejected(opType, string(operation.CodeInvalidField), fmt.Sprintf("the request carries %d Idempotency-Approval headers; send one", len(approvals)))
+		writeProblem(w, r, http.StatusBadRequest, "idempotency-approval-repeated", "One Idempotency-Approval header", a.Reason, &a)
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -131,9 +137,9 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusBadRequest, "bad-body", "Unreadable body", "The request body could not be read.", nil)
 		return
 	}
-	payload, approval, bad := splitApproval(body, r.Header.Get(HeaderApproval))
-	if bad != "" {
-		a := rejected(opType, string(operation.CodeInvalidField), bad)
+	payload, approval, badApproval := splitApproval(body, r.Header.Get(HeaderApproval))
+	if badApproval != "" {
+		a := rejected(opType, string(operation.CodeInvalidField), badApproval)
 		writeProblem(w, r, http.StatusUnprocessableEntity, "rejected", "Rejected", a.Reason, &a)
 		return
 	}
@@ -160,6 +166,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 	case gateway.StatusSucceeded, gateway.StatusFailedFinal:
 		writeJSON(w, http.StatusOK, "application/json", a)
 	case gateway.StatusPending:
+		a = a.PollBy("GET " + Prefix + a.OperationKey + " (the Location header)")
 		w.Header().Set("Location", Prefix+a.OperationKey)
 		w.Header().Set("Retry-After", retryAfter(a.RetryAfterMS))
 		status := http.StatusAccepted
@@ -170,6 +177,10 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 	case gateway.StatusConflict:
 		writeProblem(w, r, http.StatusConflict, "conflict", "Idempotency-Key reused with another payload", a.Reason, &a)
 	case gateway.StatusRejected:
+		if a.ErrorCode == gateway.CodeNotRouted {
+			writeProblem(w, r, http.StatusNotFound, "not-routed", "No adapter serves this operation here", a.Reason, &a)
+			return
+		}
 		writeProblem(w, r, http.StatusUnprocessableEntity, "rejected", "Rejected", a.Reason, &a)
 	case gateway.StatusNotFound:
 		writeProblem(w, r, http.StatusNotFound, "not-found", "No such operation", a.Reason, &a)
@@ -189,15 +200,6 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, a)
 }
 
-func (s *server) known(opType string) bool {
-	for _, t := range s.g.Types() {
-		if t.Name == opType {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *server) names() []string {
 	var out []string
 	for _, t := range s.g.Types() {
@@ -209,6 +211,36 @@ func (s *server) names() []string {
 func rejected(opType, code, what string) gateway.Answer {
 	return gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: code, NextAction: gateway.FixInput,
 		Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the request and send it again — the same Idempotency-Key may be reused.", what)}
+}
+
+// headerError is why the Idempotency-Key header cannot be used: a problem
+// kind and title, the answer's error code, and what is wrong, in words that
+// never quote the value.
+type headerError struct{ kind, title, code, what string }
+
+// intentHeader reads the intent id from the request's Idempotency-Key
+// header: exactly one, well formed, and not looking like a card number or a
+// secret (the key's own screening says the same of a well-formed one).
+func intentHeader(h http.Header) (string, *headerError) {
+	values := h.Values(HeaderIdempotencyKey)
+	switch {
+	case len(values) == 0 || len(values) == 1 && strings.TrimSpace(values[0]) == "":
+		return "", &headerError{"idempotency-key-missing", "Idempotency-Key required", string(operation.CodeMissingField),
+			"the Idempotency-Key header is missing"}
+	case len(values) > 1:
+		return "", &headerError{"idempotency-key-repeated", "One Idempotency-Key header", string(operation.CodeInvalidField),
+			fmt.Sprintf("the request carries %d Idempotency-Key headers, and which one names the intent cannot be guessed", len(values))}
+	}
+	intent, ok := idempotencyKey(values[0])
+	if k := redact.Detect(values[0]); k != redact.KindNone {
+		return "", &headerError{"idempotency-key-secret", "Idempotency-Key refused", string(operation.CodeBadKey),
+			"the Idempotency-Key header holds what looks like a " + k.String() + "; an intent id must never carry a card number or a secret"}
+	}
+	if !ok {
+		return "", &headerError{"idempotency-key-malformed", "Malformed Idempotency-Key", string(operation.CodeInvalidField),
+			`the Idempotency-Key header is malformed: it must be a quoted structured-field string ("order-48291") or a bare token without spaces, quotes, commas or semicolons`}
+	}
+	return intent, nil
 }
 
 // idempotencyKey reads the header: a structured-field string ("…", with
@@ -312,9 +344,17 @@ type problem struct {
 // ProblemType is the type URI of a problem kind.
 func ProblemType(kind string) string { return "urn:idemgate:problem:" + kind }
 
+// writeProblem writes a problem document. Its instance is the request path
+// masked as free text is (a card number or a key in the path is not sent
+// back), and left out of a 401: an unauthenticated caller gets nothing of
+// its request back.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string, a *gateway.Answer) {
+	instance := ""
+	if status != http.StatusUnauthorized {
+		instance = operation.MaskText(r.URL.Path)
+	}
 	writeJSON(w, status, "application/problem+json", problem{Type: ProblemType(kind), Title: title, Status: status,
-		Detail: detail, Instance: r.URL.Path, Answer: a})
+		Detail: detail, Instance: instance, Answer: a})
 }
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {

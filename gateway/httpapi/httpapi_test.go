@@ -19,8 +19,8 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
-	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )

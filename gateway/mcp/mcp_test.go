@@ -15,7 +15,7 @@ import (
 	"github.com/idemgate/idemgate/consumer/natstest"
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
-	"github.com/idemgate/idemgate/internal/daemontest"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/sqlite"
 	"github.com/idemgate/idemgate/operation"
@@ -170,7 +170,7 @@ func TestToolsListSchemas(t *testing.T) {
 	require.True(t, tools["list_unresolved"].Annotations.ReadOnlyHint)
 
 	// What the schema admits, the daemon's decoder accepts.
-	in, err := gwmcp.InputSchema(mustType(t, reg, "payment.charge"))
+	in, err := gwmcp.InputSchema(daemontest.Env, mustType(t, reg, "payment.charge"))
 	require.NoError(t, err)
 	resolved, err := in.Resolve(nil)
 	require.NoError(t, err)
@@ -238,7 +238,9 @@ func TestPaymentChargeThroughMCP(t *testing.T) {
 			changed := call(t, b.cs, "payment_charge", chargeArgs("mcp-1", "order-1", 500000))
 			require.Equal(t, gateway.StatusConflict, changed.Status, "%+v", changed)
 			require.Equal(t, gateway.NewIntentRequired, changed.NextAction)
-			require.Contains(t, changed.Reason, "new intent_id and a new approval")
+			require.Contains(t, changed.Reason, "a separate, additional payment, which a person must approve (a new approval_id)")
+			require.Contains(t, changed.Reason, "and that money has moved")
+			require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.TargetObjectID}, changed.Existing)
 			require.Equal(t, []string{"amount_minor"}, changed.ConflictFields)
 			both := call(t, b.cs, "payment_charge", map[string]any{"intent_id": "mcp-1", "approval_id": "appr-1",
 				"account_id": "merchant-account-17", "order_id": "order-1", "amount_minor": 500000, "currency": "EUR"})

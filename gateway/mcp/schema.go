@@ -29,7 +29,10 @@ func ptr[T any](v T) *T { return &v }
 // approval_id (required when the type moves money) and the type's fields
 // with their kinds — money as integer minor units, currency as a 3-letter
 // code, dates and times with their formats. Nothing else is accepted.
-func InputSchema(t operation.Type) (*jsonschema.Schema, error) {
+// env is the gateway's: intent_id's maxLength is what the operation key
+// leaves for it under env (operation.MaxIntentLen), the limit the decoder
+// enforces.
+func InputSchema(env string, t operation.Type) (*jsonschema.Schema, error) {
 	s := &jsonschema.Schema{
 		Type:                 "object",
 		Properties:           map[string]*jsonschema.Schema{},
@@ -37,14 +40,14 @@ func InputSchema(t operation.Type) (*jsonschema.Schema, error) {
 		Required:             []string{argIntentID},
 	}
 	s.Properties[argIntentID] = &jsonschema.Schema{
-		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxIntentLen(env, t.Name, operation.DefaultKeyVersion)), Pattern: idPattern,
 		Description: "The business intent this call carries out: ONE id per intent (the approval, order or task you act on), " +
 			"reused unchanged on every retry of that intent — never a new id per attempt or per call. " +
 			"The same intent_id with the same fields is answered with the stored outcome and never executes twice; " +
 			"changed fields under the same intent_id are refused as a conflict. Letters, digits and . _ ~ : - only; no card numbers or personal data.",
 	}
 	approval := &jsonschema.Schema{
-		Type: "string", MinLength: ptr(1), MaxLength: ptr(128), Pattern: idPattern,
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxKeyLen), Pattern: idPattern,
 		Description: "The approval of this operation (who allowed it). Not part of the intent's fingerprint: a retry needs no new approval.",
 	}
 	if t.RequiresApproval {
@@ -140,10 +143,17 @@ func answerSchema() *jsonschema.Schema {
 			"retry_after_ms":   {Type: "integer", Minimum: ptr(0.0), Description: "Wait this long before polling or retrying."},
 			"next_action":      {Type: "string", Enum: actions, Description: nextActionHelp},
 			"conflict_fields":  {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "Fields that differ from the first request for this intent."},
-			"attempts":         {Type: "integer", Minimum: ptr(0.0)},
-			"result":           {Type: "object", Description: "Normalised outcome: business status and safe details."},
-			"journal_status":   str("The journal's status (get_operation)."),
-			"trail":            {Type: "array", Items: step, Description: "The attempts, oldest first (get_operation)."},
+			"existing": {Type: "object", Required: []string{"status"},
+				Description: "Conflict only: the outcome of the first request for this intent. Nothing ran for this request, but the first one may have made its effect (money moved).",
+				Properties: map[string]*jsonschema.Schema{
+					"status":           {Type: "string", Enum: []any{gateway.StatusSucceeded, gateway.StatusFailedFinal, gateway.StatusPending}},
+					"target_object_id": str("The object the first request made."),
+					"error_code":       str("The first request's error code."),
+				}},
+			"attempts":       {Type: "integer", Minimum: ptr(0.0)},
+			"result":         {Type: "object", Description: "Normalised outcome: business status and safe details."},
+			"journal_status": str("The journal's status (get_operation)."),
+			"trail":          {Type: "array", Items: step, Description: "The attempts, oldest first (get_operation)."},
 		},
 		Required: []string{"status", "operation_key", "replayed", "target_object_id", "error_code", "reason", "retry_after_ms", "next_action"},
 	}

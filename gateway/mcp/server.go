@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemgate/idemgate/gateway"
@@ -48,7 +47,7 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log})
 	out := answerSchema()
 	for _, t := range g.Types() {
-		in, err := InputSchema(t)
+		in, err := InputSchema(g.Env(), t)
 		if err != nil {
 			return nil, err
 		}
@@ -165,66 +164,6 @@ func toolResult(a gateway.Answer) (*sdk.CallToolResult, error) {
 	}, nil
 }
 
-// GetOperationInput is get_operation's input.
-type GetOperationInput struct {
-	OperationKey string `json:"operation_key,omitempty" jsonschema:"the operation_key an earlier answer gave"`
-	Operation    string `json:"operation,omitempty" jsonschema:"the operation type (e.g. payment.charge), with intent_id, when the key is not at hand"`
-	IntentID     string `json:"intent_id,omitempty" jsonschema:"the intent_id of the call, with operation"`
-}
-
-func addGetOperation(srv *sdk.Server, g *gateway.Gateway, out *jsonschema.Schema) {
-	tool := &sdk.Tool{
-		Name:  "get_operation",
-		Title: "Get an operation's outcome",
-		Description: "Read an operation's outcome from idemgate's journal, by operation_key or by operation + intent_id: status, the target's object id, " +
-			"attempts. Read-only; it never executes anything. Use it when an answer said poll. " + nextActionHelp,
-		OutputSchema: out,
-		Annotations:  &sdk.ToolAnnotations{Title: "Get an operation's outcome", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}
-	sdk.AddTool(srv, tool, func(ctx context.Context, _ *sdk.CallToolRequest, in GetOperationInput) (*sdk.CallToolResult, gateway.Answer, error) {
-		var a gateway.Answer
-		switch {
-		case in.OperationKey != "":
-			a = g.Lookup(ctx, in.OperationKey, true)
-		case in.Operation != "" && in.IntentID != "":
-			a = g.LookupIntent(ctx, in.Operation, in.IntentID, true)
-		default:
-			a = gateway.Answer{Status: gateway.StatusRejected, ErrorCode: string(operation.CodeMissingField), NextAction: gateway.FixInput,
-				Reason: "Rejected: give operation_key, or operation and intent_id."}
-		}
-		return &sdk.CallToolResult{IsError: a.IsError()}, a, nil
-	})
-}
-
-// UnresolvedInput is list_unresolved's input.
-type UnresolvedInput struct {
-	Limit int `json:"limit,omitempty" jsonschema:"at most this many of each kind (default 100)"`
-}
-
-// UnresolvedOutput is list_unresolved's answer.
-type UnresolvedOutput struct {
-	Operations []gateway.Answer `json:"operations"`
-}
-
-func addListUnresolved(srv *sdk.Server, g *gateway.Gateway, answer *jsonschema.Schema) {
-	tool := &sdk.Tool{
-		Name:  "list_unresolved",
-		Title: "List operations that need someone",
-		Description: "List operations idemgate could not settle alone: outcomes the target could not confirm after repeated lookups " +
-			"(next_action human_review) and temporary failures nobody is retrying any more (next_action retry_same_intent). Read-only.",
-		OutputSchema: &jsonschema.Schema{Type: "object", Required: []string{"operations"},
-			Properties: map[string]*jsonschema.Schema{"operations": {Type: "array", Items: answer}}},
-		Annotations: &sdk.ToolAnnotations{Title: "List operations that need someone", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}
-	sdk.AddTool(srv, tool, func(ctx context.Context, _ *sdk.CallToolRequest, in UnresolvedInput) (*sdk.CallToolResult, UnresolvedOutput, error) {
-		list, err := g.Unresolved(ctx, in.Limit)
-		if err != nil {
-			return nil, UnresolvedOutput{}, fmt.Errorf("the journal could not be read; try again later: %w", err)
-		}
-		return nil, UnresolvedOutput{Operations: list}, nil
-	})
-}
-
 // HTTPOptions tune Handler.
 type HTTPOptions struct {
 	// Token, when set, must come with every request as "Authorization:
@@ -234,6 +173,11 @@ type HTTPOptions struct {
 	MaxBody int64
 	// Log receives the transport's logs.
 	Log *slog.Logger
+	// AllowedOrigins are the browser origins allowed to call (see
+	// ValidateOrigins): a request whose Origin header is present and not
+	// on the list is refused with 403, one without the header passes. Nil:
+	// DefaultAllowedOrigins; empty: no browser origin at all.
+	AllowedOrigins []string
 }
 
 // Handler serves srv over Streamable HTTP.
@@ -243,12 +187,20 @@ func Handler(srv *sdk.Server, opts HTTPOptions) http.Handler {
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opts.Log, SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: opts.MaxBody})
+	if opts.AllowedOrigins == nil {
+		opts.AllowedOrigins = DefaultAllowedOrigins
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !checkOrigin(w, r, opts.AllowedOrigins) {
+			return
+		}
 		if !gateway.Authorized(r, opts.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate"`)
+			reason, challenge := gateway.Unauthorized(r, "mcp.token (IDEMGATE_MCP_TOKEN)")
+			w.Header().Set("WWW-Authenticate", challenge)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error":"a bearer token is required (Authorization: Bearer <token>)"}` + "\n"))
+			b, _ := json.Marshal(map[string]string{"error": reason})
+			_, _ = w.Write(append(b, '\n'))
 			return
 		}
 		h.ServeHTTP(w, r)

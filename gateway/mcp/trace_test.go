@@ -15,8 +15,8 @@ import (
 
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
-	"github.com/idemgate/idemgate/internal/daemontest"
 	"github.com/idemgate/idemgate/internal/telemetry/otelsetup"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 )
 
 // traceHeader adds an agent's traceparent to every HTTP request.

@@ -11,14 +11,9 @@
 //	                                   (default 1st) through the named point
 //	IDEMGATE_SOAK_BREAK=<break>        break one guarantee (see Break)
 //
-// It imports only the standard library and journal (for the fencing break).
+// It imports only the standard library: every package of the daemon may
+// use it without depending on another of the project's.
 package crashpoint
-
-import (
-	"context"
-
-	"github.com/idemgate/idemgate/journal"
-)
 
 // Point names a place in the daemon where a crash is most telling.
 type Point string
@@ -58,10 +53,18 @@ const (
 	// AckBeforePublish acknowledges a command before its result is
 	// published: a crash in between loses the result (invariant lost).
 	AckBeforePublish Break = "ack_before_publish"
+	// UnboundedWait lets a copy wait for the delivery owning its key
+	// without a bound, and lets that owner, when its retry's re-claim
+	// meets another owner, keep its ownership and wait behind itself; its
+	// in-lease re-claim is also slowed by 100 ms, as a loaded machine
+	// slows it, so that a copy on another replica wins the race for the
+	// key. The delivery is then held for ever by its heartbeats, never
+	// answered (invariant held_too_long).
+	UnboundedWait Break = "unbounded_wait"
 )
 
 // Breaks lists every break.
-var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish}
+var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait}
 
 // Hit passes point p: in a soak build told to crash there, the process kills
 // itself with SIGKILL (no deferred code, no flush) at the chosen pass.
@@ -77,20 +80,16 @@ func Do(b Break, f func()) {
 	}
 }
 
-// TokenReader reads an operation's journal row.
-type TokenReader interface {
-	Get(ctx context.Context, key string) (journal.Record, error)
-}
-
 // Token returns the fencing token a completion carries: token itself, except
-// in a soak build told to break NoFencing, where it is the row's current
-// token (so a stale owner's completion is accepted).
-func Token(ctx context.Context, r TokenReader, key string, token int64) int64 {
+// in a soak build told to break NoFencing, where it is what current reads
+// (the row's current token, so a stale owner's completion is accepted).
+// current is called only then.
+func Token(token int64, current func() (int64, error)) int64 {
 	if !broken(NoFencing) {
 		return token
 	}
-	if rec, err := r.Get(ctx, key); err == nil {
-		return rec.LeaseToken
+	if t, err := current(); err == nil {
+		return t
 	}
 	return token
 }

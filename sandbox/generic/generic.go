@@ -4,7 +4,7 @@
 // idempotency store, or a unique external id answering a duplicate),
 // lookup by key (GET one object) and search (a filtered list, with a lag
 // before new objects show), all set by a Spec derived from the same
-// declaration (adapters/httpjson/emulate). It is a sandbox.Target with the
+// declaration (the emulate package). It is a sandbox.Target with the
 // shared ledger, faults and admin API.
 //
 // Under the ignore-key connector fault the target behaves as if no key

@@ -15,6 +15,14 @@
 //     next_cursor, [OK] yookassa.ru/developers/using-api/lists): the cursor
 //     marks the last object served, so objects created while a client pages
 //     never shift an object onto a later page (no object is served twice);
+//   - created_at carries milliseconds, and the list filters compare to
+//     the millisecond;
+//   - a request is processed whole under one lock: a repeat with the same
+//     key that arrives while the first is processed waits for it and gets
+//     its answer (YooKassa may answer such a repeat 202/500 with a retry
+//     hint instead: the client's next repeat gets the same payment either
+//     way). A key is kept KeyTTL (24 h) from the first request that was
+//     processed; a later repeat is a new request;
 //   - statuses pending, waiting_for_capture (capture:false), succeeded,
 //     canceled with cancellation_details {party, reason};
 //   - error bodies {"type":"error","id","code","description","parameter"}.
@@ -25,6 +33,9 @@
 // with that reason); TARGETS.md names no YooKassa test methods, so the
 // defaults MethodInsufficientFunds and MethodDeclined are this emulator's own.
 // Whether refunds accept metadata is unconfirmed [??]; the emulator accepts it.
+//
+// History seeds a shop's other traffic (payments spread evenly over a
+// time range, each under its own key) for tests of lookups at volume.
 //
 // Every created payment and refund is recorded in the framework's ledger
 // under the Idempotence-Key header the client sent (kinds "payment",

@@ -331,7 +331,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		if !checkMetadata(req.Metadata) {
 			return invalid("metadata", "Invalid metadata")
 		}
-		now := s.Now().UTC()
+		now := s.Now().UTC().Truncate(time.Millisecond) // created_at carries milliseconds
 		p := &payment{
 			ID: uuid.NewString(), Amount: req.Amount, Description: req.Description,
 			CreatedAt: now.Format("2006-01-02T15:04:05.000Z"), Metadata: req.Metadata, Test: true,
@@ -380,7 +380,7 @@ func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
 			return answer{http.StatusBadRequest, errDoc{Type: "error", ID: uuid.NewString(), Code: "invalid_request",
 				Description: "Refund is not possible for this payment or amount", Parameter: "amount.value"}, true}
 		}
-		now := s.Now().UTC()
+		now := s.Now().UTC().Truncate(time.Millisecond)
 		rf := &refund{
 			ID: uuid.NewString(), PaymentID: p.ID, Status: "succeeded", Amount: req.Amount, Description: req.Description,
 			CreatedAt: now.Format("2006-01-02T15:04:05.000Z"), Metadata: req.Metadata, created: now,

@@ -216,3 +216,30 @@ func TestCursorPagingIsStableUnderCreation(t *testing.T) {
 	st, _ := do(t, s, "GET", base+"/v3/payments?cursor=bm9wZQ", "", nil)
 	require.Equal(t, 400, st, "a cursor that is not ours")
 }
+
+// History seeds a shop's other traffic, evenly spread, as payments any
+// list serves (the created_at filters compare to the millisecond the
+// objects carry) and the ledger counts under their own keys; it refuses to
+// seed before the newest payment, since the lists serve creation order.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	s, base, clk := start(t, yookassa.Options{})
+	from := clk.Now().Add(-time.Minute)
+	require.NoError(t, s.History(60, from, from.Add(59*time.Second)))
+	require.Equal(t, 60, s.TotalEffects())
+	require.Equal(t, 1, s.Effects(yookassa.HistoryKey(60)))
+	q := url.Values{"limit": {"100"}, "created_at.gte": {from.Add(10 * time.Second).Format(time.RFC3339Nano)},
+		"created_at.lte": {from.Add(19 * time.Second).Format(time.RFC3339Nano)}}
+	st, l := do(t, s, "GET", base+"/v3/payments?"+q.Encode(), "", nil)
+	require.Equal(t, 200, st)
+	items := l["items"].([]any)
+	require.Len(t, items, 10, "one a second, both bounds included")
+	require.Equal(t, from.Add(19*time.Second).Format("2006-01-02T15:04:05.000Z"), items[0].(map[string]any)["created_at"])
+
+	st, _ = do(t, s, "POST", base+"/v3/payments", "live", pay("1.00"))
+	require.Equal(t, 200, st)
+	require.Error(t, s.History(1, from, from), "before the newest payment")
+	require.Error(t, s.History(0, clk.Now(), clk.Now()))
+	require.NoError(t, s.History(5, clk.Now(), clk.Now().Add(time.Second)))
+	require.Equal(t, 66, s.TotalEffects())
+}

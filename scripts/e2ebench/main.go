@@ -59,7 +59,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/consumer"
-	"github.com/idemgate/idemgate/internal/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"

@@ -4,7 +4,9 @@
 // with a lookup by it; a search with lag under a per-key single-flight),
 // each served by the generic emulator derived from the same declaration.
 //
-// Imports: adapters/httpjson, its emulate, operation and sandbox.
+// Imports: adapters/httpjson, emulate (which derives each emulator from its
+// declaration), operation and sandbox: a *test suite, it may reach the
+// emulator side, as no other adapters package may.
 package httpjsontest
 
 import (
@@ -13,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters/httpjson"
-	"github.com/idemgate/idemgate/adapters/httpjson/emulate"
+	"github.com/idemgate/idemgate/emulate"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/sandbox"
 	"github.com/idemgate/idemgate/sandbox/generic"

@@ -6,7 +6,7 @@
 // skipped with a loud message otherwise.
 //
 // It imports journal, journal/postgres and pgx; only tests and
-// internal/daemontest import it.
+// internal/testkit/daemontest import it.
 package pgtest
 
 import (

@@ -11,6 +11,7 @@
 package sandboxes
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -58,9 +59,18 @@ func All(opts sandbox.Options, tune ...Tuning) (sandbox.Group, error) {
 	}, nil
 }
 
-// Credential is one test credential of an emulator.
+// Credential is one test credential of an emulator. Name is the key its
+// adapter's configuration gives it (shop_id, secret_key), or "token" for a
+// declared target's bearer token.
 type Credential struct {
 	Name, Value string
+}
+
+// Setting is one key of the adapters.<name> block pointing idemgate at an
+// emulator: a string or an int64.
+type Setting struct {
+	Key   string
+	Value any
 }
 
 // TargetInfo tells a person how to use a running emulator.
@@ -74,9 +84,9 @@ type TargetInfo struct {
 	// Auth says how the credentials travel.
 	Auth        string
 	Credentials []Credential
-	// Config is the adapters: block of an idemgate configuration pointing at
-	// this emulator (YAML, indented by four spaces under "adapters:").
-	Config []string
+	// Config is the adapters.<name> block of an idemgate configuration
+	// pointing at this emulator, in order.
+	Config []Setting
 }
 
 // Describe returns how to reach a started emulator. Emulators this package
@@ -90,19 +100,19 @@ func Describe(t sandbox.Target) TargetInfo {
 		info.Endpoints = []string{"POST " + u + "/v3/payments", "GET  " + u + "/v3/payments[/{id}]", "POST " + u + "/v3/refunds"}
 		info.Auth = "HTTP Basic (shop id : secret key), Idempotence-Key header"
 		info.Credentials = []Credential{{"shop_id", shop}, {"secret_key", secret}}
-		info.Config = []string{"base_url: " + u, "shop_id: " + quote(shop), "secret_key: " + quote(secret)}
+		info.Config = []Setting{{"base_url", u}, {"shop_id", shop}, {"secret_key", secret}}
 	case *sbtbank.Server:
 		term, pass := s.Credentials()
 		info.Endpoints = []string{"POST " + u + "/v2/Init", "POST " + u + "/v2/Charge", "POST " + u + "/v2/CheckOrder", "POST " + u + "/v2/GetState"}
 		info.Auth = "Token field: SHA-256 signature of the request with the terminal password"
 		info.Credentials = []Credential{{"terminal_key", term}, {"password", pass}}
-		info.Config = []string{"base_url: " + u, "terminal_key: " + quote(term), "password: " + quote(pass)}
+		info.Config = []Setting{{"base_url", u}, {"terminal_key", term}, {"password", pass}}
 	case *sbstripe.Server:
 		key := s.SecretKey()
 		info.Endpoints = []string{"POST " + u + "/v1/payment_intents", "GET  " + u + "/v1/payment_intents/search", "POST " + u + "/v1/refunds"}
 		info.Auth = "Bearer secret key, Idempotency-Key header"
 		info.Credentials = []Credential{{"secret_key", key}}
-		info.Config = []string{"base_url: " + u, "secret_key: " + quote(key)}
+		info.Config = []Setting{{"base_url", u}, {"secret_key", key}}
 	case *sbonec.Server:
 		user, pass := s.Credentials()
 		base := s.BaseURL()
@@ -110,13 +120,13 @@ func Describe(t sandbox.Target) TargetInfo {
 			"GET  " + base + "/hs/integration/invoices/{key}", "OData " + base + "/odata/standard.odata/"}
 		info.Auth = "HTTP Basic (infobase user)"
 		info.Credentials = []Credential{{"user", user}, {"password", pass}}
-		info.Config = []string{"base_url: " + base, "user: " + quote(user), "password: " + quote(pass)}
+		info.Config = []Setting{{"base_url", base}, {"user", user}, {"password", pass}}
 	case *sbbitrix24.Server:
 		uid, code := s.Credentials()
 		info.Endpoints = []string{"POST " + s.WebhookURL() + "/{method}.json (crm.deal.add, crm.activity.add, crm.*.list)"}
 		info.Auth = "inbound webhook: user id and code in the path"
 		info.Credentials = []Credential{{"user_id", uid}, {"webhook_code", code}}
-		info.Config = []string{"portal_url: " + u, "user_id: " + quote(uid), "webhook_code: " + quote(code)}
+		info.Config = []Setting{{"portal_url", u}, {"user_id", uid}, {"webhook_code", code}}
 	case *generic.Server:
 		sp := s.Spec()
 		info.Endpoints = []string{sp.CreateMethod + " " + u + sp.CreatePath}
@@ -135,12 +145,25 @@ func Describe(t sandbox.Target) TargetInfo {
 		info.Endpoints = []string{"POST " + u + "/api/v4/leads", "GET  " + u + "/api/v4/leads", "POST " + u + "/api/v4/tasks", "GET  " + u + "/api/v4/tasks"}
 		info.Auth = "Bearer long-lived token"
 		info.Credentials = []Credential{{"token", s.Token()}, {"key_field_id", strconv.FormatInt(s.KeyFieldID(), 10)}}
-		info.Config = []string{"base_url: " + u, "token: " + quote(s.Token()), "key_field_id: " + strconv.FormatInt(s.KeyFieldID(), 10)}
+		info.Config = []Setting{{"base_url", u}, {"token", s.Token()}, {"key_field_id", s.KeyFieldID()}}
 	}
 	return info
 }
 
-func quote(s string) string { return strconv.Quote(s) }
+// yamlValue writes a setting's value as YAML: a URL and a number bare,
+// any other string quoted.
+func yamlValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		if strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
+			return v
+		}
+		return strconv.Quote(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	return fmt.Sprint(v)
+}
 
 // WriteTargets prints each emulator's URL, contract, admin API, test
 // credentials and a configuration block for idemgate.
@@ -179,11 +202,69 @@ func WriteTargets(w io.Writer, infos []TargetInfo) error {
 		fmt.Fprintln(ew, "\nidemgate configuration for these emulators:\n\nadapters:")
 		for _, in := range cfg {
 			fmt.Fprintf(ew, "  %s:\n", in.Name)
-			for _, l := range in.Config {
-				fmt.Fprintf(ew, "    %s\n", l)
+			for _, st := range in.Config {
+				fmt.Fprintf(ew, "    %s: %s\n", st.Key, yamlValue(st.Value))
 			}
 		}
 	}
 	_, err := io.WriteString(w, ew.String())
 	return err
+}
+
+// Listing is what `idemgate sandbox --json` prints, as one JSON document:
+// every started emulator, by name.
+type Listing struct {
+	Emulators []EmulatorJSON `json:"emulators"`
+}
+
+// EmulatorJSON is one emulator in a Listing.
+type EmulatorJSON struct {
+	Name string `json:"name"`
+	// URL is the base URL; Admin the admin API's (ledger, faults, reset).
+	URL   string `json:"url"`
+	Admin string `json:"admin"`
+	// Endpoints and Auth are as the banner prints them.
+	Endpoints []string `json:"endpoints"`
+	Auth      string   `json:"auth,omitempty"`
+	// Credentials are the emulator's test credentials, each typed.
+	Credentials []CredentialJSON `json:"credentials"`
+	// Adapter is the adapters.<name> block pointing idemgate at the
+	// emulator (absent for a declared target: its block is the declaration).
+	Adapter map[string]any `json:"adapter,omitempty"`
+}
+
+// CredentialJSON is one typed test credential. Type is the credential's
+// word in its adapter's configuration when it is a secret there (token,
+// password, secret_key, webhook_code: adapters.Token, Password, SecretKey,
+// WebhookCode), else "identifier" (a shop id, a user, a field id);
+// Secret says which, for a reader that must keep secrets out of what it
+// writes.
+type CredentialJSON struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Type   string `json:"type"`
+	Secret bool   `json:"secret"`
+}
+
+// WriteJSON writes the Listing of infos, in name order; typeOf gives each
+// credential's type and whether it is a secret.
+func WriteJSON(w io.Writer, infos []TargetInfo, typeOf func(target, credential string) (typ string, secret bool)) error {
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	l := Listing{Emulators: make([]EmulatorJSON, 0, len(infos))}
+	for _, in := range infos {
+		e := EmulatorJSON{Name: in.Name, URL: in.URL, Admin: in.URL + "/_sandbox", Endpoints: in.Endpoints, Auth: in.Auth,
+			Credentials: make([]CredentialJSON, 0, len(in.Credentials))}
+		for _, c := range in.Credentials {
+			typ, secret := typeOf(in.Name, c.Name)
+			e.Credentials = append(e.Credentials, CredentialJSON{Name: c.Name, Value: c.Value, Type: typ, Secret: secret})
+		}
+		if len(in.Config) > 0 {
+			e.Adapter = make(map[string]any, len(in.Config))
+			for _, st := range in.Config {
+				e.Adapter[st.Key] = st.Value
+			}
+		}
+		l.Emulators = append(l.Emulators, e)
+	}
+	return json.NewEncoder(w).Encode(l)
 }

@@ -12,6 +12,27 @@
 // a fixed path whose query parameters carry ${key} or ${marker} (search),
 // and plain member paths for the id, status and items.
 //
+// # Where it lives
+//
+// This package is the one place where the adapter side and the emulator
+// side meet, and it belongs to neither. An emulator is written from its
+// target's documented contract, never from the adapter it judges, so no
+// sandbox package imports adapters; an adapter carries no emulator code,
+// so no adapters package imports sandbox, bar the *test suites that run
+// an adapter against its emulator. A declared target has no contract but
+// its declaration, and deriving its emulator from that declaration is the
+// point; so the translation sits here, between the two, and is imported
+// only by what composes both: the binary (`idemgate sandbox`), the
+// declared targets' suite (adapters/httpjson/httpjsontest) and e2e.
+//
+// The alternatives were worse. In sandbox/generic, the emulator would read
+// the adapter's declaration types (an arrow sandbox → adapters) or a
+// second, hand-kept form of the declaration; in package main beside the
+// declared-target code, the contract suite and e2e could not derive the
+// emulators they run. deps_test.go holds the arrows: emulate imports
+// adapters/httpjson and sandbox/generic; neither adapters (outside its
+// *test suites) nor sandbox reaches it.
+//
 // Imports: adapters/httpjson and sandbox/generic.
 package emulate
 

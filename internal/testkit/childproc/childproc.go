@@ -3,7 +3,8 @@
 // process group of its own, its output appended to one log, and the exits
 // the caller did not cause counted. natsproc builds its nats-server nodes on
 // it and e2e/soak its idemgate replicas; FreePort and WaitTCP give a child a
-// loopback port and wait until it listens there.
+// loopback port and wait until it listens there; RefusingAddr gives a test
+// an address where nothing can listen.
 //
 // It is machinery for tests and the soak: it imports the standard library
 // only, and no daemon code imports it.
@@ -13,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -223,49 +223,4 @@ func Poll(ctx context.Context, d, interval time.Duration, try func() (done bool,
 		case <-time.After(interval):
 		}
 	}
-}
-
-// FreePort returns a loopback port nothing listens on right now, for a
-// server that binds it later.
-//
-// It draws the port below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), where a bind to port 0 elsewhere, such as
-// a test server on "127.0.0.1:0" in a parallel package, cannot be handed it
-// in the window before the caller binds. It falls back to asking the kernel
-// when that range is too small or every draw is taken.
-func FreePort() (int, error) {
-	lo := ephemeralLow()
-	if lo-freePortMin >= 1000 {
-		for range 64 {
-			p := freePortMin + rand.IntN(lo-freePortMin)
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err == nil {
-				_ = l.Close()
-				return p, nil
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freePortMin keeps FreePort above the ports of well-known services.
-const freePortMin = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range, or
-// freePortMin where it cannot be read (FreePort then asks the kernel).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return freePortMin
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
-		return freePortMin
-	}
-	return lo
 }

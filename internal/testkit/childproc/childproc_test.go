@@ -104,28 +104,3 @@ func TestWaitTCP(t *testing.T) {
 		t.Fatalf("WaitTCP waited %v for an exited process", d)
 	}
 }
-
-// TestFreePortOutsideEphemeralRange: where the kernel's ephemeral range
-// leaves room below it, FreePort draws from there, so a bind to port 0
-// elsewhere cannot take the port before the caller binds it; the port is
-// free to bind.
-func TestFreePortOutsideEphemeralRange(t *testing.T) {
-	lo := ephemeralLow()
-	if lo-freePortMin < 1000 {
-		t.Skipf("ephemeral range starts at %d: no room below it", lo)
-	}
-	for range 20 {
-		p, err := FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p < freePortMin || p >= lo {
-			t.Fatalf("FreePort = %d, want in [%d, %d)", p, freePortMin, lo)
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			t.Fatalf("FreePort = %d, not free: %v", p, err)
-		}
-		l.Close()
-	}
-}

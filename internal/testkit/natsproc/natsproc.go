@@ -6,8 +6,9 @@
 // NewServer gives the fault soak (e2e/soak) its standalone server on the
 // same terms.
 //
-// It imports internal/childproc, nats.go and the standard library. It is
-// machinery for tests and the soak: no daemon code imports it.
+// It imports internal/testkit/childproc, nats.go and the standard library,
+// nothing of the daemon. It is machinery for tests and the soak: no daemon
+// code imports it (deps_test.go).
 package natsproc
 
 import (
@@ -23,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/idemgate/idemgate/internal/childproc"
+	"github.com/idemgate/idemgate/internal/testkit/childproc"
 )
 
 // Build builds nats-server from the module in go.mod into dir and returns

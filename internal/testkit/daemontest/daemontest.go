@@ -9,7 +9,9 @@
 // It imports the parts it composes: adapters and adapters/yookassa,
 // consumer and consumer/natstest, journal, journal/sqlite and
 // journal/postgres/pgtest, operation, redact, sandbox/yookassa and worker.
-// It is machinery for tests: nothing outside _test.go files imports it.
+// It is the one package of internal/testkit with arrows into the daemon's
+// layers: a harness that composes them, as cmd/idemgate does, never a part
+// of them. Nothing outside _test.go files imports it (deps_test.go).
 package daemontest
 
 import (
@@ -59,6 +61,9 @@ type Daemon struct {
 	Consumer consumer.Config
 	// Worker is the daemon's worker configuration (short leases).
 	Worker worker.Config
+	// Routes are the operation types the daemon has an adapter for, as a
+	// gateway in front of it is told (gateway.Deps.Routed).
+	Routes []string
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
@@ -104,10 +109,15 @@ func Start(tb testing.TB, engine string) *Daemon {
 	if err != nil {
 		tb.Fatalf("streams: %v", err)
 	}
+	d.Routes = []string{"payment.charge", "payment.refund"}
+	routes := map[string]adapters.Adapter{}
+	for _, op := range d.Routes {
+		routes[op] = yk
+	}
 	deps := worker.Deps{
 		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: Env},
-		Adapters: map[string]adapters.Adapter{"payment.charge": yk, "payment.refund": yk},
+		Adapters: routes,
 		Log:      slog.New(slog.DiscardHandler),
 	}
 	w, err := worker.New(d.Worker, d.Consumer, deps)
