@@ -315,7 +315,7 @@ func (r *retryRun) finish(out adapters.Outcome, err error) {
 	case errors.As(err, &ended):
 		r.ended(ended.class, ended.ae)
 	case errors.Is(err, errHandOff{}):
-		r.handOff()
+		w.dispatch(j)
 	case errors.Is(err, errLeaseRanOut{}):
 		// This process stood still past its lease (a stop, a stall):
 		// another owner may hold the operation now. Nothing was sent; the
@@ -344,20 +344,6 @@ func (r *retryRun) finish(out adapters.Outcome, err error) {
 		r.log().Error("re-claim failed", "error", err.Error())
 		w.nak(j, w.cfg.Retry.NextRetry(j.claim.Attempt))
 	}
-}
-
-// handOff acts on a re-claim that decided something other than Execute.
-// Another owner holding the operation (InProgress) is waited for through
-// JetStream, never in the waiting room: this delivery owns its key there
-// itself, and would wait for its own settling.
-func (r *retryRun) handOff() {
-	w, j := r.w, r.j
-	if j.claim.Decision == journal.InProgress {
-		w.m.decided(journal.InProgress)
-		w.publishPendingAndNak(j, w.comeBackIn(j), j.claim.Record.AttemptCount)
-		return
-	}
-	w.dispatch(j)
 }
 
 // ended handles a never_retry or reconcile_before_retry answer.
