@@ -32,6 +32,15 @@ type Adapter interface {
 	Lookup(ctx context.Context, op operation.Operation) (LookupResult, error)
 }
 
+// Admitter is an Adapter whose target account may have a client-side rate
+// limit (RateLimit). Admit reserves, in the account's bucket, the first
+// requests a call of op makes (Client.Admit); nil when no limit applies.
+// The worker waits for the admission before it takes an attempt, then makes
+// the call under Admission.Bind.
+type Admitter interface {
+	Admit(op operation.Operation) *Admission
+}
+
 // Capabilities is an adapter's profile.
 type Capabilities struct {
 	// NativeKey: the target deduplicates by our key itself (idempotency header
@@ -101,6 +110,11 @@ type Attempt struct {
 	// Since is when the journal first recorded the key, by the journal's
 	// clock; zero when unknown.
 	Since time.Time
+	// Fresh: every earlier attempt for the key was held back by a rate
+	// limit before it ran (Throttled: never sent, or refused by the
+	// target's limit), so none can have made an object: the call is a
+	// first attempt for the adapter whatever its Number.
+	Fresh bool
 	// Until is, on the same clock, when every call made so far for the key
 	// had ended at the latest (the journal's attempts trail); zero when
 	// unknown or while one may still run. A lookup finds an object an
@@ -127,10 +141,12 @@ func AttemptFrom(ctx context.Context) (a Attempt, ok bool) {
 }
 
 // Retried reports whether ctx's call may follow an earlier one for the
-// same key: true unless the worker said this is the key's first attempt.
+// same key that could have reached the target: true unless the worker said
+// this is the key's first attempt, or that every earlier one was held back
+// by a rate limit before it ran (Attempt.Fresh).
 func Retried(ctx context.Context) bool {
 	a, ok := AttemptFrom(ctx)
-	return !ok || a.Number != 1
+	return !ok || (a.Number != 1 && !a.Fresh)
 }
 
 // LookupStatus is what a lookup by key found.

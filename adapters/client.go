@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -19,6 +20,20 @@ import (
 // context ends. Class retry (nothing was sent); RetryAfter is the wait the
 // limit asked for.
 const CodeClientRateLimit = "client_rate_limited"
+
+// CodeTargetRateLimit: the target refused the request for its own rate
+// limit before running it (Bitrix24's 503 QUERY_LIMIT_EXCEEDED). Class
+// retry: nothing was executed.
+const CodeTargetRateLimit = "target_rate_limited"
+
+// Throttled reports whether code says a rate limit held the request back
+// before it ran: the account's client-side bucket (client_rate_limited,
+// nothing sent) or the target's own (http_429, target_rate_limited). Such
+// an answer is a wait, not a failure: the worker spends no retry budget on
+// it, and an attempt that ended so made no effect.
+func Throttled(code string) bool {
+	return code == CodeClientRateLimit || code == CodeTargetRateLimit || code == CodeHTTP429
+}
 
 // RateLimit is a client-side token bucket for one target account: at most
 // Rate requests per second on average, Burst at once. Each adapter holds
@@ -94,7 +109,8 @@ func (c *Client) HTTP() *http.Client { return c.http }
 // Send adds the account's authorization, waits for a token of the rate
 // limit, then performs req once (see the package function Send). A wait that
 // would outlast req's context is not started: the answer is retry
-// client_rate_limited, nothing sent.
+// client_rate_limited, nothing sent. A 429 answer slows the bucket down
+// (Refused).
 func (c *Client) Send(req *http.Request, limit int64) (*HTTPResponse, error) {
 	if c.authorize != nil {
 		c.authorize(req)
@@ -102,7 +118,11 @@ func (c *Client) Send(req *http.Request, limit int64) (*HTTPResponse, error) {
 	if err := c.wait(req.Context()); err != nil {
 		return nil, err
 	}
-	return Send(c.http, req, limit)
+	resp, err := Send(c.http, req, limit)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		c.Refused()
+	}
+	return resp, err
 }
 
 // JSON is the exchange most targets speak: one request built by NewRequest
@@ -154,6 +174,9 @@ func (c *Client) wait(ctx context.Context) error {
 	if c.limiter == nil {
 		return nil
 	}
+	if a, ok := ctx.Value(admissionKey{}).(*Admission); ok && a.c == c && a.take() {
+		return a.waitFor(ctx)
+	}
 	now := c.now()
 	r := c.limiter.ReserveN(now, 1)
 	if !r.OK() {
@@ -177,6 +200,104 @@ func (c *Client) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		r.Cancel()
 		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for a slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
+		e.RetryAfter = d
+		return e
+	}
+}
+
+// Refused records that the target refused a request for its own rate limit
+// (a 429, which Send records itself, or a target's own signal such as
+// Bitrix24's 503 QUERY_LIMIT_EXCEEDED): the bucket gives up one slot more,
+// so that clients that share the target's limit without knowing of each
+// other (two replicas, each with its own bucket) slow down while the
+// target's limit is full, and leave its capacity to requests it takes.
+func (c *Client) Refused() {
+	if c == nil || c.limiter == nil {
+		return
+	}
+	c.limiter.ReserveN(c.now(), 1)
+}
+
+// Admission is a call's place in the queue of its account's client-side
+// rate limit: the call's first requests, reserved together in the order
+// calls asked for them (the bucket serves reservations first come, first
+// served), at a time that may lie ahead (Delay). The worker waits for that
+// time before it takes an attempt, so that waiting for the bucket never
+// spends one; the requests the call makes under Bind's context take the
+// reserved slots first, and any further request waits for the bucket as
+// usual.
+type Admission struct {
+	c    *Client
+	r    *rate.Reservation
+	n    int32
+	at   time.Time
+	left atomic.Int32
+}
+
+type admissionKey struct{}
+
+// Admit reserves the first n requests of one call (at least one, at most
+// the burst). It returns nil when the account has no limit.
+func (c *Client) Admit(n int) *Admission {
+	if c == nil || c.limiter == nil {
+		return nil
+	}
+	n = min(max(n, 1), max(c.limiter.Burst(), 1))
+	now := c.now()
+	r := c.limiter.ReserveN(now, n)
+	if !r.OK() {
+		return nil
+	}
+	a := &Admission{c: c, r: r, n: int32(n), at: now.Add(r.DelayFrom(now))}
+	a.left.Store(int32(n))
+	return a
+}
+
+// Delay is how long from now until the reserved requests may go (zero once
+// their time has come).
+func (a *Admission) Delay() time.Duration { return max(a.at.Sub(a.c.now()), 0) }
+
+// Bind returns ctx carrying the admission: the client's requests under it
+// take the reserved slots first (waiting, within ctx, for their time).
+func (a *Admission) Bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, admissionKey{}, a)
+}
+
+// Cancel gives back slots no request has taken, as far as the bucket still
+// can (another reservation may already have been placed behind them). An
+// admission a request has used keeps what it reserved.
+func (a *Admission) Cancel() {
+	if a.left.Swap(0) == a.n {
+		a.r.CancelAt(a.c.now())
+	}
+}
+
+// take claims one reserved slot.
+func (a *Admission) take() bool {
+	for {
+		l := a.left.Load()
+		if l <= 0 {
+			return false
+		}
+		if a.left.CompareAndSwap(l, l-1) {
+			return true
+		}
+	}
+}
+
+// waitFor waits, within ctx, for the reserved slots' time.
+func (a *Admission) waitFor(ctx context.Context) error {
+	d := a.Delay()
+	if d == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for its reserved slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
 		e.RetryAfter = d
 		return e
 	}

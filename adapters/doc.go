@@ -18,16 +18,20 @@
 //     SecretKey, WebhookCode: token, token_file, token_env, ...);
 //     Configured and ConfiguredSecret, the first steps of every New;
 //   - Client: the HTTP client plus the target account's client-side token
-//     bucket (RateLimit), so requests wait for their slot within the call
-//     instead of meeting the target's 429/503, and its authorization
+//     bucket (RateLimit), so requests wait for their slot instead of
+//     meeting the target's 429/503 — a call's first requests in the place
+//     it took before its attempt (Admitter, Client.Admit: first come, first
+//     served), the others within the call — and a refusal for the target's
+//     own limit slows the bucket (Refused, Throttled); and its authorization
 //     (BasicAuth, BearerAuth); Client.JSON is the JSON exchange most targets
 //     speak. The wire structs stay in each adapter, apart from the sandbox
 //     emulators' own: an adapter and its emulator read the target's
 //     documentation independently, so a misreading shows as a failing test;
 //   - Attempt (WithAttempt, AttemptFrom, Retried): the worker tells an
 //     adapter which attempt it runs and since when the journal knows the
-//     key, so searches start there and a first attempt skips looking for
-//     earlier ones;
+//     key, so searches start there and a first attempt (or one after
+//     attempts a rate limit held back: Fresh) skips looking for earlier
+//     ones;
 //   - Outcome.ReportDuplicates: several objects for one key in a target
 //     are reported in the result (the worker logs and counts them);
 //   - the rules for values written to targets or kept from their answers

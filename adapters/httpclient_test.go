@@ -392,3 +392,85 @@ func TestOutcomeReportDuplicates(t *testing.T) {
 	require.Equal(t, 2, o.Details["duplicates"])
 	require.Equal(t, []string{"b", "c"}, o.Details["duplicate_object_ids"])
 }
+
+// Calls take their place in the client-side bucket in the order they ask
+// (Admit): each place comes one call's worth of slots after the one before,
+// the requests a call makes under its place go without taking further slots
+// (even with no time left to wait for one), a request past the reserved
+// ones waits for the bucket as any other, and a place nobody used is given
+// back to the calls behind it.
+func TestAdmissionsAreServedInOrder(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	require.Nil(t, adapters.NewClient(time.Second, adapters.RateLimit{Rate: -1}).Admit(3), "no limit, no place to wait for")
+	c := adapters.NewClient(5*time.Second, adapters.RateLimit{Rate: 10, Burst: 3})
+	send := func(ctx context.Context) error {
+		req, err := adapters.NewRequest(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		_, err = c.Send(req, 0)
+		return err
+	}
+	first, second, third := c.Admit(3), c.Admit(3), c.Admit(3)
+	require.Zero(t, first.Delay(), "the burst is free")
+	require.Greater(t, second.Delay(), first.Delay())
+	require.Greater(t, third.Delay(), second.Delay(), "first come, first served")
+	require.LessOrEqual(t, third.Delay(), 600*time.Millisecond, "three slots at 10/s each")
+
+	// The first call's three requests go at once, under a deadline no
+	// wait for the (now spent) bucket would fit in.
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	under := first.Bind(short)
+	for range 3 {
+		require.NoError(t, send(under))
+	}
+	require.Equal(t, int32(3), seen.Load())
+	ae := adapters.AsError(send(under))
+	require.Equal(t, adapters.CodeClientRateLimit, ae.Code, "a fourth request waits for the bucket like any other")
+	require.Equal(t, int32(3), seen.Load(), "and was not sent")
+	first.Cancel() // used: keeps what it reserved
+
+	// The third call gives its place up: the next call takes it.
+	was := third.Delay()
+	third.Cancel()
+	fourth := c.Admit(3)
+	require.LessOrEqual(t, fourth.Delay(), was, "the place given back")
+	require.Greater(t, fourth.Delay(), second.Delay(), "behind the calls still waiting")
+	ae = adapters.AsError(send(third.Bind(short)))
+	require.Equal(t, adapters.CodeClientRateLimit, ae.Code, "a cancelled place carries no slots")
+}
+
+// A request the target refused for its own rate limit costs the client's
+// bucket one slot more: clients sharing the target's limit slow down while
+// it is full.
+func TestRefusalSlowsTheBucket(t *testing.T) {
+	t.Parallel()
+	var refuse atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	send := func(c *adapters.Client) {
+		req, err := adapters.NewRequest(context.Background(), http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		_, err = c.Send(req, 0)
+		require.NoError(t, err)
+	}
+	lim := adapters.RateLimit{Rate: 1, Burst: 4}
+	taken, refused := adapters.NewClient(time.Second, lim), adapters.NewClient(time.Second, lim)
+	send(taken)
+	refuse.Store(true)
+	send(refused)
+	// Both sent one request; the refused one's bucket gave up a second slot.
+	require.Zero(t, taken.Admit(3).Delay(), "three slots left")
+	require.Positive(t, refused.Admit(3).Delay(), "two slots left")
+}

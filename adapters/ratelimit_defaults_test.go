@@ -8,9 +8,23 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/amocrm"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
+	"github.com/idemgate/idemgate/adapters/httpjson"
 	"github.com/idemgate/idemgate/adapters/onec"
+	"github.com/idemgate/idemgate/adapters/stripe"
 	"github.com/idemgate/idemgate/adapters/tbank"
 	"github.com/idemgate/idemgate/adapters/yookassa"
+)
+
+// Every built-in adapter lets the worker wait for a call's place in its
+// client-side bucket before it takes an attempt.
+var (
+	_ adapters.Admitter = (*amocrm.Adapter)(nil)
+	_ adapters.Admitter = (*bitrix24.Adapter)(nil)
+	_ adapters.Admitter = (*httpjson.Adapter)(nil)
+	_ adapters.Admitter = (*onec.Adapter)(nil)
+	_ adapters.Admitter = (*stripe.Adapter)(nil)
+	_ adapters.Admitter = (*tbank.Adapter)(nil)
+	_ adapters.Admitter = (*yookassa.Adapter)(nil)
 )
 
 // TestRateLimitDefaults: each adapter's client-side bucket defaults to its

@@ -207,16 +207,36 @@ func (r rules) fromRecord(rec journal.Record, now time.Time) Answer {
 		}
 		r.pending(&a, "the target's answer was lost and idemgate is looking the operation up by its key before anything is sent again")
 	case journal.StatusFailedRetryable:
+		held := heldBack(rec.ErrorCode)
 		if r.idleAfter > 0 && !rec.UpdatedAt.IsZero() && now.Sub(rec.UpdatedAt) >= r.idleAfter {
 			a.NextAction = RetrySameIntent
 			a.RetryAfterMS = 0
-			a.Reason = fmt.Sprintf("the last attempt failed with a temporary error (%s) and no delivery is retrying it; call %s again with the same intent_id and payload — that is safe, the key prevents a second effect.",
-				orNone(a.ErrorCode), a.Operation)
+			what := fmt.Sprintf("the last attempt failed with a temporary error (%s)", orNone(a.ErrorCode))
+			if held {
+				what = fmt.Sprintf("the last attempt was never sent or never run: a rate limit held it back (%s)", a.ErrorCode)
+			}
+			a.Reason = fmt.Sprintf("%s and no delivery is retrying it; call %s again with the same intent_id and payload — that is safe, the key prevents a second effect.",
+				what, a.Operation)
+			return a
+		}
+		if held {
+			r.pending(&a, fmt.Sprintf("a rate limit holds the call back (%s); nothing of it has run, and idemgate sends it with the same key when its turn comes", a.ErrorCode))
 			return a
 		}
 		r.pending(&a, fmt.Sprintf("the last attempt failed with a temporary error (%s) and idemgate retries it with the same key", orNone(a.ErrorCode)))
 	}
 	return a
+}
+
+// heldBack reports whether an error code says a rate limit held the
+// attempt back before it ran: the codes of adapters.Throttled (the gateway
+// does not import the adapters; a test keeps the two lists alike).
+func heldBack(code string) bool {
+	switch code {
+	case "client_rate_limited", "target_rate_limited", "http_429":
+		return true
+	}
+	return false
 }
 
 // conflictFrom is the answer to a request whose key the journal holds with

@@ -44,6 +44,11 @@ func TestNextActionRules(t *testing.T) {
 			StatusPending, Poll, false, "http_503"},
 		{"retryable, idle", r.fromRecord(rec(journal.StatusFailedRetryable, func(x *journal.Record) { x.UpdatedAt = now.Add(-2 * time.Hour) }), now),
 			StatusPending, RetrySameIntent, false, "no delivery is retrying it"},
+		{"held back by a rate limit", r.fromRecord(rec(journal.StatusFailedRetryable, func(x *journal.Record) { x.ErrorCode = "client_rate_limited" }), now),
+			StatusPending, Poll, false, "nothing of it has run"},
+		{"held back until the command expired", r.fromRecord(rec(journal.StatusFailedRetryable, func(x *journal.Record) {
+			x.ErrorCode, x.UpdatedAt = "target_rate_limited", now.Add(-2*time.Hour)
+		}), now), StatusPending, RetrySameIntent, false, "never sent or never run"},
 		{"conflict", r.conflictFrom(rec(journal.StatusSucceeded, nil), []string{"amount_minor", "currency"}),
 			StatusConflict, NewIntentRequired, true, "amount_minor and currency differ from the first request for this intent"},
 		{"conflict, one field", r.fromResult(operation.Result{Status: operation.ResultConflict, TargetSystem: "crm"}),

@@ -13,12 +13,14 @@
 // database clock — the next attempt's "not before" — so copies and
 // redeliveries of the command that arrive earlier wait it out instead of
 // taking an attempt; the retry budget (max_attempts calls, max_elapsed from
-// the first attempt) belongs to the intent. Short waits run in-lease
-// (backoff.RetryNotify over the policy), longer ones release the command
-// (NakWithDelay). An answer that may come after the target committed is
-// never retried before a lookup by key, and an intent whose outcome was ever
-// unknown is looked up before it may end failed_final. Rules classify error
-// codes, globally and per adapter.
+// the first attempt) belongs to the intent, and waits spend none of it: a
+// call's turn in the client-side rate limit (admit.go), a target's refusal
+// for its own limit, a lookup's settle time (budget.go). Short waits run
+// in-lease (backoff.RetryNotify over the policy), longer ones release the
+// command (NakWithDelay). An answer that may come after the target committed
+// is never retried before a lookup by key, and an intent whose outcome was
+// ever unknown is looked up before it may end failed_final. Rules classify
+// error codes, globally and per adapter.
 //
 // It imports consumer, journal, adapters, operation, wire, redact and
 // internal (crashpoint, startstop, telemetry); never nats.go (JetStream is

@@ -9,9 +9,10 @@ import (
 
 // withAttempt tells the adapter which attempt it runs and since when the
 // journal knows the key, so that its searches start there (and a first
-// attempt skips searching for earlier ones).
-func withAttempt(ctx context.Context, rec journal.Record, attempt int) context.Context {
-	return adapters.WithAttempt(ctx, adapters.Attempt{Number: attempt, Since: rec.CreatedAt})
+// attempt, or one after attempts a rate limit held back — fresh — skips
+// searching for earlier ones).
+func withAttempt(ctx context.Context, rec journal.Record, attempt int, fresh bool) context.Context {
+	return adapters.WithAttempt(ctx, adapters.Attempt{Number: attempt, Since: rec.CreatedAt, Fresh: fresh})
 }
 
 // reportDuplicates raises what an adapter found: more than one object in

@@ -31,14 +31,25 @@ import (
 // Each retry is a new attempt in the journal (failed_retryable → started
 // under a new token), with the same key at the target. It runs on a stack
 // grown for it (growStack): an executor's (goExecute), or a reconciliation's.
+//
+// A call first takes its place in the account's client-side rate limit
+// (admit). A wait for it is no failed attempt: the attempt is recorded
+// throttled (client_rate_limited, nothing sent) and held for exactly that
+// wait, in hand, spending no retry budget (budget.go), and the call is made
+// in that place by the next attempt; places are served in the order calls
+// took them.
 func (w *Worker) execute(j *job) {
 	ctx, cancel := context.WithCancel(w.work)
 	defer cancel()
 	r := &retryRun{w: w, j: j, adapter: w.d.Adapters[j.op.Type], began: time.Now(), ctx: ctx, cancel: cancel}
 	r.rules = w.rules[r.adapter.Name()]
+	r.fresh = r.startsFresh()
 	keep := w.beats.track(j, "", 0) // the command's AckWait, through the waits
 	out, err := backoff.RetryNotifyWithData(r.attempt, r, r.waiting)
 	w.beats.untrack(keep)
+	if r.admission != nil {
+		r.admission.Cancel() // a place no call took is given back
+	}
 	r.finish(out, err)
 }
 
@@ -53,7 +64,15 @@ type retryRun struct {
 	began  time.Time
 	ctx    context.Context // ends on shutdown or when a hold failed to record
 	cancel context.CancelFunc
-	calls  int
+	// tries counts this run's attempts; from the second on, each claims
+	// its attempt first.
+	tries int
+	// admission is the call's place in the client-side rate limit, taken
+	// and not yet used by a call.
+	admission *adapters.Admission
+	// fresh: no attempt so far can have reached the target (each was held
+	// back by a rate limit), so the call is a first one for the adapter.
+	fresh bool
 	// last is the last retry-class error; delay the wait NextBackOff chose
 	// after it; exhausted is set when the budget stopped the loop.
 	last      *adapters.Error
@@ -106,20 +125,28 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 	if r.ctx.Err() != nil {
 		return adapters.Outcome{}, backoff.Permanent(errStopped{})
 	}
-	if r.calls > 0 {
+	if r.tries > 0 {
 		if err := r.reclaim(); err != nil {
 			return adapters.Outcome{}, backoff.Permanent(err)
 		}
 	}
+	r.tries++
+	if err := r.admit(); err != nil {
+		return adapters.Outcome{}, err
+	}
 	if !j.leaseBy.IsZero() && time.Until(j.leaseBy) < w.leaseMargin() && !crashpoint.Broken(crashpoint.NoFencing) {
 		return adapters.Outcome{}, backoff.Permanent(errLeaseRanOut{})
 	}
-	r.calls++
 	key := j.op.Key.String()
 	w.recordTrace(j) // before the call's timeout starts
 	lease := w.beats.trackCall(j, key, j.claim.Token, w.cfg.CallTimeout)
 	began := time.Now()
-	actx, span := j.startAttemptSpan(withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt), "execute")
+	cctx := withAttempt(lease.ctx, j.claim.Record, j.claim.Attempt, r.fresh)
+	if r.admission != nil {
+		cctx = r.admission.Bind(cctx)
+		r.admission = nil // the call's requests take its place
+	}
+	actx, span := j.startAttemptSpan(cctx, "execute")
 	out, err := r.adapter.Execute(actx, j.op)
 	observe(w.m.calls.WithLabelValues(j.op.Type), time.Since(began), span)
 	lost := lease.lost.Load() && !crashpoint.Broken(crashpoint.NoFencing)
@@ -146,6 +173,7 @@ func (r *retryRun) attempt() (adapters.Outcome, error) {
 		return out, backoff.Permanent(&errEnded{class: class, ae: ae})
 	}
 	r.last = ae
+	r.fresh = r.fresh && adapters.Throttled(ae.Code)
 	return out, ae
 }
 
@@ -182,19 +210,39 @@ func (r *retryRun) reclaim() error {
 // NextBackOff is the retry policy's delay after the current attempt (at
 // least the target's Retry-After), or Stop when the intent's budget is
 // spent or the wait would outgrow the claim (the journal's hold and a
-// redelivery take over then).
+// redelivery take over then). A wait for the call's place in the
+// client-side rate limit is exactly until it is due, in hand however long;
+// it and a target's rate-limit refusal spend no budget.
 func (r *retryRun) NextBackOff() time.Duration {
+	if r.ctx.Err() != nil {
+		return backoff.Stop
+	}
+	if r.admission != nil {
+		r.delay = r.admission.Delay()
+		return r.delay
+	}
 	p := r.w.cfg.Retry
 	d := max(p.NextRetry(r.j.claim.Attempt), r.last.RetryAfter)
 	r.delay = d
-	if p.exhausted(r.j.claim.Attempt, r.j.age()+d) {
+	if !adapters.Throttled(r.last.Code) && r.spent(d) {
 		r.exhausted = true
 		return backoff.Stop
 	}
-	if time.Since(r.began)+d+r.w.cfg.CallTimeout > p.InLease || r.ctx.Err() != nil {
+	if time.Since(r.began)+d+r.w.cfg.CallTimeout > p.InLease {
 		return backoff.Stop
 	}
 	return d
+}
+
+// spent reports whether the intent's retry budget is spent for an attempt
+// d from now (budget.go).
+func (r *retryRun) spent(d time.Duration) bool {
+	settle := settleFor(r.adapter.Capabilities(), r.w.cfg.CallTimeout)
+	spent, err := r.w.cfg.Retry.spentBy(r.ctx, r.w.d.Store, r.j.claim.Record, r.j.claim.Attempt, r.j.age(), d, settle)
+	if err != nil {
+		r.log().Warn("the attempts trail could not be read: the attempt count and the age decide the retry budget", "error", err.Error())
+	}
+	return spent
 }
 
 // Reset is part of backoff.BackOff; the schedule follows the journal's
@@ -219,8 +267,12 @@ func (r *retryRun) waiting(_ error, d time.Duration) {
 // hold records the current attempt as failed_retryable, held for d.
 func (r *retryRun) hold(d time.Duration) error {
 	j := r.j
+	note := ""
+	if r.admission != nil {
+		note = "nothing sent: held for the call's turn in the client-side rate limit"
+	}
 	err := r.w.commit.Complete(r.w.work, journal.Completion{Key: j.op.Key.String(), Token: j.claim.Token,
-		Status: journal.StatusFailedRetryable, ErrorCode: r.last.Code, TargetRequestID: r.last.RequestID, HoldFor: d})
+		Status: journal.StatusFailedRetryable, ErrorCode: r.last.Code, TargetRequestID: r.last.RequestID, Note: note, HoldFor: d})
 	if err == nil {
 		r.held = j.claim.Token
 		r.w.m.retries.Inc()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/postgres/pgtest"
 )
 
 func TestNextRetryStaysWithinBounds(t *testing.T) {
@@ -61,14 +64,19 @@ func TestBudgetIsAttemptsAndTime(t *testing.T) {
 // TestRetryRunIsTheBackOff: the in-lease loop's BackOff is the policy's
 // schedule at the journal's attempt number, at least the target's
 // Retry-After, and stops when the wait outgrows the claim or the budget.
+// The budget counts what the trail (here a real journal's) shows: attempts
+// a rate limit held back spend none of it, and a rate limit's answer never
+// ends the loop for the budget.
 func TestRetryRunIsTheBackOff(t *testing.T) {
 	t.Parallel()
 	off := false
+	store := pgtest.Store(t)
 	w := &Worker{cfg: Config{CallTimeout: time.Second,
-		Retry: RetryPolicy{MaxAttempts: 5, MaxElapsed: time.Minute, InitialDelay: time.Second, MaxDelay: 8 * time.Second, Jitter: &off, InLease: 8 * time.Second}.WithDefaults()}}
+		Retry: RetryPolicy{MaxAttempts: 5, MaxElapsed: time.Minute, InitialDelay: time.Second, MaxDelay: 8 * time.Second, Jitter: &off, InLease: 8 * time.Second}.WithDefaults()},
+		d: Deps{Store: store}, log: slog.New(slog.DiscardHandler)}
 	j := &job{claimedAt: time.Now()}
 	j.claim.Attempt = 2
-	r := &retryRun{w: w, j: j, began: time.Now(), ctx: context.Background(), last: &adapters.Error{Code: adapters.CodeHTTP503}}
+	r := &retryRun{w: w, j: j, adapter: capsAdapter{name: "target"}, began: time.Now(), ctx: context.Background(), last: &adapters.Error{Code: adapters.CodeHTTP503}}
 	var b backoff.BackOff = r
 	require.Equal(t, 2*time.Second, b.NextBackOff())
 	r.last.RetryAfter = 3 * time.Second
@@ -77,9 +85,40 @@ func TestRetryRunIsTheBackOff(t *testing.T) {
 	require.Equal(t, backoff.Stop, b.NextBackOff(), "8s and the call do not fit in the 8s in-lease")
 	require.False(t, r.exhausted, "a later retry, by redelivery")
 	require.Equal(t, 8*time.Second, r.delay)
-	j.claim.Attempt = 5
+
+	// Five attempts in the journal, the fifth one running.
+	ctx := context.Background()
+	trail := func(key string, codes ...string) {
+		req := journal.ClaimRequest{Key: key, OperationType: "crm.task.create", RequestHash: "h", TargetSystem: "crm", Owner: "w", LeaseTTL: time.Minute}
+		for i := 0; ; i++ {
+			sent := time.Now()
+			c, err := journal.ClaimOne(ctx, store, req)
+			require.NoError(t, err)
+			require.Equal(t, journal.Execute, c.Decision)
+			j.setClaim(c, sent)
+			if i == len(codes) {
+				return
+			}
+			require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: key, Token: c.Token, Status: journal.StatusFailedRetryable, ErrorCode: codes[i]}))
+		}
+	}
+	r.last.RetryAfter = 0
+	trail("test:crm.task.create:spent:v1", adapters.CodeHTTP503, adapters.CodeHTTP503, adapters.CodeConnectionRefused, adapters.CodeHTTP503)
+	require.Equal(t, 5, j.claim.Attempt)
+	r.began = time.Now()
 	require.Equal(t, backoff.Stop, b.NextBackOff())
 	require.True(t, r.exhausted, "max_attempts spent")
+
+	r.exhausted = false
+	r.last = &adapters.Error{Code: adapters.CodeTargetRateLimit}
+	require.Equal(t, backoff.Stop, b.NextBackOff(), "8s and the call do not fit in the 8s in-lease")
+	require.False(t, r.exhausted, "the target's rate limit spends no budget: a later retry, by redelivery")
+
+	r.last = &adapters.Error{Code: adapters.CodeHTTP503}
+	trail("test:crm.task.create:held:v1", adapters.CodeClientRateLimit, adapters.CodeHTTP503, adapters.CodeTargetRateLimit, adapters.CodeHTTP503)
+	require.Equal(t, 5, j.claim.Attempt)
+	require.Equal(t, backoff.Stop, b.NextBackOff())
+	require.False(t, r.exhausted, "two of five attempts were held back by a rate limit: three spent")
 }
 
 type capsAdapter struct {

@@ -31,6 +31,9 @@ type verdict struct {
 	settling bool
 	// failed: the lookup call itself failed (status Indeterminate).
 	failed bool
+	// trail is the key's attempts trail as the lookup read it (nil when
+	// it could not be read), for the retry budget (budgetOf).
+	trail []journal.Attempt
 }
 
 // result labels the lookup in reconcile_lookups_total{result}.
@@ -57,8 +60,11 @@ func (v verdict) result() string {
 // indeterminate.
 func lookup(ctx context.Context, store journal.Store, a adapters.Adapter, op operation.Operation, rec journal.Record, attempt int, callTimeout time.Duration) (v verdict) {
 	ctx, span := startLookupSpan(ctx, op)
-	defer func() { endLookupSpan(span, v) }()
 	tr, trailErr := readTrail(ctx, store, op.Key.String())
+	defer func() {
+		v.trail = tr.atts
+		endLookupSpan(span, v)
+	}()
 	att := adapters.Attempt{Number: attempt, Since: rec.CreatedAt}
 	if trailErr == nil {
 		att.Until = tr.until()
@@ -136,6 +142,8 @@ type trail struct {
 	began, ended time.Time
 	// open: an execute attempt has not ended (its call may still run).
 	open bool
+	// atts is the trail itself.
+	atts []journal.Attempt
 }
 
 // readTrail reads key's attempts trail.
@@ -144,7 +152,7 @@ func readTrail(ctx context.Context, store journal.Store, key string) (trail, err
 	if err != nil {
 		return trail{}, err
 	}
-	var t trail
+	t := trail{atts: atts}
 	for _, a := range atts {
 		if a.Kind != "execute" {
 			continue
@@ -208,11 +216,12 @@ func finalWhenQuiet(v verdict, final bool, callTimeout time.Duration) verdict {
 
 // notFoundIsFinal reports whether a lookup that found nothing ends the
 // operation as failed_final rather than retrying it: the intent's retry
-// budget is spent (no attempt would start now), or the target's last answer
-// was final (never_retry) and was only looked up because an earlier
-// attempt's outcome was unknown. It returns the note for the trail.
-func notFoundIsFinal(p RetryPolicy, rules classifier, rec journal.Record, age time.Duration) (bool, string) {
-	if p.exhausted(rec.AttemptCount, age) {
+// budget is spent (no attempt would start now; used, budget.go: the wait
+// for the target's search to settle spends none of it), or the target's
+// last answer was final (never_retry) and was only looked up because an
+// earlier attempt's outcome was unknown. It returns the note for the trail.
+func notFoundIsFinal(p RetryPolicy, rules classifier, rec journal.Record, used budgetUse) (bool, string) {
+	if p.exhausted(used.attempts, used.elapsed) {
 		return true, "not found by key after the retries ran out: final"
 	}
 	if rules != nil && rec.ErrorCode != "" && rules[rec.ErrorCode] == adapters.NeverRetry {
@@ -229,14 +238,18 @@ func (w *Worker) reconcile(j *job) {
 	key := j.op.Key.String()
 	lease := w.beats.track(j, key, j.claim.Token)
 	w.recordTrace(j)
-	v := lookup(j.traced(lease.ctx), w.d.Store, adapter, j.op, j.claim.Record, j.claim.Attempt, w.cfg.CallTimeout)
+	// The lookup waits for its place in the client-side rate limit, in hand.
+	lctx, turnDone := waitTurn(j.traced(lease.ctx), adapter, j.op)
+	v := lookup(lctx, w.d.Store, adapter, j.op, j.claim.Record, j.claim.Attempt, w.cfg.CallTimeout)
+	turnDone()
 	crashpoint.Do(crashpoint.BlindRetry, func() {
 		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
 	})
 	w.beats.untrack(lease)
 	w.m.reconciled.WithLabelValues(v.result()).Inc()
 	rec := j.claim.Record
-	final, finalNote := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, j.age())
+	used := budgetOf(v.trail, rec, j.age(), settleFor(adapter.Capabilities(), w.cfg.CallTimeout))
+	final, finalNote := notFoundIsFinal(w.cfg.Retry, w.rules[adapter.Name()], rec, used)
 	v = finalWhenQuiet(v, final, w.cfg.CallTimeout)
 	log := w.log.With("operation_key", key, "lease_token", j.claim.Token, "lookup", string(v.status))
 	if ids := j.logAttrs(); ids != nil {

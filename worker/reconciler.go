@@ -251,7 +251,8 @@ func (r *Reconciler) settle(ctx context.Context, c journal.Claim, taken time.Tim
 		v = verdict{status: adapters.NotFound, quietFor: time.Duration(1<<62 - 1), note: "reconciled: not found by key"}
 	})
 	r.d.Metrics.reconciled.WithLabelValues(v.result()).Inc()
-	final, finalNote := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, c.Age()+time.Since(taken))
+	used := budgetOf(v.trail, rec, c.Age()+time.Since(taken), settleFor(a.Capabilities(), r.wcfg.CallTimeout))
+	final, finalNote := notFoundIsFinal(r.wcfg.Retry, r.rules[a.Name()], rec, used)
 	v = finalWhenQuiet(v, final, r.wcfg.CallTimeout)
 	log := r.d.Log.With("operation_key", rec.Key, "lease_token", c.Token, "lookup", string(v.status))
 	switch v.status {

@@ -338,6 +338,11 @@ const (
 	// leaseSlack brings a delivery back just after a lease ends, to
 	// reconcile a dead owner.
 	leaseSlack = 100 * time.Millisecond
+	// turnGrace leaves the end of a hold for a client-side rate limit's
+	// turn to its owner, which holds the turn in its own bucket: a copy
+	// elsewhere that claimed first would make the call from the back of
+	// its replica's queue, and the turn would be lost.
+	turnGrace = time.Second
 )
 
 // publishConflict answers a key reused with another payload, naming the
@@ -353,12 +358,17 @@ func (w *Worker) publishConflict(j *job, rec journal.Record) {
 
 // comeBackIn is when a delivery that found its operation held comes back,
 // measured from the journal's wait on the database clock: just after the
-// hold of a retryable failure (the next attempt's "not before"); for a live
+// hold of a retryable failure (the next attempt's "not before"), and a
+// while after a hold for the call's turn in a client-side rate limit, whose
+// owner claims the next attempt the moment it ends (turnGrace); for a live
 // lease, along the retry schedule (most calls are short) but never later
 // than just past the lease's end.
 func (w *Worker) comeBackIn(j *job) time.Duration {
 	wait := j.claim.Wait()
 	if j.claim.Record.Status == journal.StatusFailedRetryable {
+		if j.claim.Record.ErrorCode == adapters.CodeClientRateLimit {
+			return wait + turnGrace
+		}
 		return wait + holdSlack
 	}
 	return max(min(w.cfg.Retry.NextRetry(int(j.deliveries())), wait+leaseSlack), leaseSlack)

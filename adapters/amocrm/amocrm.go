@@ -45,6 +45,11 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem returns "crm".
 func (a *Adapter) TargetSystem() string { return "crm" }
 
+// Admit reserves a call's first requests (the search and the create) in the
+// client-side bucket (nil without a limit): the worker waits for them
+// before it takes an attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission { return a.client.Admit(2) }
+
 // Capabilities: no native key, the key in a field/tag/marker of ours,
 // single-flight, search lag as settle time.
 func (a *Adapter) Capabilities() adapters.Capabilities {

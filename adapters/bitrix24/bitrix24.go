@@ -30,7 +30,10 @@ type Adapter struct {
 	locks  adapters.KeyLocks
 }
 
-var _ adapters.Adapter = (*Adapter)(nil)
+var (
+	_ adapters.Adapter  = (*Adapter)(nil)
+	_ adapters.Admitter = (*Adapter)(nil)
+)
 
 // New validates cfg (after WithDefaults), resolves the webhook code and
 // returns the adapter.
@@ -51,6 +54,16 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 
 // TargetSystem returns "crm".
 func (a *Adapter) TargetSystem() string { return "crm" }
+
+// firstAttemptRequests is what a first attempt takes from the portal's
+// bucket: a list by ORIGIN_ID, the add and the list after it.
+const firstAttemptRequests = 3
+
+// Admit reserves a call's requests in the client-side bucket (nil without
+// a limit): the worker waits for them before it takes an attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission {
+	return a.client.Admit(firstAttemptRequests)
+}
 
 // Capabilities: lookup by ORIGIN_ID, no uniqueness (single-flight).
 func (a *Adapter) Capabilities() adapters.Capabilities {
@@ -155,6 +168,10 @@ func (a *Adapter) errorOf(method string, resp *adapters.HTTPResponse) *adapters.
 		return adapters.Unexpected(adapters.ReconcileBeforeRetry, "bitrix24: %s: error %s with HTTP %d", method, safeCode(be.Error), resp.StatusCode)
 	}
 	switch {
+	case be.Error == "QUERY_LIMIT_EXCEEDED" && resp.StatusCode == http.StatusServiceUnavailable:
+		// The portal's bucket refused the request before running it.
+		e = &adapters.Error{Code: adapters.CodeTargetRateLimit, Class: adapters.Retry, RetryAfter: e.RetryAfter}
+		a.client.Refused()
 	case be.Error == "OVERLOAD_LIMIT":
 		e = adapters.NewError("overload_limit", adapters.NeverRetry, errors.New("bitrix24: portal blocked (OVERLOAD_LIMIT)"))
 	case resp.StatusCode == http.StatusNotFound:

@@ -41,10 +41,14 @@
 // Requests take a slot of the client-side bucket first (RateLimit, default
 // 2/s with bursts of 40 under the portal's 50-request bucket leaking 2/s,
 // [OK] limits.md): a first attempt costs 3 requests (list, add, re-list), a
-// retried one adds the marker scan's pages.
+// retried one adds the marker scan's pages. Admit reserves a call's first
+// three for the worker to wait on before it takes an attempt.
 //
-// Classification: 503 QUERY_LIMIT_EXCEEDED and 429 OPERATION_TIME_LIMIT →
-// retry [??: assumes the limiter runs before the method]; 503
+// Classification: 503 QUERY_LIMIT_EXCEEDED → retry target_rate_limited (the
+// portal's bucket refused it before running it; the client's bucket gives
+// up a slot more) and 429 OPERATION_TIME_LIMIT → retry http_429 [??: assumes
+// the limiter runs before the method]: a wait, which spends no retry
+// budget; 503
 // OVERLOAD_LIMIT (a manual block) → never_retry; 500 and timeouts after
 // sending → reconcile_before_retry; 400 → never_retry validation_error;
 // 401/403 → never_retry authorization_denied. A failed list before the add

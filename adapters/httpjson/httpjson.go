@@ -113,6 +113,17 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem returns the declared class of target.
 func (a *Adapter) TargetSystem() string { return a.cfg.TargetSystem }
 
+// Admit reserves a call's first requests in the client-side bucket (nil
+// without a limit): the search before the create of a target declared
+// lookup_before_create, and the create. The worker waits for them before it
+// takes an attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission {
+	if a.cfg.Capabilities.LookupBeforeCreate {
+		return a.client.Admit(2)
+	}
+	return a.client.Admit(1)
+}
+
 // Capabilities returns the declared profile; every declared target can be
 // looked up by key (a declaration without lookup is refused).
 func (a *Adapter) Capabilities() adapters.Capabilities {

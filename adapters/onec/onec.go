@@ -42,6 +42,17 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem returns "1c".
 func (a *Adapter) TargetSystem() string { return "1c" }
 
+// Admit reserves a call's first requests in the client-side bucket (nil
+// without a limit, the default): the search and the create over OData, the
+// one POST to the HTTP service. The worker waits for them before it takes an
+// attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission {
+	if a.cfg.Mode == ModeOData {
+		return a.client.Admit(2)
+	}
+	return a.client.Admit(1)
+}
+
 // Capabilities: the HTTP service deduplicates by our key; plain OData does
 // not (single-flight in the adapter, key in an extension attribute).
 func (a *Adapter) Capabilities() adapters.Capabilities {

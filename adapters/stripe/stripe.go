@@ -74,6 +74,10 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem is "payments".
 func (a *Adapter) TargetSystem() string { return "payments" }
 
+// Admit reserves a call's request in the client-side bucket (nil without a
+// limit): the worker waits for it before it takes an attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission { return a.client.Admit(1) }
+
 // Capabilities: Stripe deduplicates by Idempotency-Key (24h, parameters
 // compared); Lookup searches metadata, whose index lags (SettleTime).
 func (a *Adapter) Capabilities() adapters.Capabilities {

@@ -72,6 +72,11 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem is "payments".
 func (a *Adapter) TargetSystem() string { return "payments" }
 
+// Admit reserves a call's first request in the client-side bucket (nil
+// without a limit, the default): the worker waits for it before it takes an
+// attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission { return a.client.Admit(1) }
+
 // Capabilities: the key is the OrderId and CheckOrder finds the order's
 // payments by it (strongly consistent). Whether Init refuses a repeated
 // OrderId is configured (OrderIDUnique): NativeKey when it does, otherwise

@@ -65,6 +65,10 @@ func (a *Adapter) Name() string { return a.cfg.Name }
 // TargetSystem is "payments".
 func (a *Adapter) TargetSystem() string { return "payments" }
 
+// Admit reserves a call's request in the client-side bucket (nil without a
+// limit, the default): the worker waits for it before it takes an attempt.
+func (a *Adapter) Admit(operation.Operation) *adapters.Admission { return a.client.Admit(1) }
+
 // Capabilities: YooKassa deduplicates by Idempotence-Key for 24 hours
 // (native key, replay of the first answer); Lookup scans the payment or
 // refund list by created_at and matches metadata (the list cannot filter by
