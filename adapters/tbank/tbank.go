@@ -187,7 +187,7 @@ func (a *Adapter) initPayment(ctx context.Context, op operation.Operation, p cha
 	}
 	if !*ans.Success {
 		if ans.ErrorCode == "8" {
-			return "", adapters.NewError(CodeOrderInUse, adapters.ReconcileBeforeRetry, errors.New("Init refused the OrderId (ErrorCode 8): another attempt holds it"))
+			return "", adapters.NewError(CodeOrderInUse, adapters.ReconcileBeforeRetry, errors.New("the Init call refused the OrderId (ErrorCode 8): another attempt holds it"))
 		}
 		return "", codeError(string(ans.ErrorCode), "Init", adapters.NeverRetry)
 	}
@@ -207,7 +207,7 @@ func (a *Adapter) chargePayment(ctx context.Context, op operation.Operation, p c
 		switch code := string(ans.ErrorCode); {
 		case code == "8":
 			return adapters.Outcome{}, adapters.NewError(CodeOrderInUse, adapters.ReconcileBeforeRetry,
-				fmt.Errorf("Charge: payment %s is no longer NEW (ErrorCode 8)", paymentID))
+				fmt.Errorf("the Charge call: payment %s is no longer NEW (ErrorCode 8)", paymentID))
 		case ans.Status == StatusRejected || isDecline(code):
 			pay := payment{id: paymentID, amount: p.amount, status: StatusRejected, code: code}
 			return outcomeOf(pay, p.orderID), declineError(paymentID, code)
@@ -229,7 +229,7 @@ func (a *Adapter) chargePayment(ctx context.Context, op operation.Operation, p c
 		if finalFailure[pay.status] {
 			return outcomeOf(pay, p.orderID), declineError(paymentID, "")
 		}
-		return adapters.Outcome{}, adapters.NewError(CodeInProgress, adapters.ReconcileBeforeRetry, fmt.Errorf("Charge: payment %s is %s", paymentID, pay.status))
+		return adapters.Outcome{}, adapters.NewError(CodeInProgress, adapters.ReconcileBeforeRetry, fmt.Errorf("the Charge call: payment %s is %s", paymentID, pay.status))
 	}
 	return outcomeOf(pay, p.orderID), nil
 }
