@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	// Operations declares operation types beside the built-in ones
 	// (operation.TypeDecl).
 	Operations map[string]operation.TypeDecl `mapstructure:"operations"`
+	// Processes declares business processes: ordered steps, each an
+	// operation, with compensations (process.Decl; processes.go).
+	Processes map[string]process.Decl `mapstructure:"processes"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -310,6 +314,9 @@ func (c Config) validate() error {
 	if err != nil {
 		errs = append(errs, err)
 		reg = operation.DefaultRegistry()
+	}
+	if _, err := c.processes(reg); err != nil {
+		errs = append(errs, err)
 	}
 	for op, name := range c.Routes {
 		if _, ok := reg.Lookup(op); !ok {
