@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
 )
 
 // ErrInvalid wraps every error of a declaration that cannot run: the daemon
@@ -17,7 +18,7 @@ var ErrInvalid = errors.New("invalid process")
 // OperationPrefix begins the operation name of every process: its commands
 // travel as operation "process.<name>", its key is
 // <env>:process.<name>:<intent>:<version>. No operation type may use it.
-const OperationPrefix = "process."
+const OperationPrefix = wire.ProcessOperationPrefix
 
 // TargetSystem is the target system of a process's input type.
 const TargetSystem = "process"

@@ -64,11 +64,20 @@ type Daemon struct {
 	// Routes are the operation types the daemon has an adapter for, as a
 	// gateway in front of it is told (gateway.Deps.Routed).
 	Routes []string
+	// processSide is set by StartWith with Options.Processes.
+	processSide
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
 // "postgres"); everything stops when the test ends.
 func Start(tb testing.TB, engine string) *Daemon {
+	tb.Helper()
+	return StartWith(tb, engine, Options{})
+}
+
+// StartWith is Start with options: processes (and the targets their steps
+// need) beside the payments.
+func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 	tb.Helper()
 	d := &Daemon{NATS: natstest.Start(tb)}
 	d.NC, d.JS = d.NATS.Connect(tb)
@@ -114,6 +123,9 @@ func Start(tb testing.TB, engine string) *Daemon {
 	for _, op := range d.Routes {
 		routes[op] = yk
 	}
+	if opts.Processes != nil {
+		d.startTargets(tb, routes)
+	}
 	deps := worker.Deps{
 		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: Env},
@@ -136,6 +148,9 @@ func Start(tb testing.TB, engine string) *Daemon {
 		tb.Fatalf("reconciler: %v", err)
 	}
 	tb.Cleanup(rec.Stop)
+	if opts.Processes != nil {
+		d.prepareProcesses(tb, opts)
+	}
 	return d
 }
 
