@@ -169,6 +169,11 @@ func (s *Set) Decode(data []byte) (operation.Operation, error) {
 	return s.current.Decode(data)
 }
 
+// DecodeCommand is Decode for a command given as a struct.
+func (s *Set) DecodeCommand(cmd operation.Command) (operation.Operation, error) {
+	return s.current.DecodeCommand(cmd)
+}
+
 // DecodeAs decodes a process command by the definition with that digest
 // (the one its process started on).
 func (s *Set) DecodeAs(digest string, data []byte) (operation.Operation, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
+	"github.com/idemgate/idemgate/process/coordinator"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -78,6 +79,8 @@ type Config struct {
 	// Processes declares business processes: ordered steps, each an
 	// operation, with compensations (process.Decl; processes.go).
 	Processes map[string]process.Decl `mapstructure:"processes"`
+	// Coordinator runs the declared processes (processes.go).
+	Coordinator coordinator.Config `mapstructure:"coordinator"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -111,6 +114,7 @@ func defaults() Config {
 	c.Worker = worker.Config{}.WithDefaults()
 	c.Worker.Owner = ""
 	c.Reconciler = worker.ReconcilerConfig{}.WithDefaults()
+	c.Coordinator = coordinator.Config{}.WithDefaults()
 	c.Ingest.Config = ingest.Config{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
@@ -316,6 +320,11 @@ func (c Config) validate() error {
 		reg = operation.DefaultRegistry()
 	}
 	if _, err := c.processes(reg); err != nil {
+		errs = append(errs, err)
+	}
+	coord := c.Coordinator.WithDefaults()
+	coord.Owner = "validate" // each daemon names its own
+	if err := coord.Validate(c.NATS.Config.WithDefaults()); err != nil {
 		errs = append(errs, err)
 	}
 	for op, name := range c.Routes {

@@ -24,15 +24,16 @@ var ErrStranded = errors.New("the configuration would strand running processes")
 // operation it sends must be routed to an adapter here (routed; nil: not
 // checked). Those definitions are added to set. A process that could not
 // finish is refused, named with its definition and why (ErrStranded).
-func Prepare(ctx context.Context, ps journal.ProcessStore, set *process.Set, reg *operation.Registry, routed func(op string) bool) error {
+// running is how many processes are running or compensating.
+func Prepare(ctx context.Context, ps journal.ProcessStore, set *process.Set, reg *operation.Registry, routed func(op string) bool) (running int, err error) {
 	for _, d := range set.Definitions() {
 		if err := ps.SaveDefinition(ctx, journal.ProcessDefinition{Digest: d.Digest, Name: d.Name, Body: d.Body}); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	open, err := ps.ListProcesses(ctx, []journal.ProcessStatus{journal.ProcessRunning, journal.ProcessCompensating}, 100000)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	byDigest := map[string][]string{}
 	for _, p := range open {
@@ -68,7 +69,7 @@ func Prepare(ctx context.Context, ps journal.ProcessStore, set *process.Set, reg
 				ErrStranded, names(keys), def.Name, digest, strings.Join(missing, ", ")))
 		}
 	}
-	return errors.Join(errs...)
+	return len(open), errors.Join(errs...)
 }
 
 // names lists process keys for an error, at most ten.

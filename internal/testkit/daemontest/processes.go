@@ -109,7 +109,8 @@ func (d *Daemon) Prepare(ctx context.Context) error {
 	for _, r := range d.Routes {
 		routed[r] = true
 	}
-	return coordinator.Prepare(ctx, d.processStore(), d.Processes, operation.DefaultRegistry(), func(op string) bool { return routed[op] })
+	_, err := coordinator.Prepare(ctx, d.processStore(), d.Processes, operation.DefaultRegistry(), func(op string) bool { return routed[op] })
+	return err
 }
 
 func (d *Daemon) processStore() coordinator.Store {
