@@ -34,39 +34,8 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/idemgate/idemgate/consumer.(*Router).Drain.func1"))
 }
 
-// checkout is the worked example: an invoice in 1C, a charge in YooKassa,
-// a shipping task in Bitrix24; the invoice is cancelled and the charge
-// refunded when a later step fails.
-func checkout() process.Decl {
-	return process.Decl{
-		Input: process.InputDecl{Fields: []operation.FieldDecl{
-			{Name: "order_id", Kind: "string", Required: true},
-			{Name: "customer_id", Kind: "string", Required: true},
-			{Name: "account_id", Kind: "string", Required: true},
-			{Name: "amount_minor", Kind: "money", Required: true},
-			{Name: "currency", Kind: "currency", Required: true},
-			{Name: "responsible_id", Kind: "string", Required: true},
-		}},
-		Steps: []process.StepDecl{
-			{Name: "invoice", ActionDecl: process.ActionDecl{Operation: "invoice.create", Payload: map[string]any{
-				"order_id": "${input.order_id}", "customer_id": "${input.customer_id}",
-				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
-			}}, Compensate: &process.ActionDecl{Operation: "invoice.cancel", Payload: map[string]any{
-				"invoice_id": "${steps.invoice.target_object_id}", "order_id": "${input.order_id}", "reason": "checkout compensated",
-			}}},
-			{Name: "charge", ActionDecl: process.ActionDecl{Operation: "payment.charge", Payload: map[string]any{
-				"account_id": "${input.account_id}", "order_id": "${input.order_id}",
-				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
-			}}, Compensate: &process.ActionDecl{Operation: "payment.refund", Payload: map[string]any{
-				"payment_id": "${steps.charge.target_object_id}", "order_id": "${input.order_id}",
-				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
-			}}},
-			{Name: "shipping", ActionDecl: process.ActionDecl{Operation: "crm.task.create", Payload: map[string]any{
-				"title": "Ship order ${input.order_id}", "responsible_id": "${input.responsible_id}", "customer_id": "${input.customer_id}",
-			}}},
-		},
-	}
-}
+// checkout is the worked example (daemontest.Checkout).
+func checkout() process.Decl { return daemontest.Checkout() }
 
 // Accounts and responsibles the emulators accept or refuse.
 const (

@@ -143,3 +143,40 @@ func (d *Daemon) StartCoordinator(tb testing.TB, owner string, atBoundary func(b
 	tb.Cleanup(c.Stop)
 	return c
 }
+
+// Checkout is the worked example: an invoice in 1C, a charge in YooKassa,
+// a shipping task in Bitrix24; the invoice is cancelled and the charge
+// refunded when a later step fails. Its input: order_id, customer_id,
+// account_id (the saved payment method: sandbox/yookassa.MethodDeclined is
+// declined), amount_minor, currency, responsible_id (Bitrix24 refuses one
+// that is not a user id, e.g. "nobody").
+func Checkout() process.Decl {
+	return process.Decl{
+		Input: process.InputDecl{Fields: []operation.FieldDecl{
+			{Name: "order_id", Kind: "string", Required: true},
+			{Name: "customer_id", Kind: "string", Required: true},
+			{Name: "account_id", Kind: "string", Required: true},
+			{Name: "amount_minor", Kind: "money", Required: true},
+			{Name: "currency", Kind: "currency", Required: true},
+			{Name: "responsible_id", Kind: "string", Required: true},
+		}},
+		Steps: []process.StepDecl{
+			{Name: "invoice", ActionDecl: process.ActionDecl{Operation: "invoice.create", Payload: map[string]any{
+				"order_id": "${input.order_id}", "customer_id": "${input.customer_id}",
+				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
+			}}, Compensate: &process.ActionDecl{Operation: "invoice.cancel", Payload: map[string]any{
+				"invoice_id": "${steps.invoice.target_object_id}", "order_id": "${input.order_id}", "reason": "checkout compensated",
+			}}},
+			{Name: "charge", ActionDecl: process.ActionDecl{Operation: "payment.charge", Payload: map[string]any{
+				"account_id": "${input.account_id}", "order_id": "${input.order_id}",
+				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
+			}}, Compensate: &process.ActionDecl{Operation: "payment.refund", Payload: map[string]any{
+				"payment_id": "${steps.charge.target_object_id}", "order_id": "${input.order_id}",
+				"amount_minor": "${input.amount_minor}", "currency": "${input.currency}",
+			}}},
+			{Name: "shipping", ActionDecl: process.ActionDecl{Operation: "crm.task.create", Payload: map[string]any{
+				"title": "Ship order ${input.order_id}", "responsible_id": "${input.responsible_id}", "customer_id": "${input.customer_id}",
+			}}},
+		},
+	}
+}
