@@ -260,6 +260,11 @@ type ProcessStore interface {
 	SaveDefinition(ctx context.Context, d ProcessDefinition) error
 	// Definition returns the definition kept under digest, or ErrNotFound.
 	Definition(ctx context.Context, digest string) (ProcessDefinition, error)
+	// PurgeProcesses deletes succeeded and compensated processes that came
+	// to rest before the given time; never a running, compensating or
+	// needs_review one (nor a definition). Returns how many it deleted.
+	// Their steps' rows are operations, purged by Purge.
+	PurgeProcesses(ctx context.Context, before time.Time) (int64, error)
 }
 
 // DecideProcess is the decision on an existing process row for r, on the

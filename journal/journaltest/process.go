@@ -259,6 +259,39 @@ func exerciseProcesses(t *testing.T, newStore NewStore, _ Features) {
 		require.ErrorIs(t, ps.SaveDefinition(ctx(t), journal.ProcessDefinition{Digest: "x"}), journal.ErrInvalid)
 	})
 
+	parallel(t, newStore, "ProcessPurgeKeepsWhatIsNotAtRest", func(t *testing.T, s journal.Store) {
+		ps := processStore(t, s)
+		done := processKey(t)
+		c := claimProcess(t, ps, processReq(done, hashA, owner, 30*time.Second))
+		advance(t, ps, done, c.Token, journal.ProcessSucceeded, 1)
+		undone := processKey(t)
+		c = claimProcess(t, ps, processReq(undone, hashA, owner, 30*time.Second))
+		_, err := ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: undone, Token: c.Token, Status: journal.ProcessCompensated, Step: -1, FailedStep: "invoice", ErrorCode: "x"})
+		require.NoError(t, err)
+		review := processKey(t)
+		c = claimProcess(t, ps, processReq(review, hashA, owner, 30*time.Second))
+		_, err = ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: review, Token: c.Token, Status: journal.ProcessNeedsReview, Step: 0, FailedStep: "invoice", ErrorCode: "x"})
+		require.NoError(t, err)
+		running := processKey(t)
+		claimProcess(t, ps, processReq(running, hashA, owner, 30*time.Second))
+
+		now, err := s.Now(ctx(t))
+		require.NoError(t, err)
+		n, err := ps.PurgeProcesses(ctx(t), now.Add(-time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing came to rest an hour ago")
+		_, err = ps.PurgeProcesses(ctx(t), now.Add(time.Second))
+		require.NoError(t, err)
+		for _, k := range []string{done, undone} {
+			_, err := ps.GetProcess(ctx(t), k)
+			require.ErrorIs(t, err, journal.ErrNotFound, k)
+		}
+		for _, k := range []string{review, running} {
+			_, err := ps.GetProcess(ctx(t), k)
+			require.NoError(t, err, "%s is kept: a person or a coordinator still needs it", k)
+		}
+	})
+
 	parallel(t, newStore, "ProcessClaimValidates", func(t *testing.T, s journal.Store) {
 		ps := processStore(t, s)
 		_, err := ps.ClaimProcess(ctx(t), journal.ProcessClaimRequest{Key: processKey(t), Owner: owner, LeaseTTL: time.Second})

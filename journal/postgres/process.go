@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 var _ journal.ProcessStore = (*Store)(nil)
@@ -58,6 +59,13 @@ WHERE process_key = $1 AND lease_token = $2 AND status IN ('running', 'compensat
 
 const processList = `SELECT ` + processColumns + `, now() FROM process_log
 WHERE status = ANY($1::text[]) ORDER BY created_at, process_key LIMIT $2`
+
+const processPurge = `
+DELETE FROM process_log WHERE process_key IN (
+    SELECT process_key FROM process_log
+    WHERE status IN ('succeeded', 'compensated') AND completed_at < $1
+    LIMIT $2
+)`
 
 const definitionInsert = `
 INSERT INTO process_definitions (definition_digest, process_name, body) VALUES ($1, $2, $3)
@@ -244,4 +252,13 @@ func (s *Store) Definition(ctx context.Context, digest string) (journal.ProcessD
 	}
 	d.Body = []byte(body)
 	return d, nil
+}
+
+// PurgeProcesses deletes processes at rest (succeeded, compensated) since
+// before, in chunks.
+func (s *Store) PurgeProcesses(ctx context.Context, before time.Time) (int64, error) {
+	return sqljournal.Purge(s.cfg.PurgeChunk, func() (int64, error) {
+		tag, err := s.db.Exec(ctx, processPurge, before, s.cfg.PurgeChunk)
+		return tag.RowsAffected(), err
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/journal/internal/sqljournal"
 )
 
 var _ journal.ProcessStore = (*Store)(nil)
@@ -50,6 +51,13 @@ WHERE process_key = ?1 AND lease_token = ?2 AND status IN ('running', 'compensat
 
 const processList = `SELECT ` + processColumns + `, ` + nowMS + ` FROM process_log
 WHERE status IN (SELECT value FROM json_each(?2)) ORDER BY created_at, process_key LIMIT ?1`
+
+const processPurge = `
+DELETE FROM process_log WHERE process_key IN (
+    SELECT process_key FROM process_log
+    WHERE status IN ('succeeded', 'compensated') AND completed_at < ?1
+    LIMIT ?2
+)`
 
 const definitionInsert = `
 INSERT INTO process_definitions (definition_digest, process_name, body, created_at) VALUES (?1, ?2, ?3, ?4)
@@ -293,4 +301,21 @@ func (s *Store) Definition(ctx context.Context, digest string) (journal.ProcessD
 	}
 	d.Body, d.CreatedAt = []byte(body), fromMS(created)
 	return d, nil
+}
+
+// PurgeProcesses deletes processes at rest (succeeded, compensated) since
+// before, a chunk per write transaction.
+func (s *Store) PurgeProcesses(ctx context.Context, before time.Time) (int64, error) {
+	return sqljournal.Purge(s.cfg.PurgeChunk, func() (int64, error) {
+		var n int64
+		err := s.write(ctx, func(tx *writeTx) error {
+			res, err := tx.ExecContext(ctx, processPurge, before.UnixMilli(), s.cfg.PurgeChunk)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		return n, err
+	})
 }
