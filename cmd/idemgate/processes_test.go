@@ -185,4 +185,16 @@ func TestProcessPublishTraceAndReview(t *testing.T) {
 
 	code, _, errOut = tool("trace", "test:process.order.checkout:o-none:v1")
 	require.Equal(t, exitUnknown, code, errOut)
+
+	metrics := httpGet(t, "http://"+d.adminAddr+"/metrics")
+	for _, line := range []string{
+		`idemgate_processes_total{process="order.checkout",status="succeeded"} 1`,
+		`idemgate_processes_total{process="order.checkout",status="compensated"} 1`,
+		`idemgate_processes_total{process="order.broken_undo",status="needs_review"} 1`,
+		`idemgate_process_steps_total{kind="step",outcome="failed",process="order.checkout",step="charge"} 1`,
+		`idemgate_process_steps_total{kind="compensation",outcome="failed",process="order.broken_undo",step="invoice"} 1`,
+		`idemgate_process_commands_held 0`,
+	} {
+		require.Contains(t, metrics, line)
+	}
 }

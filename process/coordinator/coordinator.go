@@ -108,6 +108,8 @@ type Deps struct {
 	// ResultsStream is the results stream's name ("" for the default).
 	ResultsStream string
 	Log           *slog.Logger
+	// Metrics counts what the coordinator does (nil: NewMetrics(nil)).
+	Metrics *Metrics
 	// AtBoundary, when set, is called at each boundary of a process's run
 	// (see Boundary); returning true makes the coordinator stop there
 	// as a killed process would: nothing more is written, acknowledged or
@@ -148,6 +150,9 @@ func New(cfg Config, ncfg consumer.Config, d Deps) (*Coordinator, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
 	}
 	prod, err := producer.New(d.NC, d.ResultsStream)
 	if err != nil {
@@ -199,6 +204,8 @@ func (c *Coordinator) drain() {
 func (c *Coordinator) handleBatch(ds []*consumer.Delivery) {
 	for _, d := range ds {
 		c.running.Add(1)
+		c.d.Metrics.held.Inc()
+		d.OnSettled(c.d.Metrics.held.Dec)
 		go func() {
 			defer c.running.Done()
 			c.handle(d)

@@ -267,6 +267,7 @@ func (r *run) execute() {
 	defer stopBeats()
 	for {
 		if r.rec.Status.AtRest() {
+			r.c.d.Metrics.processes.WithLabelValues(r.def.Name, string(r.rec.Status)).Inc()
 			r.log.Info("process at rest", "status", string(r.rec.Status), "failed_step", r.rec.FailedStep, "error_code", r.rec.ErrorCode)
 			stopBeats()
 			r.c.answer(r.d, r.def, r.rec, r.op, false, r.log)
@@ -277,6 +278,7 @@ func (r *run) execute() {
 		case errors.Is(err, errDied):
 			return // as if killed: nothing more is written, acked or released
 		case errors.Is(err, errWaiting):
+			r.c.d.Metrics.comeBacks.Inc()
 			stopBeats()
 			r.release()
 			r.c.pending(r.d, r.def, r.rec, r.op, r.c.cfg.ComeBack, r.log)

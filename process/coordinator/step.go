@@ -66,6 +66,7 @@ func (r *run) step() (*journal.ProcessRecord, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.c.d.Metrics.steps.WithLabelValues(r.def.Name, s.Name, "step", outcomeNames[out.kind]).Inc()
 		if r.died(StepSettled, s.Name) {
 			return nil, errDied
 		}
@@ -116,6 +117,7 @@ func (r *run) step() (*journal.ProcessRecord, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.c.d.Metrics.steps.WithLabelValues(r.def.Name, s.Name, "compensation", outcomeNames[out.kind]).Inc()
 		if r.died(StepSettled, s.Name+"/compensate") {
 			return nil, errDied
 		}
