@@ -56,7 +56,7 @@ func faceDefaults(c *Config) {
 	g := gateway.Config{}.WithDefaults()
 	// Only the keys of the gateway: section; gatewayConfig adds the rest.
 	// wait stays 0: gatewayConfig derives it from worker.call_timeout.
-	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
+	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout, TaskTTL: g.TaskTTL}
 	c.MCP = mcpConfig{Listener: faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20},
 		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins)}
 	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
@@ -197,8 +197,8 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg,
-		Routed: c.routedTypes()})
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Cancels: store,
+		Log: log, Registry: reg, Routed: c.routedTypes()})
 	if err != nil {
 		return nil, configError(err)
 	}
