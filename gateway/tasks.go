@@ -201,6 +201,9 @@ func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
 	if t.Final() {
 		t.Message = t.Answer.Reason
 	}
+	if t.UpdatedAt.Before(t.CreatedAt) {
+		t.UpdatedAt = t.CreatedAt // a row last changed before the task was handed out
+	}
 	return t, nil
 }
 

@@ -35,6 +35,9 @@ const (
 // says what the cancel did: {"cancelled", "effect_possible", "reason"}.
 const MetaKeyCancel = "io.idemgate/cancel"
 
+// pollTask is how a task's message says to poll.
+const pollTask = "read this task again with tasks/get"
+
 // DefaultTaskWait is Options.TaskWait's default.
 const DefaultTaskWait = 2 * time.Second
 
@@ -140,7 +143,8 @@ type taskResult struct {
 // taskResultOf is t on the wire; a completed task carries the tool's own
 // result for its answer, exactly as the tool returns it.
 func taskResultOf(t gateway.Task, resultType string) (*taskResult, error) {
-	tr := &taskResult{ResultType: resultType, TaskID: t.ID, Status: t.Status, StatusMessage: t.Message,
+	msg := gateway.Answer{Reason: t.Message}.PollBy(pollTask).Reason
+	tr := &taskResult{ResultType: resultType, TaskID: t.ID, Status: t.Status, StatusMessage: msg,
 		CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), LastUpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollAfter.Milliseconds()}
 	if t.Status == gateway.TaskCompleted {
