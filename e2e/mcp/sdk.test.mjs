@@ -64,6 +64,7 @@ test('tools list with valid JSON Schemas that admit what the daemon accepts', as
     assert.equal(pc.annotations.idempotentHint, true);
     assert.equal(pc.annotations.destructiveHint, true, 'a charge moves money');
     assert.match(pc.description, /reuse it on every retry/);
+    assert.match(pc.description, /A retry of this payment MUST reuse its intent_id/);
     assert.match(pc.inputSchema.properties.intent_id.description, /reused unchanged on every retry/);
     assert.equal(tools.find((t) => t.name === 'get_operation').annotations.readOnlyHint, true);
   } finally {

@@ -66,7 +66,7 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		moneyMoves := t.RequiresApproval || t.TargetSystem == "payments"
+		moneyMoves := movesMoney(t)
 		tool := &sdk.Tool{
 			Name: ToolName(t.Name), Title: title(t), Description: description(t),
 			InputSchema: in, OutputSchema: out,
