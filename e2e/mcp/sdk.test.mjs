@@ -1,9 +1,12 @@
-// The official TypeScript SDK (@modelcontextprotocol/sdk) drives `idemgate
-// mcp` over Streamable HTTP: the tools' schemas are valid JSON Schema that
-// admits what the daemon accepts; a charge, its retry (replayed), a changed
-// amount (new_intent_required), and a lost answer followed to done. The SDK
-// speaks 2025-11-25 and not the Tasks extension, so the lost answer is
-// followed by polling get_operation, as next_action says.
+// The official TypeScript SDKs drive `idemgate mcp` over Streamable HTTP:
+// @modelcontextprotocol/sdk (v1, 2025-11-25 with a session) and its v2
+// client, @modelcontextprotocol/client, pinned to 2026-07-28 (stateless).
+// With each: the tools' schemas are valid JSON Schema that admits what the
+// daemon accepts; a charge, its retry (replayed), a changed amount
+// (new_intent_required), and a lost answer followed to done. Neither SDK
+// speaks the Tasks extension (v2 refuses a result of type "task"), so
+// neither declares it, and the lost answer is followed by polling
+// get_operation, as next_action says.
 //
 // scripts/mcp-interop runs it (node --test) with MCP_URL (the /mcp
 // endpoint) and SANDBOX_URL (the YooKassa emulator, for its faults and
@@ -12,6 +15,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import * as v2 from '@modelcontextprotocol/client';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
@@ -19,11 +23,27 @@ const mcpURL = process.env.MCP_URL;
 const sandboxURL = process.env.SANDBOX_URL;
 assert.ok(mcpURL && sandboxURL, 'MCP_URL and SANDBOX_URL must be set');
 
-async function connect() {
-  const client = new Client({ name: 'ts-sdk-agent', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(mcpURL)));
-  return client;
-}
+// clients: how each SDK connects, and the revision it then speaks.
+const clients = {
+  '@modelcontextprotocol/sdk': {
+    revision: '2025-11-25',
+    async connect() {
+      const client = new Client({ name: 'ts-sdk-agent', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(mcpURL)));
+      return client;
+    },
+    revisionOf: (client) => client.transport.protocolVersion,
+  },
+  '@modelcontextprotocol/client': {
+    revision: '2026-07-28',
+    async connect() {
+      const client = new v2.Client({ name: 'ts-client-v2-agent', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      await client.connect(new v2.StreamableHTTPClientTransport(new URL(mcpURL)));
+      return client;
+    },
+    revisionOf: (client) => client.getNegotiatedProtocolVersion(),
+  },
+};
 
 // answer is a tool result's structured content, checked against the text.
 function answer(res) {
@@ -44,9 +64,13 @@ const charge = (intent, amount) => ({
   order_id: `order-${intent}`, amount_minor: amount, currency: 'RUB',
 });
 
-test('tools list with valid JSON Schemas that admit what the daemon accepts', async () => {
+for (const [sdk, { revision, connect, revisionOf }] of Object.entries(clients)) {
+const intent = (name) => `${name}-${revision}`;
+
+test(`${sdk}: tools list with valid JSON Schemas that admit what the daemon accepts`, async () => {
   const client = await connect();
   try {
+    assert.equal(revisionOf(client), revision);
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
     for (const n of ['payment_charge', 'get_operation', 'list_unresolved']) assert.ok(names.includes(n), `${n} listed`);
@@ -72,21 +96,21 @@ test('tools list with valid JSON Schemas that admit what the daemon accepts', as
   }
 });
 
-test('charge, retry replayed, conflict needs a new intent, a lost answer followed to done', async () => {
+test(`${sdk}: charge, retry replayed, conflict needs a new intent, a lost answer followed to done`, async () => {
   const client = await connect();
   try {
     const before = await charges();
-    const first = answer(await client.callTool({ name: 'payment_charge', arguments: charge('ts-1', 125000) }));
+    const first = answer(await client.callTool({ name: 'payment_charge', arguments: charge(intent('ts-1'), 125000) }));
     assert.equal(first.status, 'succeeded', first.reason);
     assert.equal(first.next_action, 'done');
     assert.equal(first.replayed, false);
 
-    const retry = answer(await client.callTool({ name: 'payment_charge', arguments: charge('ts-1', 125000) }));
+    const retry = answer(await client.callTool({ name: 'payment_charge', arguments: charge(intent('ts-1'), 125000) }));
     assert.equal(retry.status, 'succeeded');
     assert.equal(retry.replayed, true, 'the retry is answered from the stored outcome');
     assert.equal(retry.target_object_id, first.target_object_id);
 
-    const changed = answer(await client.callTool({ name: 'payment_charge', arguments: charge('ts-1', 500000) }));
+    const changed = answer(await client.callTool({ name: 'payment_charge', arguments: charge(intent('ts-1'), 500000) }));
     assert.equal(changed.status, 'conflict');
     assert.equal(changed.next_action, 'new_intent_required');
     assert.deepEqual(changed.conflict_fields, ['amount_minor']);
@@ -97,7 +121,7 @@ test('charge, retry replayed, conflict needs a new intent, a lost answer followe
       method: 'POST', body: JSON.stringify({ kind: 'lose_response_hang', scope: 'create', count: 1 }),
     });
     assert.ok(fault.ok, `fault injected: ${fault.status}`);
-    const lost = answer(await client.callTool({ name: 'payment_charge', arguments: charge('ts-lost', 99000) }));
+    const lost = answer(await client.callTool({ name: 'payment_charge', arguments: charge(intent('ts-lost'), 99000) }));
     assert.equal(lost.status, 'pending', lost.reason);
     assert.equal(lost.next_action, 'poll');
     let got = lost;
@@ -114,3 +138,4 @@ test('charge, retry replayed, conflict needs a new intent, a lost answer followe
     await client.close();
   }
 });
+}
