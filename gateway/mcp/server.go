@@ -50,9 +50,13 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 		opts.TaskWait = DefaultTaskWait
 	}
 	// Prompts and resources: none, but their list methods answer (empty),
-	// so the capabilities say they are served.
-	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}, Tools: &sdk.ToolCapabilities{},
+	// so the capabilities say they are served. Logging stays declared, as
+	// the SDK declares it by default, for the earlier revisions'
+	// logging/setLevel: 2026-07-28 deprecates it, not those.
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{},
 		Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}
+	//lint:ignore SA1019 served for the revisions before 2026-07-28, which do not deprecate it
+	caps.Logging = &sdk.LoggingCapabilities{}
 	caps.AddExtension(ExtensionTasks, map[string]any{})
 	srv := sdk.NewServer(&sdk.Implementation{Name: "idemgate", Title: "idemgate: one intent, one effect", Version: opts.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log, Capabilities: caps})
