@@ -155,6 +155,12 @@ func post(t *testing.T, url, rev, method, name string, params map[string]any) rp
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
+	return readRPC(t, res)
+}
+
+// readRPC reads a JSON-RPC response, JSON or a stream of events.
+func readRPC(t *testing.T, res *http.Response) rpcResponse {
+	t.Helper()
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	out := rpcResponse{status: res.StatusCode, header: res.Header, body: raw}

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -253,4 +254,73 @@ func TestCancelRefusedWhenTheEffectMayExist(t *testing.T) {
 	require.False(t, late)
 	require.True(t, effectPossible)
 	require.Contains(t, reason, "already final")
+}
+
+// TestTaskOnASessionRevision: a 2025-11-25 client that declared the Tasks
+// extension in initialize gets a pending call as a task too, and reads it
+// with tasks/get on its session.
+func TestTaskOnASessionRevision(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond}, gwmcp.Options{TaskWait: 300 * time.Millisecond})
+	require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+
+	caps := map[string]any{"extensions": map[string]any{gwmcp.ExtensionTasks: map[string]any{}}}
+	init := postSession(t, s.url, "", "initialize", map[string]any{"protocolVersion": gwmcp.RevisionLegacy, "capabilities": caps,
+		"clientInfo": map[string]any{"name": "session-agent", "version": "1"}})
+	session := init.header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, session, "%s", init.body)
+	defer func() { // the session ends as its client ends it
+		req, err := http.NewRequest(http.MethodDelete, s.url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", gwmcp.RevisionLegacy)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+	}()
+	postSession(t, s.url, session, "notifications/initialized", nil)
+
+	created := postSession(t, s.url, session, "tools/call", map[string]any{"name": "payment_charge", "arguments": chargeArgs("session-task", "order-st", 3000)})
+	task := createdTask(t, created)
+	require.Equal(t, "test:payment.charge:session-task:v1", task.TaskID)
+
+	var got wireTask
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res := postSession(t, s.url, session, "tasks/get", map[string]any{"taskId": task.TaskID})
+		require.Nil(t, res.err, "%s", res.body)
+		got = wireTask{}
+		require.NoError(t, json.Unmarshal(res.result, &got))
+		if got.Status != gateway.TaskWorking || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Duration(got.PollIntervalMs) * time.Millisecond) // the task's poll interval
+	}
+	require.Equal(t, gateway.TaskCompleted, got.Status)
+	require.Equal(t, gateway.StatusSucceeded, resultAnswer(t, got).Status)
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
+}
+
+// postSession sends one JSON-RPC message of the 2025-11-25 revision on a
+// session (none for initialize); a notification when params is nil.
+func postSession(t *testing.T, url, session, method string, params map[string]any) rpcResponse {
+	t.Helper()
+	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		msg["id"], msg["params"] = 1, params
+	}
+	body, err := json.Marshal(msg)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", gwmcp.RevisionLegacy)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	return readRPC(t, res)
 }
