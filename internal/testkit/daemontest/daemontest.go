@@ -66,6 +66,12 @@ type Daemon struct {
 	Routes []string
 	// processSide is set by StartWith with Options.Processes.
 	processSide
+
+	cons jetstream.Consumer
+	yk   adapters.Adapter
+	// targets are the adapters of the routes other than YooKassa's (the
+	// processes' steps), by operation type.
+	targets map[string]adapters.Adapter
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
@@ -78,6 +84,22 @@ func Start(tb testing.TB, engine string) *Daemon {
 // StartWith is Start with options: processes (and the targets their steps
 // need) beside the payments.
 func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
+	tb.Helper()
+	d := Prepare(tb, engine)
+	if opts.Processes != nil {
+		d.startTargets(tb)
+	}
+	d.Run(tb)
+	if opts.Processes != nil {
+		d.prepareProcesses(tb, opts)
+	}
+	return d
+}
+
+// Prepare sets up a daemon's NATS server, streams, journal and emulator
+// without starting its worker and reconciler: commands published before
+// Run wait in the stream, unclaimed. Run starts them.
+func Prepare(tb testing.TB, engine string) *Daemon {
 	tb.Helper()
 	d := &Daemon{NATS: natstest.Start(tb)}
 	d.NC, d.JS = d.NATS.Connect(tb)
@@ -118,16 +140,25 @@ func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 	if err != nil {
 		tb.Fatalf("streams: %v", err)
 	}
+	d.cons, d.yk = cons, yk
 	d.Routes = []string{"payment.charge", "payment.refund"}
+	return d
+}
+
+// Run starts the worker and the reconciler of a daemon Prepare set up;
+// they stop when the test ends.
+func (d *Daemon) Run(tb testing.TB) {
+	tb.Helper()
+	ctx := context.Background()
 	routes := map[string]adapters.Adapter{}
 	for _, op := range d.Routes {
-		routes[op] = yk
-	}
-	if opts.Processes != nil {
-		d.startTargets(tb, routes)
+		routes[op] = d.yk
+		if a, ok := d.targets[op]; ok {
+			routes[op] = a
+		}
 	}
 	deps := worker.Deps{
-		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: cons,
+		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: d.cons,
 		Decoder:  &operation.Decoder{Env: Env},
 		Adapters: routes,
 		Log:      slog.New(slog.DiscardHandler),
@@ -148,10 +179,6 @@ func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 		tb.Fatalf("reconciler: %v", err)
 	}
 	tb.Cleanup(rec.Stop)
-	if opts.Processes != nil {
-		d.prepareProcesses(tb, opts)
-	}
-	return d
 }
 
 // Engines are the journal engines a guarantee test runs on.

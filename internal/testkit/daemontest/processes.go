@@ -44,8 +44,9 @@ type processSide struct {
 }
 
 // startTargets starts the 1C and Bitrix24 emulators and routes the
-// processes' step types to adapters for them.
-func (d *Daemon) startTargets(tb testing.TB, routes map[string]adapters.Adapter) {
+// processes' step types to adapters for them (Run builds the worker with
+// them).
+func (d *Daemon) startTargets(tb testing.TB) {
 	tb.Helper()
 	d.OneC = sbonec.New(sbonec.Options{})
 	if _, err := d.OneC.Start("127.0.0.1:0"); err != nil {
@@ -69,12 +70,10 @@ func (d *Daemon) startTargets(tb testing.TB, routes map[string]adapters.Adapter)
 	if err != nil {
 		tb.Fatalf("Bitrix24 adapter: %v", err)
 	}
-	for op, a := range map[string]adapters.Adapter{
+	d.targets = map[string]adapters.Adapter{
 		operation.TypeInvoiceCreate: oc, operation.TypeInvoiceCancel: oc, operation.TypeTaskCreate: bx,
-	} {
-		routes[op] = a
-		d.Routes = append(d.Routes, op)
 	}
+	d.Routes = append(d.Routes, operation.TypeInvoiceCreate, operation.TypeInvoiceCancel, operation.TypeTaskCreate)
 }
 
 // prepareProcesses compiles the declarations, makes the processes stream
@@ -97,14 +96,14 @@ func (d *Daemon) prepareProcesses(tb testing.TB, opts Options) {
 	if err != nil {
 		tb.Fatalf("processes stream: %v", err)
 	}
-	if err := d.Prepare(ctx); err != nil {
+	if err := d.CheckProcesses(ctx); err != nil {
 		tb.Fatalf("processes: %v", err)
 	}
 }
 
-// Prepare runs the coordinators' start-up check on the daemon's journal:
+// CheckProcesses runs the coordinators' start-up check on the daemon's journal:
 // the definitions kept, the running processes able to finish.
-func (d *Daemon) Prepare(ctx context.Context) error {
+func (d *Daemon) CheckProcesses(ctx context.Context) error {
 	routed := map[string]bool{}
 	for _, r := range d.Routes {
 		routed[r] = true
