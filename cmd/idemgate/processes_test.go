@@ -198,3 +198,19 @@ func TestProcessPublishTraceAndReview(t *testing.T) {
 		require.Contains(t, metrics, line)
 	}
 }
+
+// shortAckWait is the horizons of the end-to-end suite's daemons.
+const shortAckWait = "nats: {ack_wait: 6s}\nworker: {lease_ttl: 4s, call_timeout: 2500ms, heartbeat_interval: 1s, retry: {in_lease: 3s}}\n"
+
+// TestCoordinatorHeartbeatFollowsAckWait: left at 0, the coordinator's
+// heartbeat beats three times per nats.ack_wait (a short ack_wait needs no
+// coordinator setting); one set too long for it is refused at start.
+func TestCoordinatorHeartbeatFollowsAckWait(t *testing.T) {
+	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, shortAckWait+checkoutYAML)))
+	require.NoError(t, err)
+	require.NoError(t, c.validate())
+	require.Equal(t, 2*time.Second, c.Coordinator.For(c.NATS.Config).HeartbeatInterval)
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, shortAckWait+"coordinator: {heartbeat_interval: 10s}\n")))
+	require.NoError(t, err)
+	require.ErrorContains(t, c.validate(), "coordinator.heartbeat_interval 10s: at most half of nats.ack_wait 6s")
+}
