@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// vectorCommand is DESIGN.md's command envelope example.
+// vectorCommand is the command envelope example of docs/agents.md (its
+// NATS section), whose fingerprint is the project's payment.charge test
+// vector.
 const vectorCommand = `{ "event_id": "evt-90173", "operation": "payment.charge", "intent_id": "approval-6f3c2a",
   "key_version": "v1", "approval_id": "appr-77",
   "payload": {"account_id": "merchant-account-17", "order_id": "order-48291",

@@ -20,7 +20,7 @@
 //     The document is created unposted (business status "created"); posting
 //     stays with 1C's own routines.
 //
-// Classification (TARGETS.md §1): connection refused before sending → retry;
+// Classification (docs/targets.md): connection refused before sending → retry;
 // timeout or connection lost after sending, 500 (1C's "-1" cannot tell a
 // failing handler from a transient one) and 502/504 from the web server in
 // front of 1C → reconcile_before_retry (the 1C process may have committed
