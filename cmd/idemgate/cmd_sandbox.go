@@ -129,6 +129,8 @@ func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Opti
 		werr = sandboxes.WriteTargets(stdout, infos)
 		if writeConfig != "" {
 			fmt.Fprintf(stdout, "\nWrote %s: start the daemon with  idemgate run --config %s\n", writeConfig, writeConfig)
+		} else {
+			fmt.Fprintln(stdout, "\nidemgate sandbox --write-config FILE writes a complete daemon configuration for these emulators.")
 		}
 		fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
 	}
