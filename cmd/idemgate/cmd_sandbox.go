@@ -55,7 +55,8 @@ the daemon's addresses spelled out (admin, embedded NATS, the HTTP API and
 MCP, both turned on). Start the daemon with it (idemgate run --config
 FILE) while the sandbox serves; the emulators' ports change at every
 start, so the file is written again each time. A file not written by
-idemgate sandbox is never overwritten.
+idemgate sandbox is never overwritten. Declared targets (below) are not
+written into it: their declarations are yours to add.
 
 Targets declared under adapters.http in the configuration get a generic
 emulator each, set by the same declaration (where the key goes, whether
