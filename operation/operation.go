@@ -17,8 +17,9 @@ type Operation struct {
 	Type string
 	// TargetSystem is the class of target the type acts on: "1c", "crm" or "payments".
 	TargetSystem string
-	// ApprovalID is the approval of a money-moving operation. It is stored with the
-	// operation but not fingerprinted: a retry needs no new approval.
+	// ApprovalID is the caller's optional reference for its own approval
+	// process (Command.ApprovalID): stored and traced, never trusted as an
+	// approval.
 	ApprovalID string
 	// Fields are the significant fields, normalised: strings, int64 money in
 	// minor units, upper-case currency, times as time.Time in UTC.
