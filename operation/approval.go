@@ -52,7 +52,7 @@ type ApprovalRule struct {
 	// Groups are the approver groups allowed to decide this type; empty
 	// means any approver. An approver outside every group is refused.
 	Groups []string `mapstructure:"groups"`
-	// TTL is the wait limit (approval_ttl). Default 24h, between 1m and 30 days.
+	// TTL is the wait limit (approval_ttl). Default 24h, between 1s and 30 days.
 	TTL time.Duration `mapstructure:"approval_ttl"`
 }
 
@@ -99,7 +99,7 @@ func (p *ApprovalPolicy) defaultMode(typ string) string {
 // above (or above without thresholds), a threshold on a type without an
 // amount and currency field, a bad currency or a negative threshold, a
 // second threshold at or below the first, a bad group name, approvers
-// outside 1..5, a TTL outside 1m..30 days.
+// outside 1..5, a TTL outside 1s..30 days.
 func CompileApprovalPolicy(rules map[string]ApprovalRule, reg *Registry) (*ApprovalPolicy, error) {
 	if reg == nil {
 		reg = DefaultRegistry()
@@ -164,8 +164,8 @@ func CompileApprovalPolicy(rules map[string]ApprovalRule, reg *Registry) (*Appro
 		if r.TTL == 0 {
 			r.TTL = DefaultApprovalTTL
 		}
-		if r.TTL < time.Minute || r.TTL > 30*24*time.Hour {
-			bad("approval_ttl %v: between 1m and 720h", r.TTL)
+		if r.TTL < time.Second || r.TTL > 30*24*time.Hour {
+			bad("approval_ttl %v: between 1s and 720h", r.TTL)
 		}
 		p.rules[name] = r
 	}
@@ -248,4 +248,19 @@ func (p *ApprovalPolicy) MaxTTL() time.Duration {
 		}
 	}
 	return out
+}
+
+// ApprovalWait is what a pending result says about an intent that waits
+// for a person's approval.
+type ApprovalWait struct {
+	// URL is where a person sees exactly what is approved and decides
+	// ("" when no console address is configured).
+	URL string `json:"url,omitempty"`
+	// ExpiresAt ends the wait: no decision by then ends the intent
+	// failed_final (approval_expired), nothing executed.
+	ExpiresAt time.Time `json:"expires_at"`
+	// Approvers is the number of distinct approvers needed; Approved how
+	// many have approved so far.
+	Approvers int `json:"approvers"`
+	Approved  int `json:"approved"`
 }

@@ -62,7 +62,7 @@ func TestApprovalPolicyRefused(t *testing.T) {
 		"negative":           {map[string]ApprovalRule{TypePaymentCharge: {Mode: ApprovalAbove, Above: map[string]int64{"RUB": -1}}}, "0 or more"},
 		"approvers":          {map[string]ApprovalRule{TypePaymentCharge: {Approvers: 9}}, "approvers 9: between 1 and 5"},
 		"group":              {map[string]ApprovalRule{TypePaymentCharge: {Groups: []string{"Finance Team"}}}, `group "Finance Team"`},
-		"ttl":                {map[string]ApprovalRule{TypePaymentCharge: {TTL: time.Second}}, "approval_ttl 1s"},
+		"ttl":                {map[string]ApprovalRule{TypePaymentCharge: {TTL: time.Millisecond}}, "approval_ttl 1ms"},
 		"none with extras":   {map[string]ApprovalRule{TypePaymentCharge: {Mode: ApprovalNone, Approvers: 2}}, "approval: none takes no approvers"},
 	} {
 		_, err := CompileApprovalPolicy(tc.rules, nil)

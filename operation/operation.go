@@ -99,4 +99,8 @@ type Result struct {
 	// (its status and the object it made), so that nobody takes the
 	// conflict for "nothing happened".
 	Existing *Existing `json:"existing,omitempty"`
+	// Approval is set on a pending result whose intent waits for a
+	// person's approval: nothing has executed; the agent polls
+	// get_operation and may hand the URL to its user.
+	Approval *ApprovalWait `json:"approval,omitempty"`
 }
