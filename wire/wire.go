@@ -27,7 +27,7 @@ const (
 	// key's command waits for its approval (ParkedSubject).
 	ParkedPrefix   = "idemgate.parked."
 	ParkedSubjects = ParkedPrefix + ">"
-	ResultSubjects  = ResultPrefix + ">"
+	ResultSubjects = ResultPrefix + ">"
 	// RejectedSubject carries the rejected results of commands no operation
 	// key could be derived for (not JSON, too large, no event id, unknown
 	// operation, an intent id holding a card number or a secret). It is
