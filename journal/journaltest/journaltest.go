@@ -142,6 +142,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 	exerciseReads(t, newStore, f)
 	exercisePurge(t, newStore, f)
 	exerciseCancel(t, newStore, f)
+	exerciseApprovals(t, newStore, f)
 }
 
 func completion(k string, token int64, st journal.Status) journal.Completion {
