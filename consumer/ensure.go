@@ -57,8 +57,19 @@ func EnsureRetrying(ctx context.Context, js jetstream.JetStream, c Config, withi
 	return cons, nil
 }
 
+// errCodeClusterNoPeers is JetStream's "no suitable peers for placement"
+// (10005): a cluster that has elected its meta leader before the other
+// nodes' peer records reached it answers this for a replicated stream.
+// nats.go names no constant for it.
+const errCodeClusterNoPeers jetstream.ErrorCode = 10005
+
 // ensureTransient tells the failures of a JetStream that is not ready yet
-// from those of a configuration it refuses.
+// from those of a configuration it refuses. "No suitable peers" is both:
+// a forming cluster says it until its nodes know each other, and a cluster
+// too small for the replicas asked says it for ever. It is retried, so a
+// cluster that never grows fails at the end of the set-up's budget, naming
+// the error (a loaded machine showed the forming case: nodes that started
+// but had not yet shared their peer records).
 func ensureTransient(err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
@@ -67,7 +78,7 @@ func ensureTransient(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
 	case errors.As(err, &apiErr):
-		return apiErr.Code == http.StatusServiceUnavailable
+		return apiErr.Code == http.StatusServiceUnavailable || apiErr.ErrorCode == errCodeClusterNoPeers
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -81,4 +82,23 @@ func TestEnsureRetryingReturnsFinalErrorsAtOnce(t *testing.T) {
 	var mismatch *ReplicasMismatchError
 	require.ErrorAs(t, err, &mismatch)
 	require.Zero(t, retried)
+}
+
+// TestEnsureTransientClassifiesJetStreamAnswers: which answers of a
+// JetStream the set-up retries (not ready yet) and which it returns at
+// once (a configuration it refuses).
+func TestEnsureTransientClassifiesJetStreamAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		err       error
+		transient bool
+	}{
+		{"no meta leader yet (503)", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"forming cluster: no suitable peers", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
+		{"stream name in use with another config", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamNameInUse, Description: "stream name already in use with a different configuration"}, false},
+		{"request timed out", nats.ErrTimeout, true},
+		{"a plain error", errors.New("boom"), false},
+	} {
+		require.Equal(t, c.transient, ensureTransient(c.err), c.name)
+	}
 }

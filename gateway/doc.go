@@ -19,10 +19,16 @@
 // next_action tells the agent what it may do next: done, poll,
 // retry_same_intent, fix_input, new_intent_required or human_review.
 //
+// A call still pending can be followed as a task (tasks.go): StartTask
+// records it in the IDEMGATE_TASKS key-value bucket of JetStream, Task reads
+// its state from the journal row by its key, and CancelTask cancels it while
+// no worker has claimed it.
+//
 // Imports: producer, operation, wire (subjects and headers), redact (the
-// faces' bearer token stays a redact.Secret) and journal, read only through
-// Journal (Get, Attempts, FieldDigests, ListUnresolved, ListIdleRetryable:
-// the gateway is handed nothing that writes), and nats.go
-// for its reply subscription; never worker, consumer, adapters, ingest or
-// cmd (deps_test.go).
+// faces' bearer token stays a redact.Secret) and journal, read through
+// Journal (Get, Attempts, FieldDigests, ListUnresolved, ListIdleRetryable);
+// its one write is CancelTask's, through journal.CancelUnclaimed on the
+// Claimer it is handed (Deps.Cancels). nats.go for its reply subscription
+// and the tasks bucket; never worker, consumer, adapters, ingest or cmd
+// (deps_test.go).
 package gateway

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -45,6 +46,10 @@ type Config struct {
 	// to a target; the default Wait is derived from it. Default 10s (the
 	// worker's default).
 	CallTimeout time.Duration `mapstructure:"-"`
+	// TaskTTL is how long a task handed out (StartTask) stays recorded in
+	// the tasks bucket; the journal row answers for it after that, until the
+	// janitor's retention. Default 24h.
+	TaskTTL time.Duration `mapstructure:"task_ttl"`
 }
 
 // lookupSlack is what a lost answer's lookup needs beyond its own call:
@@ -84,6 +89,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSize == 0 {
 		c.MaxSize = operation.DefaultMaxSize
 	}
+	if c.TaskTTL == 0 {
+		c.TaskTTL = 24 * time.Hour
+	}
 	return c
 }
 
@@ -98,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollAfter <= 0 || c.PublishTimeout <= 0 {
 		errs = append(errs, errors.New("gateway.poll_after and publish_timeout must be positive"))
+	}
+	if c.TaskTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("gateway.task_ttl %v: at least 1m", c.TaskTTL))
 	}
 	if c.ReviewAfter < 1 || c.IdleAfter <= 0 || c.MaxSize < 0 {
 		errs = append(errs, errors.New("gateway: review_after, idle_after must be positive"))
@@ -134,6 +145,11 @@ type Deps struct {
 	// here, never published to wait for a replica that will not come. Nil:
 	// every registered type (a gateway that does not know the routes).
 	Routed []string
+	// Cancels, when set, lets CancelTask cancel an operation no worker has
+	// claimed yet: the one write the gateway makes in the journal, through
+	// journal.CancelUnclaimed (the daemon's journal.Store satisfies it).
+	// Nil: tasks are never cancelled.
+	Cancels journal.Claimer
 	// Log receives the gateway's own failures; never payloads.
 	Log *slog.Logger
 	// Now is the clock (idle retries are judged by it). Default time.Now.
@@ -152,8 +168,10 @@ type Gateway struct {
 	nc     *nats.Conn
 	prod   *producer.Client
 	store  Journal
-	log    *slog.Logger
-	now    func() time.Time
+	// cancels is the journal writer of CancelTask (nil: none).
+	cancels journal.Claimer
+	log     *slog.Logger
+	now     func() time.Time
 
 	// inbox is the prefix of this gateway's reply subjects: one wildcard
 	// subscription serves every waiting call.
@@ -164,6 +182,10 @@ type Gateway struct {
 	// sent remembers keys this gateway published lately, so that a lookup
 	// of one the daemon has not claimed yet answers "queued", not "unknown".
 	sent recent
+
+	// tasksKV is the tasks bucket once found or made.
+	tasksMu sync.Mutex
+	tasksKV jetstream.KeyValue
 
 	mu      sync.Mutex
 	closed  bool
@@ -206,7 +228,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg: cfg, rules: rules{pollAfter: cfg.PollAfter, reviewAfter: cfg.ReviewAfter, idleAfter: cfg.IdleAfter},
 		reg: d.Registry, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
-		nc: d.NC, prod: prod, store: d.Journal, log: d.Log, now: d.Now,
+		nc: d.NC, prod: prod, store: d.Journal, cancels: d.Cancels, log: d.Log, now: d.Now,
 		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
 	}
 	if d.Routed != nil {

@@ -265,8 +265,14 @@ func (r rules) succeeded(a *Answer) {
 }
 
 func (r rules) failedFinal(a *Answer) {
-	a.NextAction = HumanReview
 	a.RetryAfterMS = 0
+	if a.ErrorCode == CodeCancelled {
+		a.NextAction = NewIntentRequired
+		a.Reason = fmt.Sprintf("%s was cancelled before anything was sent to %s: nothing was executed, and this intent_id stays cancelled; "+
+			"to do it after all, make a new intent (a new intent_id).", a.Operation, targetName(a.TargetSystem))
+		return
+	}
+	a.NextAction = HumanReview
 	a.Reason = fmt.Sprintf("%s refused %s for good (%s); calling again with this intent_id only repeats this answer, so a person should review it before any new intent is made.",
 		targetName(a.TargetSystem), a.Operation, orNone(a.ErrorCode))
 }

@@ -91,7 +91,7 @@ func newBusyShop(t *testing.T, op operation.Operation, fault *sandbox.Fault, mod
 func (b *busyShop) lookup(t *testing.T, op operation.Operation, number int) (adapters.LookupResult, int) {
 	t.Helper()
 	b.pages.Store(0)
-	lr, err := b.a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: number, Since: b.since, Until: b.until}), keyOnly(op))
+	lr, err := b.a.Lookup(adapters.WithAttempt(roundCtx(t), adapters.Attempt{Number: number, Since: b.since, Until: b.until}), keyOnly(op))
 	require.NoError(t, err)
 	return lr, int(b.pages.Load())
 }
@@ -108,6 +108,18 @@ func ledgerObject(t *testing.T, srv *sbyk.Server, key string) string {
 	}
 	require.NotEmpty(t, id, "no payment for %s", key)
 	return id
+}
+
+// roundCtx bounds one lookup round of the busy shop: up to
+// DefaultLookupMaxPages pages of 100 payments, each page a request the
+// race-built emulator answers from ~50,000 payments. The bound only keeps a
+// hung round from hanging the test; it is no timing assertion, so it is
+// far above what a quiet machine needs (about a second) and above what a
+// loaded one took (over 20 s, seen with a load average of 17 on two cores).
+func roundCtx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return c
 }
 
 // windowPages is how many pages of 100 the shop's traffic fills over the
@@ -226,7 +238,7 @@ func TestRoundCutShortKeepsWhatItRead(t *testing.T) {
 	require.Equal(t, adapters.CodeHTTP502, adapters.AsError(err).Code)
 
 	b.pages.Store(0)
-	round, cut := context.WithCancel(ctx(t))
+	round, cut := context.WithCancel(roundCtx(t))
 	stop := func(n int32) {
 		if n == 12 {
 			cut() // the worker's call timeout, twelve pages in
@@ -267,7 +279,7 @@ func TestProgressNeverHidesALateCommit(t *testing.T) {
 	})
 	require.Equal(t, adapters.CodeHTTP502, adapters.AsError(err).Code)
 	open := func() adapters.LookupResult {
-		lr, err := b.a.Lookup(adapters.WithAttempt(ctx(t), adapters.Attempt{Number: 1, Since: b.since}), keyOnly(op))
+		lr, err := b.a.Lookup(adapters.WithAttempt(roundCtx(t), adapters.Attempt{Number: 1, Since: b.since}), keyOnly(op))
 		require.NoError(t, err)
 		return lr
 	}

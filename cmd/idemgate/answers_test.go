@@ -157,3 +157,27 @@ func TestMCPAllowedOrigins(t *testing.T) {
 	require.NotEqual(t, http.StatusForbidden, post("https://console.example.com"))
 	require.NotEqual(t, http.StatusForbidden, post(""))
 }
+
+// TestMCPTaskWait: mcp.task_wait and gateway.task_ttl default to 2s and
+// 24h, are read from the file, and a task wait past gateway.max_wait is
+// refused at start.
+func TestMCPTaskWait(t *testing.T) {
+	c, err := loadConfig(flagsWith(t))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.MCP.TaskWait)
+	require.Equal(t, 24*time.Hour, c.gatewayConfig().TaskTTL)
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  task_wait: 500ms\ngateway:\n  task_ttl: 2h\n")))
+	require.NoError(t, err)
+	require.Equal(t, 500*time.Millisecond, c.MCP.TaskWait)
+	require.Equal(t, 2*time.Hour, c.gatewayConfig().TaskTTL)
+	require.NoError(t, c.validate())
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "mcp:\n  task_wait: 2m\n")))
+	require.NoError(t, err)
+	require.ErrorContains(t, c.validate(), "mcp.task_wait 2m0s: must be positive and at most gateway.max_wait (1m0s)")
+
+	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, "gateway:\n  task_ttl: 10s\n")))
+	require.NoError(t, err)
+	require.ErrorContains(t, c.validate(), "gateway.task_ttl 10s: at least 1m")
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
@@ -49,6 +50,10 @@ type mcpConfig struct {
 	// without the header (a client that is not a browser) is served.
 	// Default: the loopback names, any port.
 	AllowedOrigins []string `mapstructure:"allowed_origins"`
+	// TaskWait bounds how long a call from a client that declared the MCP
+	// Tasks extension waits for its outcome before it is answered with a
+	// task (docs/agents.md). Default 2s.
+	TaskWait time.Duration `mapstructure:"task_wait"`
 }
 
 // faceDefaults fill the gateway's and the faces' sections of defaults().
@@ -56,9 +61,9 @@ func faceDefaults(c *Config) {
 	g := gateway.Config{}.WithDefaults()
 	// Only the keys of the gateway: section; gatewayConfig adds the rest.
 	// wait stays 0: gatewayConfig derives it from worker.call_timeout.
-	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout}
+	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout, TaskTTL: g.TaskTTL}
 	c.MCP = mcpConfig{Listener: faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20},
-		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins)}
+		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins), TaskWait: gwmcp.DefaultTaskWait}
 	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
 }
 
@@ -84,6 +89,9 @@ func (c Config) validateFaces() []error {
 	}
 	if err := gwmcp.ValidateOrigins(c.MCP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("mcp.allowed_origins: %w", err))
+	}
+	if c.MCP.TaskWait <= 0 || c.MCP.TaskWait > c.gatewayConfig().MaxWait {
+		errs = append(errs, fmt.Errorf("mcp.task_wait %v: must be positive and at most gateway.max_wait (%v)", c.MCP.TaskWait, c.gatewayConfig().MaxWait))
 	}
 	for name, f := range map[string]faceConfig{"mcp": c.MCP.Listener, "http_api": c.HTTPAPI} {
 		if !f.Enabled {
@@ -159,7 +167,7 @@ and a browser's request is served only from mcp.allowed_origins.`,
 			return err
 		}
 		defer g.Close()
-		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
+		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log, TaskWait: c.MCP.TaskWait})
 		if err != nil {
 			return configError(err)
 		}
@@ -197,8 +205,8 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Log: log, Registry: reg,
-		Routed: c.routedTypes()})
+	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Cancels: store,
+		Log: log, Registry: reg, Routed: c.routedTypes()})
 	if err != nil {
 		return nil, configError(err)
 	}
@@ -239,7 +247,7 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	}
 	f.gw = g
 	if c.MCP.Listener.Enabled {
-		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log})
+		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log, TaskWait: c.MCP.TaskWait})
 		if err != nil {
 			return f, configError(err)
 		}
@@ -248,7 +256,19 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 		}
 	}
 	if c.HTTPAPI.Enabled {
-		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token, MaxBody: c.HTTPAPI.MaxBody})
+		hc := httpapi.Config{Token: c.HTTPAPI.Token, MaxBody: c.HTTPAPI.MaxBody}
+		if c.Approvals.Enabled {
+			reg, err := c.registry()
+			if err != nil {
+				return f, configError(err)
+			}
+			policy, err := c.Approvals.policy(reg)
+			if err != nil {
+				return f, configError(err)
+			}
+			hc.Approvals = &approval.Service{Store: store, Policy: policy, Approvers: c.Approvals.Approvers}
+		}
+		h := httpapi.Handler(g, hc)
 		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
 			return f, err
 		}

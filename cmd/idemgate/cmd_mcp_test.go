@@ -29,6 +29,8 @@ type gatewayDaemon struct {
 	d   *daemon
 	cfg Config
 	yk  *sbyookassa.Server
+	// stop shuts the daemon down gracefully (at the latest when the test ends).
+	stop func()
 }
 
 func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
@@ -50,27 +52,9 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 		tune(&c)
 	}
 	require.NoError(t, c.validate())
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan *daemon, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- runDaemon(ctx, c, newLogger(c, &lockedWriter{w: &bytes.Buffer{}}), func(d *daemon) { started <- d })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	select {
-	case d := <-started:
-		c.NATS.EmbeddedAddr = d.natsAddr // the port it took, for the tools' configuration
-		return &gatewayDaemon{d: d, cfg: c, yk: yk}
-	case err := <-done:
-		done <- err
-		t.Fatalf("daemon ended: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon did not start")
-	}
-	return nil
+	d, stop := runUntilStopped(t, c)
+	c.NATS.EmbeddedAddr = d.natsAddr // the port it took, for the tools' configuration
+	return &gatewayDaemon{d: d, cfg: c, yk: yk, stop: stop}
 }
 
 func chargeArguments(intent string, amount int64) map[string]any {

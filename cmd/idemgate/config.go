@@ -85,6 +85,9 @@ type Config struct {
 	Gateway gateway.Config `mapstructure:"gateway"`
 	MCP     mcpConfig      `mapstructure:"mcp"`
 	HTTPAPI faceConfig     `mapstructure:"http_api"`
+	// Approvals: which intents wait for a person, and who decides
+	// (approvals.go).
+	Approvals approvalsConfig `mapstructure:"approvals"`
 
 	// cwdDataDir is data_dir as earlier versions resolved it, against the
 	// working directory, when it now resolves elsewhere (paths.go).
@@ -300,6 +303,7 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("unsafe: several replicas need a shared NATS (nats.url): the embedded server is one process's"))
 	}
 	errs = append(errs, c.validateFaces()...)
+	errs = append(errs, c.validateApprovals()...)
 	if err := c.Console.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -10,7 +10,14 @@
 // Every tool answers with gateway.Answer as structured content and the same
 // JSON as text; isError is set for rejected, conflict and failed_final. The
 // server runs over stdio (`idemgate mcp`) or Streamable HTTP (Handler, at
-// /mcp, with a bearer token).
+// /mcp, with a bearer token): revision 2026-07-28 statelessly, the earlier
+// ones with initialize and sessions, chosen per request (http.go).
+//
+// For a client that declares the Tasks extension (io.modelcontextprotocol/
+// tasks), a call still pending after Options.TaskWait answers with a task
+// named by the operation key, and tasks/get, tasks/update and tasks/cancel
+// are served (tasks.go): built on the SDK's middleware and custom methods,
+// since the SDK carries no type of the extension.
 //
 // Imports: gateway, operation, redact and internal/telemetry (and the SDK);
 // never worker, consumer, adapters or cmd.

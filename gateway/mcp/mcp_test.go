@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,7 +164,12 @@ func TestToolsListSchemas(t *testing.T) {
 			require.False(t, ann.ReadOnlyHint)
 			require.True(t, *ann.OpenWorldHint)
 			require.Equal(t, typ.TargetSystem == "payments", *ann.DestructiveHint, "destructive when money moves")
-			require.NotNil(t, tool.OutputSchema)
+			moves := typ.RequiresApproval || typ.TargetSystem == "payments"
+			require.Equal(t, moves, strings.Contains(tool.Description, "A retry of this payment MUST reuse its intent_id"),
+				"money tools say a retry must reuse intent_id")
+			out := tool.OutputSchema.(map[string]any)
+			require.Equal(t, "object", out["type"])
+			require.Contains(t, out["properties"], "next_action", "the output schema is the answer's")
 		})
 	}
 	require.True(t, tools["get_operation"].Annotations.ReadOnlyHint)

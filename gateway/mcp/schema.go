@@ -180,6 +180,10 @@ var summaries = map[string]string{
 	operation.TypePaymentRefund: "Refund a payment through the payment provider (payment.refund). Moves money.",
 }
 
+// movesMoney reports whether t moves money: it needs an approval, or its
+// target is a payment provider.
+func movesMoney(t operation.Type) bool { return t.RequiresApproval || t.TargetSystem == "payments" }
+
 // description teaches the key discipline for one operation type.
 func description(t operation.Type) string {
 	first, ok := summaries[t.Name]
@@ -188,6 +192,10 @@ func description(t operation.Type) string {
 		if t.RequiresApproval {
 			first += " Moves money."
 		}
+	}
+	if movesMoney(t) {
+		first += " A retry of this payment MUST reuse its intent_id (and approval_id): a call with a new intent_id is another payment, " +
+			"even after a timeout, an error or a pending answer."
 	}
 	return first + " idemgate makes at most one business effect per intent: give one intent_id per business intent and reuse it on every retry — " +
 		"calling again with the same intent_id and fields is safe and returns the stored outcome (replayed: true); " +

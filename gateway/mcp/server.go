@@ -13,7 +13,6 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // Options tune the MCP server.
@@ -22,6 +21,10 @@ type Options struct {
 	Version string
 	// Log receives the SDK's and the server's own logs; never payloads.
 	Log *slog.Logger
+	// TaskWait bounds how long a call from a client that declared the Tasks
+	// extension waits for the outcome before it is answered with a task.
+	// Default DefaultTaskWait (2s).
+	TaskWait time.Duration
 }
 
 // Path is where the Streamable HTTP endpoint is served.
@@ -43,15 +46,31 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.TaskWait <= 0 {
+		opts.TaskWait = DefaultTaskWait
+	}
+	// Prompts and resources: none, but their list methods answer (empty),
+	// so the capabilities say they are served. Logging stays declared, as
+	// the SDK declares it by default, for the earlier revisions'
+	// logging/setLevel: 2026-07-28 deprecates it, not those.
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{},
+		Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}
+	//lint:ignore SA1019 served for the revisions before 2026-07-28, which do not deprecate it
+	caps.Logging = &sdk.LoggingCapabilities{}
+	caps.AddExtension(ExtensionTasks, map[string]any{})
 	srv := sdk.NewServer(&sdk.Implementation{Name: "idemgate", Title: "idemgate: one intent, one effect", Version: opts.Version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log})
+		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log, Capabilities: caps})
+	srv.AddReceivingMiddleware(taskMiddleware(g, opts.TaskWait, opts.Log))
+	if err := addTaskMethods(srv, g); err != nil {
+		return nil, err
+	}
 	out := answerSchema()
 	for _, t := range g.Types() {
 		in, err := InputSchema(g.Env(), t)
 		if err != nil {
 			return nil, err
 		}
-		moneyMoves := t.RequiresApproval || t.TargetSystem == "payments"
+		moneyMoves := movesMoney(t)
 		tool := &sdk.Tool{
 			Name: ToolName(t.Name), Title: title(t), Description: description(t),
 			InputSchema: in, OutputSchema: out,
@@ -89,6 +108,10 @@ func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
 			return toolResult(gateway.Answer{Status: gateway.StatusRejected, Operation: t.Name,
 				ErrorCode: string(operation.CodeInvalidField), NextAction: gateway.FixInput,
 				Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the input and call again — the same intent_id may be reused.", bad)})
+		}
+		if tc := asTask(ctx); tc != nil {
+			r.Wait = tc.wait
+			tc.req = &r
 		}
 		return toolResult(g.Submit(traced(ctx, req), r))
 	}
@@ -162,47 +185,4 @@ func toolResult(a gateway.Answer) (*sdk.CallToolResult, error) {
 		StructuredContent: json.RawMessage(b),
 		IsError:           a.IsError(),
 	}, nil
-}
-
-// HTTPOptions tune Handler.
-type HTTPOptions struct {
-	// Token, when set, must come with every request as "Authorization:
-	// Bearer <token>" (401 otherwise).
-	Token redact.Secret
-	// MaxBody bounds a request body in bytes (413 beyond it). Default 1 MiB.
-	MaxBody int64
-	// Log receives the transport's logs.
-	Log *slog.Logger
-	// AllowedOrigins are the browser origins allowed to call (see
-	// ValidateOrigins): a request whose Origin header is present and not
-	// on the list is refused with 403, one without the header passes. Nil:
-	// DefaultAllowedOrigins; empty: no browser origin at all.
-	AllowedOrigins []string
-}
-
-// Handler serves srv over Streamable HTTP.
-func Handler(srv *sdk.Server, opts HTTPOptions) http.Handler {
-	if opts.MaxBody <= 0 {
-		opts.MaxBody = 1 << 20
-	}
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
-		&sdk.StreamableHTTPOptions{Logger: opts.Log, SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: opts.MaxBody})
-	if opts.AllowedOrigins == nil {
-		opts.AllowedOrigins = DefaultAllowedOrigins
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !checkOrigin(w, r, opts.AllowedOrigins) {
-			return
-		}
-		if !gateway.Authorized(r, opts.Token) {
-			reason, challenge := gateway.Unauthorized(r, "mcp.token (IDEMGATE_MCP_TOKEN)")
-			w.Header().Set("WWW-Authenticate", challenge)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			b, _ := json.Marshal(map[string]string{"error": reason})
-			_, _ = w.Write(append(b, '\n'))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -141,6 +141,8 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 	exerciseResolve(t, newStore, f)
 	exerciseReads(t, newStore, f)
 	exercisePurge(t, newStore, f)
+	exerciseCancel(t, newStore, f)
+	exerciseApprovals(t, newStore, f)
 }
 
 func completion(k string, token int64, st journal.Status) journal.Completion {

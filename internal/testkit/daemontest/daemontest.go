@@ -64,11 +64,24 @@ type Daemon struct {
 	// Routes are the operation types the daemon has an adapter for, as a
 	// gateway in front of it is told (gateway.Deps.Routed).
 	Routes []string
+
+	cons jetstream.Consumer
+	yk   adapters.Adapter
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
 // "postgres"); everything stops when the test ends.
 func Start(tb testing.TB, engine string) *Daemon {
+	tb.Helper()
+	d := Prepare(tb, engine)
+	d.Run(tb)
+	return d
+}
+
+// Prepare sets up a daemon's NATS server, streams, journal and emulator
+// without starting its worker and reconciler: commands published before
+// Run wait in the stream, unclaimed. Run starts them.
+func Prepare(tb testing.TB, engine string) *Daemon {
 	tb.Helper()
 	d := &Daemon{NATS: natstest.Start(tb)}
 	d.NC, d.JS = d.NATS.Connect(tb)
@@ -109,13 +122,22 @@ func Start(tb testing.TB, engine string) *Daemon {
 	if err != nil {
 		tb.Fatalf("streams: %v", err)
 	}
+	d.cons, d.yk = cons, yk
 	d.Routes = []string{"payment.charge", "payment.refund"}
+	return d
+}
+
+// Run starts the worker and the reconciler of a daemon Prepare set up;
+// they stop when the test ends.
+func (d *Daemon) Run(tb testing.TB) {
+	tb.Helper()
+	ctx := context.Background()
 	routes := map[string]adapters.Adapter{}
 	for _, op := range d.Routes {
-		routes[op] = yk
+		routes[op] = d.yk
 	}
 	deps := worker.Deps{
-		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: cons,
+		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: d.cons,
 		Decoder:  &operation.Decoder{Env: Env},
 		Adapters: routes,
 		Log:      slog.New(slog.DiscardHandler),
@@ -136,7 +158,6 @@ func Start(tb testing.TB, engine string) *Daemon {
 		tb.Fatalf("reconciler: %v", err)
 	}
 	tb.Cleanup(rec.Stop)
-	return d
 }
 
 // Engines are the journal engines a guarantee test runs on.

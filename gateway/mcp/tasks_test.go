@@ -1,0 +1,326 @@
+package mcp_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/gateway"
+	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
+	"github.com/idemgate/idemgate/internal/testkit/daemontest"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/sandbox"
+	"github.com/idemgate/idemgate/wire"
+)
+
+// wireTask is a task as the Tasks extension puts it on the wire.
+type wireTask struct {
+	ResultType     string              `json:"resultType"`
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage"`
+	CreatedAt      time.Time           `json:"createdAt"`
+	LastUpdatedAt  time.Time           `json:"lastUpdatedAt"`
+	TTLMs          *int64              `json:"ttlMs"`
+	PollIntervalMs int64               `json:"pollIntervalMs"`
+	Result         *sdk.CallToolResult `json:"result"`
+}
+
+// callAsTaskClient calls a tool as a client of the current revision that
+// declared the Tasks extension (tasks false: one that did not).
+func callAsTaskClient(t *testing.T, url, tool string, args map[string]any, tasks bool) rpcResponse {
+	t.Helper()
+	res := post(t, url, gwmcp.RevisionCurrent, "tools/call", tool, map[string]any{"name": tool, "arguments": args, "_meta": meta(gwmcp.RevisionCurrent, tasks)})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Nil(t, res.err, "%s", res.body)
+	return res
+}
+
+func taskMethod(t *testing.T, url, method, id string, tasks bool) rpcResponse {
+	t.Helper()
+	return post(t, url, gwmcp.RevisionCurrent, method, id, map[string]any{"taskId": id, "_meta": meta(gwmcp.RevisionCurrent, tasks)})
+}
+
+func getTask(t *testing.T, url, id string) wireTask {
+	t.Helper()
+	res := taskMethod(t, url, "tasks/get", id, true)
+	require.Nil(t, res.err, "%s", res.body)
+	var wt wireTask
+	require.NoError(t, json.Unmarshal(res.result, &wt), "%s", res.result)
+	require.Equal(t, "complete", wt.ResultType, "tasks/get answers resultType complete")
+	require.Equal(t, id, wt.TaskID)
+	return wt
+}
+
+// followTask reads a task as the extension says, every pollIntervalMs,
+// until it is final (or a minute has passed).
+func followTask(t *testing.T, url, id string) wireTask {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		wt := getTask(t, url, id)
+		if wt.Status != gateway.TaskWorking || time.Now().After(deadline) {
+			return wt
+		}
+		time.Sleep(time.Duration(wt.PollIntervalMs) * time.Millisecond) // the poll interval the task asks for
+	}
+}
+
+// resultAnswer is a completed task's result read as the tool's answer,
+// checked as every tool result is (text = structured content, isError).
+func resultAnswer(t *testing.T, wt wireTask) gateway.Answer {
+	t.Helper()
+	require.NotNil(t, wt.Result, "a completed task carries the call's result")
+	return answerOf(t, wt.Result)
+}
+
+func createdTask(t *testing.T, res rpcResponse) wireTask {
+	t.Helper()
+	var wt wireTask
+	require.NoError(t, json.Unmarshal(res.result, &wt), "%s", res.result)
+	require.Equal(t, "task", wt.ResultType, "%s", res.result)
+	require.Nil(t, wt.Result, "a CreateTaskResult carries the task alone")
+	require.NotNil(t, wt.TTLMs)
+	require.Positive(t, *wt.TTLMs)
+	require.False(t, wt.LastUpdatedAt.Before(wt.CreatedAt))
+	return wt
+}
+
+// TestTaskFollowsALostAnswerToDone: YooKassa loses the answer of a
+// charge. A client that declared the Tasks extension gets a task whose id
+// is the operation key; tasks/get says working until the lookup finds the
+// payment, then completed with the call's own answer (succeeded, done,
+// not replayed: this call made it). A client without the extension gets
+// pending + poll as before, and tasks/* refuse it.
+func TestTaskFollowsALostAnswerToDone(t *testing.T) {
+	for _, engine := range daemontest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			d := daemontest.Start(t, engine)
+			s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond, Wait: 300 * time.Millisecond}, gwmcp.Options{TaskWait: 300 * time.Millisecond})
+			require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+
+			task := createdTask(t, callAsTaskClient(t, s.url, "payment_charge", chargeArgs("task-lost", "order-tl", 99000), true))
+			require.Equal(t, "test:payment.charge:task-lost:v1", task.TaskID, "the task id is the operation key")
+			require.Equal(t, gateway.TaskWorking, task.Status)
+			require.Contains(t, task.StatusMessage, "tasks/get")
+			require.Equal(t, int64(200), task.PollIntervalMs)
+
+			done := followTask(t, s.url, task.TaskID)
+			require.Equal(t, gateway.TaskCompleted, done.Status, "%+v", done)
+			a := resultAnswer(t, done)
+			require.Equal(t, gateway.StatusSucceeded, a.Status, "%+v", a)
+			require.Equal(t, gateway.Done, a.NextAction)
+			require.False(t, a.Replayed, "the task's call made the payment")
+			require.Equal(t, task.TaskID, a.OperationKey)
+			require.Equal(t, a.Reason, done.StatusMessage)
+
+			// The tool, called again, tells the same story (replayed).
+			again := call(t, connect(t, s.url), "payment_charge", chargeArgs("task-lost", "order-tl", 99000))
+			require.True(t, again.Replayed)
+			require.Equal(t, a.TargetObjectID, again.TargetObjectID)
+			require.Equal(t, a.Result, again.Result)
+			require.Equal(t, 1, d.YooKassa.TotalEffects())
+
+			// Without the extension: pending and poll, never a task.
+			require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+			plain := callAsTaskClient(t, s.url, "payment_charge", chargeArgs("plain-lost", "order-pl", 5000), false)
+			var ctr sdk.CallToolResult
+			require.NoError(t, json.Unmarshal(plain.result, &ctr))
+			pending := answerOf(t, &ctr)
+			require.Equal(t, gateway.StatusPending, pending.Status)
+			require.Equal(t, gateway.Poll, pending.NextAction)
+			require.NotContains(t, string(plain.result), `"taskId"`)
+			refused := taskMethod(t, s.url, "tasks/get", pending.OperationKey, false)
+			require.Equal(t, http.StatusBadRequest, refused.status)
+			require.Equal(t, int64(sdk.CodeMissingRequiredClientCapabilities), refused.err.Code, "%s", refused.body)
+
+			unknown := taskMethod(t, s.url, "tasks/get", "test:payment.charge:never-called:v1", true)
+			require.Equal(t, int64(-32602), unknown.err.Code, "%s", unknown.body)
+		})
+	}
+}
+
+func connect(t *testing.T, url string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// cancelAck reads what tasks/cancel's acknowledgement says it did.
+func cancelAck(t *testing.T, res rpcResponse) (cancelled, effectPossible bool, reason string) {
+	t.Helper()
+	require.Nil(t, res.err, "%s", res.body)
+	var ack struct {
+		ResultType string                     `json:"resultType"`
+		Meta       map[string]json.RawMessage `json:"_meta"`
+	}
+	require.NoError(t, json.Unmarshal(res.result, &ack))
+	require.Equal(t, "complete", ack.ResultType)
+	var c struct {
+		Cancelled      bool   `json:"cancelled"`
+		EffectPossible bool   `json:"effect_possible"`
+		Reason         string `json:"reason"`
+	}
+	require.NoError(t, json.Unmarshal(ack.Meta[gwmcp.MetaKeyCancel], &c), "%s", res.result)
+	return c.Cancelled, c.EffectPossible, c.Reason
+}
+
+// TestCancelledTaskNeverExecutes: a charge's command waits in the stream,
+// no worker has claimed it; tasks/cancel cancels it. When the daemon then
+// takes the command, it replays the cancellation: no payment, ever, in
+// the YooKassa ledger. The tool answers the intent cancelled, a new intent
+// required.
+func TestCancelledTaskNeverExecutes(t *testing.T) {
+	for _, engine := range daemontest.Engines {
+		t.Run(engine, func(t *testing.T) {
+			d := daemontest.Prepare(t, engine)
+			s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond}, gwmcp.Options{TaskWait: 200 * time.Millisecond})
+
+			task := createdTask(t, callAsTaskClient(t, s.url, "payment_charge", chargeArgs("cancel-me", "order-c", 125000), true))
+			require.Equal(t, gateway.TaskWorking, task.Status)
+			require.Contains(t, task.StatusMessage, "queued")
+			require.Equal(t, gateway.TaskWorking, getTask(t, s.url, task.TaskID).Status, "readable before any worker claimed it")
+
+			cancelled, _, reason := cancelAck(t, taskMethod(t, s.url, "tasks/cancel", task.TaskID, true))
+			require.True(t, cancelled, reason)
+			got := getTask(t, s.url, task.TaskID)
+			require.Equal(t, gateway.TaskCancelled, got.Status)
+			require.Nil(t, got.Result)
+			again, _, _ := cancelAck(t, taskMethod(t, s.url, "tasks/cancel", task.TaskID, true))
+			require.True(t, again, "cancelling twice acknowledges the same")
+
+			// The daemon starts and takes the command: its result is the
+			// cancellation, and the target is never called.
+			results, err := d.NC.SubscribeSync(wire.ResultSubject(operation.TypePaymentCharge))
+			require.NoError(t, err)
+			defer results.Unsubscribe()
+			require.NoError(t, d.NC.Flush())
+			d.Run(t)
+			for {
+				m, err := results.NextMsg(30 * time.Second)
+				require.NoError(t, err, "the daemon answers the cancelled command")
+				var r operation.Result
+				require.NoError(t, json.Unmarshal(m.Data, &r))
+				if r.OperationKey == task.TaskID {
+					require.Equal(t, operation.ResultFailedFinal, r.Status)
+					require.Equal(t, gateway.CodeCancelled, r.ErrorCode)
+					break
+				}
+			}
+			require.Equal(t, 0, d.YooKassa.TotalEffects(), "no payment, ever")
+			require.Equal(t, gateway.TaskCancelled, getTask(t, s.url, task.TaskID).Status)
+
+			a := call(t, connect(t, s.url), "payment_charge", chargeArgs("cancel-me", "order-c", 125000))
+			require.Equal(t, gateway.StatusFailedFinal, a.Status, "%+v", a)
+			require.Equal(t, gateway.NewIntentRequired, a.NextAction)
+			require.Contains(t, a.Reason, "cancelled before anything was sent")
+			require.Equal(t, 0, d.YooKassa.TotalEffects())
+		})
+	}
+}
+
+// TestCancelRefusedWhenTheEffectMayExist: a charge whose answer YooKassa
+// lost has been claimed and sent; tasks/cancel is acknowledged but refused,
+// saying the payment may already exist, and the task goes on to the
+// payment the lookup finds.
+func TestCancelRefusedWhenTheEffectMayExist(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond}, gwmcp.Options{TaskWait: 300 * time.Millisecond})
+	require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+
+	task := createdTask(t, callAsTaskClient(t, s.url, "payment_charge", chargeArgs("too-late", "order-tl2", 7000), true))
+	require.Equal(t, gateway.TaskWorking, task.Status)
+	require.NotContains(t, task.StatusMessage, "queued", "claimed: the call went out")
+
+	cancelled, effectPossible, reason := cancelAck(t, taskMethod(t, s.url, "tasks/cancel", task.TaskID, true))
+	require.False(t, cancelled)
+	require.True(t, effectPossible)
+	require.Contains(t, reason, "may already exist")
+
+	done := followTask(t, s.url, task.TaskID)
+	require.Equal(t, gateway.TaskCompleted, done.Status, "not cancelled: the task goes on")
+	require.Equal(t, gateway.StatusSucceeded, resultAnswer(t, done).Status)
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
+
+	late, effectPossible, reason := cancelAck(t, taskMethod(t, s.url, "tasks/cancel", task.TaskID, true))
+	require.False(t, late)
+	require.True(t, effectPossible)
+	require.Contains(t, reason, "already final")
+}
+
+// TestTaskOnASessionRevision: a 2025-11-25 client that declared the Tasks
+// extension in initialize gets a pending call as a task too, and reads it
+// with tasks/get on its session.
+func TestTaskOnASessionRevision(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond}, gwmcp.Options{TaskWait: 300 * time.Millisecond})
+	require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseHang, Scope: sandbox.ScopeCreate, Count: 1}))
+
+	caps := map[string]any{"extensions": map[string]any{gwmcp.ExtensionTasks: map[string]any{}}}
+	init := postSession(t, s.url, "", "initialize", map[string]any{"protocolVersion": gwmcp.RevisionLegacy, "capabilities": caps,
+		"clientInfo": map[string]any{"name": "session-agent", "version": "1"}})
+	session := init.header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, session, "%s", init.body)
+	defer func() { // the session ends as its client ends it
+		req, err := http.NewRequest(http.MethodDelete, s.url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", gwmcp.RevisionLegacy)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+	}()
+	postSession(t, s.url, session, "notifications/initialized", nil)
+
+	created := postSession(t, s.url, session, "tools/call", map[string]any{"name": "payment_charge", "arguments": chargeArgs("session-task", "order-st", 3000)})
+	task := createdTask(t, created)
+	require.Equal(t, "test:payment.charge:session-task:v1", task.TaskID)
+
+	var got wireTask
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res := postSession(t, s.url, session, "tasks/get", map[string]any{"taskId": task.TaskID})
+		require.Nil(t, res.err, "%s", res.body)
+		got = wireTask{}
+		require.NoError(t, json.Unmarshal(res.result, &got))
+		if got.Status != gateway.TaskWorking || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Duration(got.PollIntervalMs) * time.Millisecond) // the task's poll interval
+	}
+	require.Equal(t, gateway.TaskCompleted, got.Status)
+	require.Equal(t, gateway.StatusSucceeded, resultAnswer(t, got).Status)
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
+}
+
+// postSession sends one JSON-RPC message of the 2025-11-25 revision on a
+// session (none for initialize); a notification when params is nil.
+func postSession(t *testing.T, url, session, method string, params map[string]any) rpcResponse {
+	t.Helper()
+	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		msg["id"], msg["params"] = 1, params
+	}
+	body, err := json.Marshal(msg)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", gwmcp.RevisionLegacy)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	return readRPC(t, res)
+}
