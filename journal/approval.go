@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // Approvals: an intent that the approval policy gates waits for a person
@@ -246,8 +248,9 @@ func RequestApprovalIn(tx ApprovalRow, r ApprovalRequest) (Gate, Approval, error
 // sweeper would. Refused: no record and a log row (the operation never
 // waited, or finished), no record at all, a decided record, a record past
 // its wait limit, another fingerprint, the requester, an approver who
-// already decided. err is a failure of the transaction.
-func DecideApprovalIn(tx ApprovalRow, d ApprovalDecision, note string) (a Approval, refused, err error) {
+// already decided. The reason is stored masked (redact.String), as an
+// operator's resolve evidence is. err is a failure of the transaction.
+func DecideApprovalIn(tx ApprovalRow, d ApprovalDecision) (a Approval, refused, err error) {
 	a, found, err := tx.Lock()
 	if err != nil {
 		return Approval{}, nil, err
@@ -291,7 +294,7 @@ func DecideApprovalIn(tx ApprovalRow, d ApprovalDecision, note string) (a Approv
 				ErrApprovalRefused, d.Key, d.Approver, v.Vote, v.At.UTC().Format(time.RFC3339)), nil
 		}
 	}
-	v := ApprovalVote{Approver: d.Approver, Vote: d.Vote, Reason: note, RequestHash: a.RequestHash}
+	v := ApprovalVote{Approver: d.Approver, Vote: d.Vote, Reason: redact.String(d.Reason), RequestHash: a.RequestHash}
 	if err := tx.AddVote(v); err != nil {
 		return a, nil, fmt.Errorf("vote: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/journal"
-	"github.com/idemgate/idemgate/redact"
 )
 
 // ApprovalSQL are an engine's approval statements. Every statement that
@@ -174,8 +173,8 @@ func RequestApproval[T any, P TimeColumn[T]](r journal.ApprovalRequest, run func
 	return g, a, nil
 }
 
-// DecideApproval runs journal.DecideApprovalIn in run's transaction. The
-// reason is masked (redact.String) before it is stored.
+// DecideApproval runs journal.DecideApprovalIn in run's transaction (which
+// masks the reason before it is stored).
 func DecideApproval[T any, P TimeColumn[T]](d journal.ApprovalDecision, run func(fn func(tx *ApprovalTx[T, P]) error) error) (journal.Approval, error) {
 	if err := d.Validate(); err != nil {
 		return journal.Approval{}, err
@@ -185,7 +184,7 @@ func DecideApproval[T any, P TimeColumn[T]](d journal.ApprovalDecision, run func
 		refused error
 	)
 	err := run(func(tx *ApprovalTx[T, P]) (err error) {
-		a, refused, err = journal.DecideApprovalIn(tx, d, redact.String(d.Reason))
+		a, refused, err = journal.DecideApprovalIn(tx, d)
 		return err
 	})
 	if err != nil {
