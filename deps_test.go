@@ -116,6 +116,10 @@ func TestDependencyDirection(t *testing.T) {
 		// read the journal; they never run a worker or call a target.
 		"console": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "producer", "gateway", "emulate"},
 		"gateway": {"worker", "consumer", "ingest", "cmd", "adapters", "sandbox", "internal", "emulate"},
+		// Processes: the definitions (process) and the coordinator beside
+		// the worker (process/coordinator), which sends steps as ordinary
+		// commands; never a worker, an adapter or a face.
+		"process": {"worker", "ingest", "cmd", "adapters", "sandbox", "gateway", "console", "emulate"},
 	}
 	// A layer's *test suites may reach what the layer may not: an adapter's
 	// suite runs it against its emulator.
@@ -155,6 +159,9 @@ func TestDependencyDirection(t *testing.T) {
 			}
 			if direct[imp] && top == "ingest" && strings.HasPrefix(imp, mod+"adapters") && imp != mod+"adapters/tbank/tbanktoken" {
 				t.Errorf("%s imports %s: of the adapters, ingest uses only T-Bank's token rule (adapters/tbank/tbanktoken)", rel, imp)
+			}
+			if rel == "process" && (strings.HasPrefix(imp, "github.com/nats-io/") || imp == mod+"consumer" || imp == mod+"producer") {
+				t.Errorf("process imports %s%s: the definitions are read by the faces; JetStream is the coordinator's (process/coordinator)", imp, via)
 			}
 			if direct[imp] && top == "worker" && strings.HasPrefix(imp, "github.com/nats-io/") {
 				t.Errorf("%s imports %s: the worker reaches JetStream only through consumer (Router, Delivery, PublishResult)", rel, imp)

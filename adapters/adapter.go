@@ -32,6 +32,14 @@ type Adapter interface {
 	Lookup(ctx context.Context, op operation.Operation) (LookupResult, error)
 }
 
+// Supporter is an Adapter that performs some operation types only, or some
+// only as configured (1C's invoice.cancel needs its HTTP service): Supports
+// returns nil, or why the adapter cannot perform opType. The daemon checks
+// every routed type at start and refuses a route it cannot serve.
+type Supporter interface {
+	Supports(opType string) error
+}
+
 // Admitter is an Adapter whose target account may have a client-side rate
 // limit (RateLimit). Admit reserves, in the account's bucket, the first
 // requests a call of op makes (Client.Admit); nil when no limit applies.

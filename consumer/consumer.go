@@ -24,6 +24,12 @@ type Config struct {
 	ResultsStream string `mapstructure:"results_stream"`
 	// Durable is the pull consumer shared by every replica. Default idemgate-worker.
 	Durable string `mapstructure:"durable"`
+	// ProcessesStream holds process commands on idemgate.proc.> (processes.go).
+	// Default IDEMGATE_PROCESSES.
+	ProcessesStream string `mapstructure:"processes_stream"`
+	// ProcessDurable is the process coordinators' pull consumer, shared by
+	// every replica. Default idemgate-process.
+	ProcessDurable string `mapstructure:"process_durable"`
 	// DuplicateWindow is the commands stream's Nats-Msg-Id window. Default 2m.
 	DuplicateWindow time.Duration `mapstructure:"duplicate_window"`
 	// AckWait is how long a delivery may stay unacknowledged before JetStream
@@ -60,6 +66,8 @@ func (c Config) WithDefaults() Config {
 	def(&c.CommandsStream, wire.CommandsStream)
 	def(&c.ResultsStream, wire.ResultsStream)
 	def(&c.Durable, "idemgate-worker")
+	def(&c.ProcessesStream, wire.ProcessesStream)
+	def(&c.ProcessDurable, "idemgate-process")
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 2 * time.Minute
 	}
@@ -96,13 +104,14 @@ func (c Config) WithDefaults() Config {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	for name, v := range map[string]string{"commands_stream": c.CommandsStream, "results_stream": c.ResultsStream, "durable": c.Durable} {
+	for name, v := range map[string]string{"commands_stream": c.CommandsStream, "results_stream": c.ResultsStream, "durable": c.Durable,
+		"processes_stream": c.ProcessesStream, "process_durable": c.ProcessDurable} {
 		if v == "" || strings.ContainsAny(v, ".*> \t") {
 			errs = append(errs, fmt.Errorf("nats.%s %q: must be non-empty without '.', '*', '>' or spaces", name, v))
 		}
 	}
-	if c.CommandsStream == c.ResultsStream {
-		errs = append(errs, errors.New("nats.commands_stream and nats.results_stream must differ"))
+	if c.CommandsStream == c.ResultsStream || c.ProcessesStream == c.CommandsStream || c.ProcessesStream == c.ResultsStream {
+		errs = append(errs, errors.New("nats.commands_stream, nats.results_stream and nats.processes_stream must differ"))
 	}
 	if c.DuplicateWindow < time.Second {
 		errs = append(errs, fmt.Errorf("nats.duplicate_window %v: at least 1s", c.DuplicateWindow))

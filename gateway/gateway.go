@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/producer"
 )
 
@@ -145,6 +146,10 @@ type Deps struct {
 	// here, never published to wait for a replica that will not come. Nil:
 	// every registered type (a gateway that does not know the routes).
 	Routed []string
+	// Processes are the declared processes the faces offer (the daemon's;
+	// nil: none). Their commands are submitted as operation
+	// "process.<name>" (process.go).
+	Processes *process.Set
 	// Cancels, when set, lets CancelTask cancel an operation no worker has
 	// claimed yet: the one write the gateway makes in the journal, through
 	// journal.CancelUnclaimed (the daemon's journal.Store satisfies it).
@@ -162,6 +167,7 @@ type Gateway struct {
 	cfg   Config
 	rules rules
 	reg   *operation.Registry
+	procs *process.Set
 	// routed holds the types an adapter serves; nil: every registered one.
 	routed map[string]bool
 	dec    *operation.Decoder
@@ -227,7 +233,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, rules: rules{pollAfter: cfg.PollAfter, reviewAfter: cfg.ReviewAfter, idleAfter: cfg.IdleAfter},
-		reg: d.Registry, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
+		reg: d.Registry, procs: d.Processes, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
 		nc: d.NC, prod: prod, store: d.Journal, cancels: d.Cancels, log: d.Log, now: d.Now,
 		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
 	}
@@ -291,7 +297,7 @@ func (g *Gateway) Types() []operation.Type {
 // unrouted one itself.
 func (g *Gateway) Known(name string) bool {
 	_, ok := g.reg.Lookup(name)
-	return ok
+	return ok || g.knownProcess(name)
 }
 
 // serves reports whether an adapter serves the registered type name here.

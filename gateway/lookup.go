@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 )
 
 // Lookup answers from the journal for an operation key; trail adds the
@@ -24,6 +25,9 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 			reason = ke.Reason
 		}
 		return g.rules.rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
+	}
+	if _, ok := process.IsProcess(k.Operation); ok {
+		return g.lookupProcess(ctx, key)
 	}
 	rec, err := g.store.Get(ctx, key)
 	if errors.Is(err, journal.ErrNotFound) {
@@ -54,6 +58,13 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 
 // KeyFor derives the operation key of an intent, as the daemon does.
 func (g *Gateway) KeyFor(opType, intentID string) (string, error) {
+	if g.knownProcess(opType) {
+		k := operation.Key{Env: g.cfg.Env, Operation: opType, IntentID: intentID, Version: operation.DefaultKeyVersion}
+		if err := operation.ValidateKey(k.String()); err != nil {
+			return "", &operation.DecodeError{Code: operation.CodeBadKey, Field: "intent_id", Msg: err.Error(), Err: err}
+		}
+		return k.String(), nil
+	}
 	k, err := operation.DeriveKey(g.cfg.Env, operation.Command{EventID: intentID, Operation: opType, IntentID: intentID}, g.reg)
 	if err != nil {
 		return "", err

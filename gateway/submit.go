@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/producer"
 )
 
@@ -38,6 +39,9 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	if req.IntentID == "" {
 		return g.rules.rejected("", req.Operation, string(operation.CodeMissingField),
 			"intent_id: required: one intent_id per business intent, reused on every retry")
+	}
+	if _, ok := process.IsProcess(req.Operation); ok {
+		return g.submitProcess(ctx, req)
 	}
 	if g.Known(req.Operation) && !g.serves(req.Operation) {
 		g.log.Warn("gateway: a call of an operation no adapter serves here was refused (see routes: in the config)", "operation", req.Operation)

@@ -218,6 +218,7 @@ func NewRegistry() *Registry { return &Registry{} }
 // DefaultRegistry returns a new registry holding the built-in types:
 //
 //	invoice.create  (1c)       order_id, customer_id, amount_minor, currency, [due_date date], [description]
+//	invoice.cancel  (1c)       invoice_id, [order_id], [reason]
 //	crm.task.create (crm)      title, responsible_id, [customer_id], [deadline time], [description]
 //	crm.deal.create (crm)      title, customer_id, amount_minor (zero allowed), currency, [stage]
 //	payment.charge  (payments) account_id, order_id, amount_minor, currency; needs approval_id
@@ -238,6 +239,11 @@ func DefaultRegistry() *Registry {
 // adapters that perform them and the tools that send them.
 const (
 	TypeInvoiceCreate = "invoice.create"
+	// TypeInvoiceCancel cancels an invoice with a cancelling document of
+	// its own (the invoice stays, marked cancelled, beside the document
+	// that cancels it): a legally meaningful operation, the compensation of
+	// invoice.create, never a deletion.
+	TypeInvoiceCancel = "invoice.cancel"
 	TypeTaskCreate    = "crm.task.create"
 	TypeDealCreate    = "crm.deal.create"
 	TypePaymentCharge = "payment.charge"
@@ -260,6 +266,13 @@ func builtinTypes() []Type {
 				id("order_id", true), id("customer_id", true), money(false), currency,
 				{Name: "due_date", Kind: KindDate},
 				description,
+			},
+		},
+		{
+			Name: TypeInvoiceCancel, TargetSystem: "1c",
+			Fields: []Field{
+				id("invoice_id", true), id("order_id", false),
+				{Name: "reason", Kind: KindString, MaxLen: 256},
 			},
 		},
 		{

@@ -9,9 +9,9 @@ import (
 func TestDefaultRegistry(t *testing.T) {
 	t.Parallel()
 	reg := DefaultRegistry()
-	require.Equal(t, []string{"crm.deal.create", "crm.task.create", "invoice.create", "payment.charge", "payment.refund"}, reg.Names())
+	require.Equal(t, []string{"crm.deal.create", "crm.task.create", "invoice.cancel", "invoice.create", "payment.charge", "payment.refund"}, reg.Names())
 	targets := map[string]string{
-		"invoice.create": "1c", "crm.task.create": "crm", "crm.deal.create": "crm",
+		"invoice.create": "1c", "invoice.cancel": "1c", "crm.task.create": "crm", "crm.deal.create": "crm",
 		"payment.charge": "payments", "payment.refund": "payments",
 	}
 	for name, target := range targets {

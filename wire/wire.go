@@ -72,8 +72,14 @@ func RequeueMsgID(stream string, seq uint64) string {
 // stream sequence.
 const rejectedIDPrefix = "_rejected:"
 
-// CommandSubject is the subject of a command for an operation type.
-func CommandSubject(opType string) string { return CommandPrefix + opType }
+// CommandSubject is the subject of a command for an operation type; a
+// process's command ("process.<name>") travels on ProcessSubject(name).
+func CommandSubject(opType string) string {
+	if name, ok := strings.CutPrefix(opType, ProcessOperationPrefix); ok {
+		return ProcessSubject(name)
+	}
+	return CommandPrefix + opType
+}
 
 // ResultSubject is the subject of a result for an operation type; a result
 // without one (a command rejected before its operation was known) goes to
@@ -95,8 +101,12 @@ func ResultSubjectFor(opType, key string) string {
 	return ResultSubject(opType)
 }
 
-// OperationFromSubject returns the operation type a command subject names.
+// OperationFromSubject returns the operation type a command subject names
+// ("process.<name>" for a process's subject).
 func OperationFromSubject(subject string) (string, bool) {
+	if name, ok := strings.CutPrefix(subject, ProcessPrefix); ok {
+		return ProcessOperationPrefix + name, name != ""
+	}
 	op, ok := strings.CutPrefix(subject, CommandPrefix)
 	return op, ok && op != ""
 }

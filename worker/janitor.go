@@ -81,5 +81,14 @@ func (j *Janitor) RunOnce(ctx context.Context) (int64, error) {
 			return total, fmt.Errorf("purge %s: %w", typ, err)
 		}
 	}
+	// Business processes at rest go by the same retention (their steps are
+	// operations, purged above by their types').
+	if ps, ok := j.store.(journal.ProcessStore); ok {
+		n, err := ps.PurgeProcesses(ctx, now.Add(-j.cfg.Retention))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge processes: %w", err)
+		}
+	}
 	return total, nil
 }

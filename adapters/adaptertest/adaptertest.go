@@ -32,6 +32,12 @@ type Setup struct {
 	// Advance, when set, moves the emulator's clock forward (search lag,
 	// settle time). Nil when the setup has no lag.
 	Advance func(time.Duration)
+	// Seed, when set, is called with every operation the suite builds for
+	// this setup before it uses it: it makes what the operation refers to
+	// exist in the target, as it would in production (the invoice a
+	// cancellation cancels), without a ledger effect. Nil for operations
+	// that stand alone.
+	Seed func(op operation.Operation)
 }
 
 // Harness describes an adapter to the suite.
@@ -180,6 +186,24 @@ func Run(t *testing.T, h Harness) {
 
 type suite struct{ h Harness }
 
+// op is Harness.Op for intent and variant, seeded in st (Setup.Seed).
+func (s *suite) op(st Setup, intent string, variant int) operation.Operation {
+	o := s.h.Op(intent, variant)
+	if st.Seed != nil {
+		st.Seed(o)
+	}
+	return o
+}
+
+// invalid is Harness.Invalid for intent, seeded in st.
+func (s *suite) invalid(st Setup, intent string) operation.Operation {
+	o := s.h.Invalid(intent)
+	if st.Seed != nil {
+		st.Seed(o)
+	}
+	return o
+}
+
 func (s *suite) setup(t *testing.T) Setup {
 	st := s.h.New(t)
 	require.NotNil(t, st.Adapter)
@@ -230,7 +254,7 @@ func (s *suite) capabilities(t *testing.T) {
 
 func (s *suite) executeOnce(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("once"), 0)
+	op := s.op(st, Intent("once"), 0)
 	out, err := st.Adapter.Execute(ctx(t), op)
 	require.NoError(t, err)
 	require.NotEmpty(t, out.ObjectID)
@@ -248,7 +272,7 @@ func (s *suite) executeOnce(t *testing.T) {
 
 func (s *suite) replay(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("replay"), 0)
+	op := s.op(st, Intent("replay"), 0)
 	first, err := st.Adapter.Execute(ctx(t), op)
 	require.NoError(t, err)
 	settle(st)
@@ -278,7 +302,7 @@ func (s *suite) lostResponse(t *testing.T) {
 		t.Run(string(k.kind), func(t *testing.T) {
 			t.Parallel()
 			st := s.setup(t)
-			op := s.h.Op(Intent("lost"), 0)
+			op := s.op(st, Intent("lost"), 0)
 			require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: k.kind, Count: 1}))
 			_, err := st.Adapter.Execute(ctx(t), op)
 			RequireClass(t, err, adapters.ReconcileBeforeRetry, k.code)
@@ -313,7 +337,7 @@ func (s *suite) lostResponse(t *testing.T) {
 
 func (s *suite) resetBefore(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("reset"), 0)
+	op := s.op(st, Intent("reset"), 0)
 	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultResetBefore, Count: 1}))
 	_, err := st.Adapter.Execute(ctx(t), op)
 	// The request was written before the reset: the adapter cannot know it
@@ -345,7 +369,7 @@ func (s *suite) throttled(t *testing.T) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			t.Parallel()
 			st := s.setup(t)
-			op := s.h.Op(Intent("throttle"), 0)
+			op := s.op(st, Intent("throttle"), 0)
 			require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: c.kind, Count: 1, RetryAfter: c.retryAfter}))
 			_, err := st.Adapter.Execute(ctx(t), op)
 			ae := RequireClass(t, err, c.class, "")
@@ -368,7 +392,7 @@ func (s *suite) validation(t *testing.T) {
 		t.Skip("harness has no invalid operation")
 	}
 	st := s.setup(t)
-	op := s.h.Invalid(Intent("invalid"))
+	op := s.invalid(st, Intent("invalid"))
 	_, err := st.Adapter.Execute(ctx(t), op)
 	RequireClass(t, err, adapters.NeverRetry, adapters.CodeValidation)
 	s.noSecret(t, err)
@@ -378,8 +402,8 @@ func (s *suite) validation(t *testing.T) {
 func (s *suite) mismatch(t *testing.T) {
 	st := s.setup(t)
 	intent := Intent("mismatch")
-	op := s.h.Op(intent, 0)
-	other := s.h.Op(intent, 1)
+	op := s.op(st, intent, 0)
+	other := s.op(st, intent, 1)
 	require.Equal(t, op.Key, other.Key)
 	require.NotEqual(t, op.Fingerprint, other.Fingerprint, "variant 1 must change the fingerprint")
 	_, err := st.Adapter.Execute(ctx(t), op)
@@ -397,7 +421,7 @@ func (s *suite) mismatch(t *testing.T) {
 func (s *suite) lookupUnknown(t *testing.T) {
 	st := s.setup(t)
 	settle(st)
-	lr, err := st.Adapter.Lookup(ctx(t), s.h.Op(Intent("unknown"), 0))
+	lr, err := st.Adapter.Lookup(ctx(t), s.op(st, Intent("unknown"), 0))
 	require.NoError(t, err)
 	require.Equal(t, adapters.NotFound, lr.Status)
 	require.Equal(t, 0, st.Sandbox.TotalEffects())
@@ -405,7 +429,7 @@ func (s *suite) lookupUnknown(t *testing.T) {
 
 func (s *suite) ignoreKey(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("ignorekey"), 0)
+	op := s.op(st, Intent("ignorekey"), 0)
 	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey, Scope: sandbox.ScopeAny}))
 	_, err := st.Adapter.Execute(ctx(t), op)
 	require.NoError(t, err)
@@ -441,7 +465,7 @@ func (s *suite) ignoreKey(t *testing.T) {
 // payload and by key alone, and the lookup reports no duplicate.
 func (s *suite) ignoreKeyLookup(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("ignorekeylookup"), 0)
+	op := s.op(st, Intent("ignorekeylookup"), 0)
 	require.NoError(t, st.Sandbox.InjectFault(sandbox.Fault{Kind: sandbox.FaultIgnoreKey, Scope: sandbox.ScopeAny}))
 	out, err := st.Adapter.Execute(ctx(t), op)
 	require.NoError(t, err)
@@ -479,7 +503,7 @@ func (s *suite) badAnswers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			st := s.setup(t)
-			op := s.h.Op(Intent("bad"), 0)
+			op := s.op(st, Intent("bad"), 0)
 			require.NoError(t, st.Sandbox.InjectFault(c.fault))
 			if c.lookup {
 				lr, err := st.Adapter.Lookup(ctx(t), op)
@@ -555,7 +579,7 @@ func (s *suite) concurrentDuplicates(t *testing.T, st Setup, op operation.Operat
 
 func (s *suite) concurrent(t *testing.T) {
 	st := s.setup(t)
-	op := s.h.Op(Intent("concurrent"), 0)
+	op := s.op(st, Intent("concurrent"), 0)
 	const n = 6
 	var wg sync.WaitGroup
 	ids := make([]string, n)

@@ -20,6 +20,14 @@
 //     The document is created unposted (business status "created"); posting
 //     stays with 1C's own routines.
 //
+// invoice.cancel, the compensation of invoice.create, is served in
+// ModeHTTPService only (Supports; the daemon refuses an odata route for it
+// at start): POST <base>/hs/integration/invoices/{ref}/cancel with the key
+// in Idempotency-Key makes a cancelling document of its own — the invoice
+// stays, marked cancelled, never deleted — and Lookup is GET
+// <base>/hs/integration/cancellations/{key}. An invoice cancelled earlier
+// under another key is never_retry already_cancelled.
+//
 // Classification (docs/targets.md): connection refused before sending → retry;
 // timeout or connection lost after sending, 500 (1C's "-1" cannot tell a
 // failing handler from a transient one) and 502/504 from the web server in

@@ -46,8 +46,8 @@ func (a *Adapter) TargetSystem() string { return "1c" }
 // without a limit, the default): the search and the create over OData, the
 // one POST to the HTTP service. The worker waits for them before it takes an
 // attempt.
-func (a *Adapter) Admit(operation.Operation) *adapters.Admission {
-	if a.cfg.Mode == ModeOData {
+func (a *Adapter) Admit(op operation.Operation) *adapters.Admission {
+	if a.cfg.Mode == ModeOData && op.Type != OpInvoiceCancel {
 		return a.client.Admit(2)
 	}
 	return a.client.Admit(1)
@@ -104,8 +104,11 @@ func bodyOf(op operation.Operation) (invoiceBody, error) {
 	return b, nil
 }
 
-// Execute creates the invoice once.
+// Execute creates the invoice once, or cancels one once (cancel.go).
 func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters.Outcome, error) {
+	if op.Type == OpInvoiceCancel {
+		return a.executeCancel(ctx, op)
+	}
 	b, err := bodyOf(op)
 	if err != nil {
 		return adapters.Outcome{}, err
@@ -116,8 +119,12 @@ func (a *Adapter) Execute(ctx context.Context, op operation.Operation) (adapters
 	return a.executeService(ctx, op, b)
 }
 
-// Lookup finds the invoice created for op's key.
+// Lookup finds the invoice created, or the cancelling document made, for
+// op's key.
 func (a *Adapter) Lookup(ctx context.Context, op operation.Operation) (adapters.LookupResult, error) {
+	if op.Type == OpInvoiceCancel {
+		return a.lookupCancel(ctx, op)
+	}
 	if a.cfg.Mode == ModeOData {
 		found, err := a.searchOData(ctx, a.targetKey(op), true)
 		if err != nil {

@@ -110,6 +110,11 @@ func buildAdapters(c Config, log *slog.Logger, m *adapters.Metrics) (map[string]
 		if typ, ok := reg.Lookup(op); ok && typ.TargetSystem != ad.TargetSystem() {
 			return nil, fmt.Errorf("routes.%s: adapter %q serves %s targets, %s needs a %s target", op, name, ad.TargetSystem(), op, typ.TargetSystem)
 		}
+		if s, ok := ad.(adapters.Supporter); ok {
+			if err := s.Supports(op); err != nil {
+				return nil, fmt.Errorf("routes.%s: adapter %q cannot serve it: %w", op, name, err)
+			}
+		}
 		routes[op] = ad
 	}
 	return routes, nil

@@ -205,8 +205,12 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	if err != nil {
 		return nil, configError(err)
 	}
+	procs, err := c.processes(reg)
+	if err != nil {
+		return nil, configError(err)
+	}
 	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Cancels: store,
-		Log: log, Registry: reg, Routed: c.routedTypes()})
+		Log: log, Registry: reg, Routed: c.routedTypes(), Processes: procs})
 	if err != nil {
 		return nil, configError(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process/coordinator"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/worker"
 )
@@ -62,16 +63,18 @@ type daemon struct {
 	reconciler *worker.Reconciler
 	janitor    *worker.Janitor
 	approvals  *worker.ApprovalSweeper // nil unless approvals.enabled
-	store      journalStore
-	admin      *http.Server
-	adminAddr  string
-	natsAddr   string // the embedded NATS server's address; "" with nats.url
-	adminStop  func()
-	registry   *prometheus.Registry
-	ingest     *ingest.Server
-	faces      *faces
-	console    http.Handler
-	ready      atomic.Bool
+	// coordinator runs the declared processes (nil when none is declared).
+	coordinator *coordinator.Coordinator
+	store       journalStore
+	admin       *http.Server
+	adminAddr   string
+	natsAddr    string // the embedded NATS server's address; "" with nats.url
+	adminStop   func()
+	registry    *prometheus.Registry
+	ingest      *ingest.Server
+	faces       *faces
+	console     http.Handler
+	ready       atomic.Bool
 }
 
 // service is one part of the daemon: started in order, stopped in reverse.
@@ -164,6 +167,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return r.d.reconciler, nil }),
 		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return r.d.janitor, nil }),
 		serviceOf(ctx, "approvals", r.buildApprovalSweeper),
+		serviceOf(ctx, "coordinator", r.buildCoordinator),
 		// Stopped first at shutdown: senders get 503 and retry elsewhere or later.
 		serviceOf(ctx, "ingest", r.buildIngest),
 		{name: "faces", start: r.startFaces, stop: func() {

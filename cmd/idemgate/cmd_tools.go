@@ -140,8 +140,7 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return configError(err)
 			}
-			dec := &operation.Decoder{Env: c.Env, Registry: reg}
-			parsed, err := dec.DecodeCommand(command)
+			parsed, err := decodeCommand(c, reg, command)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -241,7 +240,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 	var asJSON, unresolved bool
 	cmd := &cobra.Command{
 		Use:   "trace KEY",
-		Short: "Show an operation from the agent's call to the target's object: the journal row and every attempt",
+		Short: "Show an operation from the agent's call to the target's object: the journal row and every attempt (a process: its steps as one timeline)",
 		Args:  cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, st, err := openForTools(cmd)
@@ -258,9 +257,13 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				review, err := processesForReview(cmd.Context(), st)
+				if err != nil {
+					return err
+				}
 				if asJSON {
 					return json.NewEncoder(stdout).Encode(jsonObject{
-						{"unknown", toolJSON(list)}, {"idle_retryable", toolJSON(idle)},
+						{"unknown", toolJSON(list)}, {"idle_retryable", toolJSON(idle)}, {"processes_needs_review", toolJSON(review)},
 					})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -273,10 +276,31 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.ReconcileRounds, orDash(r.ErrorCode),
 						r.UpdatedAt.UTC().Format(time.RFC3339), stamp(r.RaisedAt), "not in the target: the agent must resend the command")
 				}
+				for _, p := range review {
+					fmt.Fprintf(tw, "%s\t%s\t-\t%s\t%s\t%s\t%s\n", p.Key, p.Status, orDash(p.ErrorCode),
+						p.UpdatedAt.UTC().Format(time.RFC3339), stamp(p.CompletedAt), "process step "+p.FailedStep+" could not be compensated: idemgate trace KEY, then settle it in the target by hand")
+				}
 				return tw.Flush()
 			}
 			if len(args) != 1 {
 				return &exitError{code: exitUsage, err: errors.New("trace needs a KEY (or --unresolved)")}
+			}
+			if isProcessKey(args[0]) {
+				reg, err := c.registry()
+				if err != nil {
+					return configError(err)
+				}
+				tr, err := traceProcess(cmd.Context(), st, reg, args[0])
+				if errors.Is(err, journal.ErrNotFound) {
+					return &exitError{code: exitUnknown, err: err}
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return processTraceJSON(stdout, tr)
+				}
+				return printProcessTrace(stdout, tr)
 			}
 			rec, err := st.Get(cmd.Context(), args[0])
 			if errors.Is(err, journal.ErrNotFound) {
@@ -298,7 +322,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
-	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list unknown operations reconciliation could not settle")
+	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list unknown operations reconciliation could not settle, and processes left for review")
 	return cmd
 }
 

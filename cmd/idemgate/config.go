@@ -18,6 +18,8 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
+	"github.com/idemgate/idemgate/process/coordinator"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -74,6 +76,11 @@ type Config struct {
 	// Operations declares operation types beside the built-in ones
 	// (operation.TypeDecl).
 	Operations map[string]operation.TypeDecl `mapstructure:"operations"`
+	// Processes declares business processes: ordered steps, each an
+	// operation, with compensations (process.Decl; processes.go).
+	Processes map[string]process.Decl `mapstructure:"processes"`
+	// Coordinator runs the declared processes (processes.go).
+	Coordinator coordinator.Config `mapstructure:"coordinator"`
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.
@@ -110,6 +117,7 @@ func defaults() Config {
 	c.Worker = worker.Config{}.WithDefaults()
 	c.Worker.Owner = ""
 	c.Reconciler = worker.ReconcilerConfig{}.WithDefaults()
+	c.Coordinator = coordinator.Config{}.WithDefaults()
 	c.Ingest.Config = ingest.Config{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
@@ -314,6 +322,14 @@ func (c Config) validate() error {
 	if err != nil {
 		errs = append(errs, err)
 		reg = operation.DefaultRegistry()
+	}
+	if _, err := c.processes(reg); err != nil {
+		errs = append(errs, err)
+	}
+	coord := c.Coordinator.WithDefaults()
+	coord.Owner = "validate" // each daemon names its own
+	if err := coord.Validate(c.NATS.Config.WithDefaults()); err != nil {
+		errs = append(errs, err)
 	}
 	for op, name := range c.Routes {
 		if _, ok := reg.Lookup(op); !ok {

@@ -43,6 +43,7 @@ const (
 type journalStore interface {
 	journal.Store
 	journal.Browser
+	journal.ProcessStore
 }
 
 // openJournal opens the PostgreSQL journal when journal.url is set, else the

@@ -3,6 +3,8 @@
 //
 //	POST /v1/operations/{operation}   Idempotency-Key: <intent_id>, JSON payload
 //	GET  /v1/operations/{key}
+//	POST /v1/processes/{name}         a declared process, as an operation (process.go)
+//	GET  /v1/processes/{key}
 //
 // The Idempotency-Key is the intent id (a structured-field string, quoted,
 // or a bare token); the approval comes in Idempotency-Approval or an
@@ -74,6 +76,7 @@ func Handler(g *gateway.Gateway, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Prefix+"{operation}", s.submit)
 	mux.HandleFunc("GET "+Prefix+"{key}", s.get)
+	s.processRoutes(mux)
 	mux.HandleFunc(Prefix+"{name}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		writeProblem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
@@ -105,7 +108,12 @@ type server struct {
 
 // submit is POST /v1/operations/{operation}.
 func (s *server) submit(w http.ResponseWriter, r *http.Request) {
-	opType := r.PathValue("operation")
+	s.submitAs(w, r, r.PathValue("operation"))
+}
+
+// submitAs submits the request as a call of opType (an operation type, or
+// a process's "process.<name>").
+func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string) {
 	if !s.g.Known(opType) {
 		a := gateway.Answer{Status: gateway.StatusRejected, Operation: "", ErrorCode: string(operation.CodeUnknownOperation),
 			NextAction: gateway.FixInput, Reason: "Rejected: no such operation type; known types: " + strings.Join(s.names(), ", ") + "."}
@@ -175,8 +183,12 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 	case gateway.StatusSucceeded, gateway.StatusFailedFinal:
 		writeJSON(w, http.StatusOK, "application/json", a)
 	case gateway.StatusPending:
-		a = a.PollBy("GET " + Prefix + a.OperationKey + " (the Location header)")
-		w.Header().Set("Location", Prefix+a.OperationKey)
+		loc := Prefix + a.OperationKey
+		if p, ok := processLocation(a); ok {
+			loc = p
+		}
+		a = a.PollBy("GET " + loc + " (the Location header)")
+		w.Header().Set("Location", loc)
 		w.Header().Set("Retry-After", retryAfter(a.RetryAfterMS))
 		status := http.StatusAccepted
 		if r.Method == http.MethodGet {

@@ -174,6 +174,7 @@ func ToolName(opType string) string { return strings.ReplaceAll(opType, ".", "_"
 // summaries are the first sentence of the built-in types' tools.
 var summaries = map[string]string{
 	operation.TypeInvoiceCreate: "Create an invoice in 1C (invoice.create).",
+	operation.TypeInvoiceCancel: "Cancel an invoice in 1C with a cancelling document (invoice.cancel); the invoice stays, marked cancelled.",
 	operation.TypeTaskCreate:    "Create a task in the CRM (crm.task.create).",
 	operation.TypeDealCreate:    "Create a deal in the CRM (crm.deal.create).",
 	operation.TypePaymentCharge: "Charge a payment through the payment provider (payment.charge). Moves money.",

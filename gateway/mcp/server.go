@@ -80,6 +80,9 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 		}
 		srv.AddTool(tool, operationHandler(g, t))
 	}
+	if err := addProcessTools(srv, g, out); err != nil {
+		return nil, err
+	}
 	addGetOperation(srv, g, out)
 	addListUnresolved(srv, g, out)
 	return srv, nil

@@ -34,8 +34,26 @@ const (
 	BeforeAck Point = "before_ack"
 )
 
-// Points lists every crash point.
+// Points lists every crash point of an operation.
 var Points = []Point{RequestWritten, BeforeComplete, BeforePublish, BeforeAck}
+
+// Crash points of a business process's coordinator, in the order a step
+// passes them (process/coordinator).
+const (
+	// ProcessBeforeStep: a step's (or compensation's) command is about to
+	// be sent.
+	ProcessBeforeStep Point = "process_before_step"
+	// ProcessStepSettled: the journal holds the step's final outcome; the
+	// process record has not moved on.
+	ProcessStepSettled Point = "process_step_settled"
+	// ProcessAdvanced: the process record moved on; the next step is not
+	// sent yet.
+	ProcessAdvanced Point = "process_advanced"
+)
+
+// ProcessPoints lists the crash points of a process's coordinator: a soak
+// with a process workload crashes there too.
+var ProcessPoints = []Point{ProcessBeforeStep, ProcessStepSettled, ProcessAdvanced}
 
 // Break names a guarantee a soak build can be told to break.
 type Break string

@@ -37,7 +37,7 @@ func init() {
 				crashAfter = k
 			}
 		}
-		if !slices.Contains(Points, crashAt) {
+		if !slices.Contains(Points, crashAt) && !slices.Contains(ProcessPoints, crashAt) {
 			fmt.Fprintf(os.Stderr, "%s=%q: unknown crash point\n", EnvCrash, v)
 			os.Exit(78)
 		}

@@ -141,6 +141,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 	exerciseResolve(t, newStore, f)
 	exerciseReads(t, newStore, f)
 	exercisePurge(t, newStore, f)
+	exerciseProcesses(t, newStore, f)
 	exerciseCancel(t, newStore, f)
 	exerciseApprovals(t, newStore, f)
 }

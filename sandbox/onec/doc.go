@@ -15,6 +15,10 @@
 //     record for the key, GET answers with the oldest document whose comment
 //     carries the marker "[op:<key>]" ("found_by":"marker", "key":"") — our
 //     service's fallback for a request whose header a connector dropped;
+//     POST <base>/hs/integration/invoices/{ref}/cancel with Idempotency-Key
+//     makes a cancelling document (one effect, kind "invoice_cancel"; the
+//     invoice stays, marked cancelled), found again by GET
+//     <base>/hs/integration/cancellations/{key} (cancel.go);
 //   - the standard OData v3 interface with an extension attribute holding our
 //     key (default ВнешнийКлюч): POST <base>/odata/standard.odata/<Document>
 //     → 201 entity (no uniqueness: a second POST with the same key makes a

@@ -114,7 +114,7 @@ func (s *Server) odataCreate(w http.ResponseWriter, r *http.Request) {
 		key = ""
 	}
 	d := s.newDocument(key, q)
-	s.Record(r.Context(), sent, "invoice", d.Ref)
+	s.Record(r.Context(), sent, EffectInvoice, d.Ref)
 	ent := s.entity(d, nil)
 	ent["odata.metadata"] = s.metadataURL() + "/@Element"
 	sandbox.WriteJSON(w, http.StatusCreated, "application/json;odata=minimalmetadata", ent)

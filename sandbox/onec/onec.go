@@ -70,6 +70,9 @@ type document struct {
 	Comment     string
 	Posted      bool
 	Deleted     bool
+	// CancelledBy is the Ref of the cancelling document ("" while the
+	// invoice stands).
+	CancelledBy string
 	Version     int
 	bodyHash    string // HTTP service: hash of the request that created it
 }
@@ -87,6 +90,10 @@ type Server struct {
 	// register lacks, without reading every document.
 	markers  map[string]*document
 	keyLocks map[string]*sync.Mutex
+	// cancels is the cancellations' key register; cancelDocs every
+	// cancelling document, in order (cancel.go).
+	cancels    map[string]*cancellation
+	cancelDocs []*cancellation
 }
 
 // New builds the emulator.
@@ -94,10 +101,12 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts.WithDefaults()}
 	s.resetState()
 	svc := s.opts.BasePath + "/hs/integration/invoices"
+	cancels := s.opts.BasePath + "/hs/integration/cancellations"
 	od := s.opts.BasePath + "/odata/standard.odata/"
 	s.Core = sandbox.NewCore(sandbox.Spec{Name: "onec", WriteError: writeInjected, OnReset: s.resetState, Wrap: s.auth,
 		Routes: map[string]http.HandlerFunc{
 			"POST " + svc: s.createInvoice, "GET " + svc + "/{key}": s.getInvoice,
+			"POST " + svc + "/{ref}/cancel": s.cancelInvoice, "GET " + cancels + "/{key}": s.getCancellation,
 			"POST " + od + "{set}": s.odataCreate, "GET " + od + "{set}": s.odataList,
 		},
 	}, s.opts.Options)
@@ -124,6 +133,8 @@ func (s *Server) resetState() {
 	s.markers = make(map[string]*document)
 	s.register = make(map[string]*document)
 	s.keyLocks = make(map[string]*sync.Mutex)
+	s.cancels = make(map[string]*cancellation)
+	s.cancelDocs = nil
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
@@ -262,7 +273,7 @@ func (s *Server) createInvoice(w http.ResponseWriter, r *http.Request) {
 		s.register[key] = d
 		s.mu.Unlock()
 	}
-	s.Record(r.Context(), sent, "invoice", d.Ref)
+	s.Record(r.Context(), sent, EffectInvoice, d.Ref)
 	sandbox.WriteJSON(w, http.StatusCreated, "", invoiceAnswer(d, false))
 }
 

@@ -64,17 +64,35 @@ type Daemon struct {
 	// Routes are the operation types the daemon has an adapter for, as a
 	// gateway in front of it is told (gateway.Deps.Routed).
 	Routes []string
+	// processSide is set by StartWith with Options.Processes.
+	processSide
 
 	cons jetstream.Consumer
 	yk   adapters.Adapter
+	// targets are the adapters of the routes other than YooKassa's (the
+	// processes' steps), by operation type.
+	targets map[string]adapters.Adapter
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
 // "postgres"); everything stops when the test ends.
 func Start(tb testing.TB, engine string) *Daemon {
 	tb.Helper()
+	return StartWith(tb, engine, Options{})
+}
+
+// StartWith is Start with options: processes (and the targets their steps
+// need) beside the payments.
+func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
+	tb.Helper()
 	d := Prepare(tb, engine)
+	if opts.Processes != nil {
+		d.startTargets(tb)
+	}
 	d.Run(tb)
+	if opts.Processes != nil {
+		d.prepareProcesses(tb, opts)
+	}
 	return d
 }
 
@@ -135,6 +153,9 @@ func (d *Daemon) Run(tb testing.TB) {
 	routes := map[string]adapters.Adapter{}
 	for _, op := range d.Routes {
 		routes[op] = d.yk
+		if a, ok := d.targets[op]; ok {
+			routes[op] = a
+		}
 	}
 	deps := worker.Deps{
 		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: d.cons,
