@@ -197,6 +197,7 @@ const sandboxConfigHeader = "# Written by `idemgate sandbox --write-config`"
 // serves it in a written configuration.
 var sandboxRoutes = []struct{ op, emulator string }{
 	{"invoice.create", "onec"},
+	{"invoice.cancel", "onec"},
 	{"crm.task.create", "bitrix24"},
 	{"crm.deal.create", "bitrix24"},
 	{"payment.charge", "yookassa"},

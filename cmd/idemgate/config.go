@@ -326,7 +326,7 @@ func (c Config) validate() error {
 	if _, err := c.processes(reg); err != nil {
 		errs = append(errs, err)
 	}
-	coord := c.Coordinator.WithDefaults()
+	coord := c.Coordinator.WithConsumer(c.NATS.Config.WithDefaults())
 	coord.Owner = "validate" // each daemon names its own
 	if err := coord.Validate(c.NATS.Config.WithDefaults()); err != nil {
 		errs = append(errs, err)

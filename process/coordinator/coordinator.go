@@ -24,7 +24,9 @@ type Config struct {
 	// LeaseTTL is the process lease. Default 30s.
 	LeaseTTL time.Duration `mapstructure:"lease_ttl"`
 	// HeartbeatInterval renews the lease and the command's AckWait.
-	// Default LeaseTTL/3.
+	// Default (WithConsumer): the lesser of LeaseTTL/3 and the consumer's
+	// AckWait/3, so a deployment with a short nats.ack_wait and no
+	// processes of its own is never refused for this key.
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// StepWait bounds how long one delivery of a process command waits for
 	// a step's final outcome before the command comes back later (a step
@@ -46,9 +48,6 @@ func (c Config) WithDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
 	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = c.LeaseTTL / 3
-	}
 	if c.StepWait == 0 {
 		c.StepWait = 30 * time.Second
 	}
@@ -67,6 +66,16 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// WithConsumer fills zero fields, the heartbeat from the lease and the
+// consumer's AckWait (ncfg with its defaults).
+func (c Config) WithConsumer(ncfg consumer.Config) Config {
+	c = c.WithDefaults()
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = min(c.LeaseTTL/3, ncfg.AckWait/3)
+	}
+	return c
+}
+
 // Validate checks the configuration against the consumer's: the lease must
 // outlive a heartbeat, and the command's AckWait too.
 func (c Config) Validate(ncfg consumer.Config) error {
@@ -75,10 +84,10 @@ func (c Config) Validate(ncfg consumer.Config) error {
 		errs = append(errs, errors.New("coordinator: owner is required"))
 	}
 	if c.LeaseTTL < 100*time.Millisecond || c.HeartbeatInterval <= 0 || c.HeartbeatInterval*2 > c.LeaseTTL {
-		errs = append(errs, fmt.Errorf("processes.lease_ttl %v and heartbeat_interval %v: the lease must last at least two heartbeats", c.LeaseTTL, c.HeartbeatInterval))
+		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v and heartbeat_interval %v: the lease must last at least two heartbeats", c.LeaseTTL, c.HeartbeatInterval))
 	}
 	if c.HeartbeatInterval*2 > ncfg.AckWait {
-		errs = append(errs, fmt.Errorf("processes.heartbeat_interval %v: at most half of nats.ack_wait %v, or a held process command is redelivered", c.HeartbeatInterval, ncfg.AckWait))
+		errs = append(errs, fmt.Errorf("coordinator.heartbeat_interval %v: at most half of nats.ack_wait %v, or a held process command is redelivered", c.HeartbeatInterval, ncfg.AckWait))
 	}
 	if c.StepWait <= 0 || c.ComeBack <= 0 || c.Poll <= 0 || c.MaxInFlight < 1 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("processes: step_wait, come_back, poll, max_in_flight and shutdown_timeout must be positive"))
@@ -140,8 +149,8 @@ var ErrShutdown = errors.New("coordinator: shut down")
 // New builds a coordinator; ncfg is the configuration the consumer was
 // ensured with.
 func New(cfg Config, ncfg consumer.Config, d Deps) (*Coordinator, error) {
-	cfg = cfg.WithDefaults()
 	ncfg = ncfg.WithDefaults()
+	cfg = cfg.WithConsumer(ncfg)
 	if err := cfg.Validate(ncfg); err != nil {
 		return nil, err
 	}
