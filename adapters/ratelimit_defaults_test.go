@@ -28,7 +28,7 @@ var (
 )
 
 // TestRateLimitDefaults: each adapter's client-side bucket defaults to its
-// target's published limit, as the README states (Bitrix24 2/s in bursts
+// target's published limit, as docs/targets.md states (Bitrix24 2/s in bursts
 // of 40, amoCRM 7/s in bursts of 5), none where none is published, and a
 // configured part wins over the default. Stripe's mode-dependent default
 // is TestRateLimitByKeyMode in its package.

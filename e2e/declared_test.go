@@ -15,7 +15,7 @@ import (
 
 // The article's checks also run on a target and an operation type that
 // exist only in the configuration: shipment.create, declared under
-// operations:, on the README's warehouse API declared under adapters.http
+// operations:, on docs/declared-targets.md's warehouse API declared under adapters.http
 // (a unique externalCode, lookup by code, the marker as the fallback),
 // served by the generic emulator derived from the same declaration.
 func init() {

@@ -60,7 +60,7 @@ const (
 )
 
 // YooKassaAddresses are the notification source addresses YooKassa publishes
-// (TARGETS.md §5); the default allow-list of a "yookassa" source.
+// (YooKassa's notification documentation); the default allow-list of a "yookassa" source.
 var YooKassaAddresses = []string{
 	"185.71.76.0/27", "185.71.77.0/27", "77.75.153.0/25", "77.75.156.11/32",
 	"77.75.156.35/32", "77.75.154.128/25", "2a02:5180::/32",

@@ -359,6 +359,30 @@ type Store interface {
 	Purge(ctx context.Context, operationType string, before time.Time) (int64, error)
 	// Now returns the database clock.
 	Now(ctx context.Context) (time.Time, error)
+
+	// RequestApproval records that an intent waits for a person's approval
+	// (see approval.go) and says what becomes of the command: await it,
+	// proceed to Claim, or a conflict. A key that already has a log row
+	// always proceeds.
+	RequestApproval(ctx context.Context, r ApprovalRequest) (Gate, Approval, error)
+	// DecideApproval records one approver's decision and returns the record
+	// as it stands after it; a refused decision returns the record and an
+	// error wrapping ErrApprovalRefused (or ErrNotFound), nothing recorded.
+	DecideApproval(ctx context.Context, d ApprovalDecision) (Approval, error)
+	// Approval returns a key's approval record with its votes, or ErrNotFound.
+	Approval(ctx context.Context, key string) (Approval, error)
+	// PendingApprovals lists pending approval records (without votes),
+	// oldest first.
+	PendingApprovals(ctx context.Context, limit int) ([]Approval, error)
+	// ExpireApprovals ends up to limit pending approvals whose wait limit
+	// has passed (failed_final approval_expired) and returns their keys.
+	ExpireApprovals(ctx context.Context, limit int) ([]string, error)
+	// ApprovalsToRelease lists decided approval records whose parked
+	// command has not been handed back yet, oldest decision first.
+	ApprovalsToRelease(ctx context.Context, limit int) ([]Approval, error)
+	// MarkReleased records that a decided approval's parked command was
+	// handed back.
+	MarkReleased(ctx context.Context, key string) error
 	// Close releases the store's resources.
 	Close()
 }

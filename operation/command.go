@@ -19,7 +19,11 @@ type Command struct {
 	IntentID string `json:"intent_id,omitempty"`
 	// KeyVersion is the key version; defaults to DefaultKeyVersion ("v1").
 	KeyVersion string `json:"key_version,omitempty"`
-	// ApprovalID approves a money-moving operation; stored, not fingerprinted.
+	// ApprovalID is the caller's own reference for the approval process it
+	// ran (a ticket, a workflow id): optional, stored and traced, not
+	// fingerprinted, and it authorises nothing. Whether an intent waits for
+	// a person is the approval policy's decision (ApprovalPolicy), and the
+	// approval itself is recorded by idemgate, bound to the fingerprint.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// OperationKey, when the orchestrator made the key itself, must parse and
 	// match the daemon's env and the operation.
@@ -75,8 +79,8 @@ var defaultRegistry = DefaultRegistry()
 // which are ignored), envelope values strings (null meaning absent for
 // optional ones). event_id and operation are required; the operation must be
 // registered; the payload must be an object holding only the type's fields
-// (plus transport fields, dropped), each normalised by its kind; approval_id
-// is required for types that RequiresApproval.
+// (plus transport fields, dropped), each normalised by its kind. approval_id
+// is optional and authorises nothing (see Command.ApprovalID).
 //
 // A bad command returns a *DecodeError whose Code matches a sentinel
 // (ErrNotJSON, ErrTooLarge, ErrUnknownOperation, ErrMissingField,

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// vectorCommand is DESIGN.md's command envelope example.
+// vectorCommand is the command envelope example of docs/agents.md (its
+// NATS section), whose fingerprint is the project's payment.charge test
+// vector.
 const vectorCommand = `{ "event_id": "evt-90173", "operation": "payment.charge", "intent_id": "approval-6f3c2a",
   "key_version": "v1", "approval_id": "appr-77",
   "payload": {"account_id": "merchant-account-17", "order_id": "order-48291",
@@ -207,8 +209,6 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "null payload", body: charge(`null`), code: CodeMissingField, field: "payload", key: key, eventID: "evt-1"},
 		{name: "missing amount", body: charge(`{"account_id":"a-1","order_id":"o-1","currency":"RUB"}`), code: CodeMissingField, field: "payload.amount_minor", key: key, eventID: "evt-1"},
 		{name: "null required field", body: charge(`{"account_id":"a-1","order_id":"o-1","amount_minor":null,"currency":"RUB"}`), code: CodeMissingField, field: "payload.amount_minor", key: key, eventID: "evt-1"},
-		{name: "no approval for a charge", body: `{"event_id":"evt-1","operation":"payment.charge","payload":` + okPayload + `}`, code: CodeMissingField, field: "approval_id", key: key, eventID: "evt-1"},
-		{name: "empty approval for a refund", body: `{"event_id":"evt-1","operation":"payment.refund","approval_id":"","payload":{"payment_id":"p","amount_minor":1,"currency":"RUB"}}`, code: CodeMissingField, field: "approval_id", key: "prod:payment.refund:evt-1:v1", eventID: "evt-1"},
 		// invalid_field: envelope
 		{name: "unknown envelope member", body: `{"event_id":"evt-1","operation":"payment.charge","approval_id":"a","payload":` + okPayload + `,"amount":1}`, code: CodeInvalidField, field: "amount", key: key, eventID: "evt-1"},
 		{name: "unknown envelope member with a card number as name", body: `{"event_id":"evt-1","operation":"payment.charge","approval_id":"a","payload":` + okPayload + `,"4111111111111111":1}`, code: CodeInvalidField, field: "", key: key, eventID: "evt-1"},
@@ -386,13 +386,13 @@ func TestDecodeErrorText(t *testing.T) {
 func TestRejectedResult(t *testing.T) {
 	t.Parallel()
 	d := &Decoder{Env: "prod"}
-	_, err := d.Decode([]byte(`{"event_id":"evt-1","operation":"payment.charge","payload":{"account_id":"a","order_id":"o","amount_minor":1,"currency":"RUB"}}`))
+	_, err := d.Decode([]byte(`{"event_id":"evt-1","operation":"payment.charge","payload":{"account_id":"a","order_id":"o","amount_minor":1}}`))
 	var de *DecodeError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, Result{
 		OperationKey: "prod:payment.charge:evt-1:v1", EventID: "evt-1", Operation: "payment.charge",
 		Status: ResultRejected, ErrorCode: "missing_field",
-		Reason: "rejected command: missing_field: approval_id: required: payment.charge moves money and needs an approval",
+		Reason: "rejected command: missing_field: payload.currency: required by payment.charge",
 	}, de.RejectedResult())
 }
 

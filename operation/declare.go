@@ -15,8 +15,10 @@ import (
 type TypeDecl struct {
 	// TargetSystem is the class of target, 1-32 of [a-z0-9_-] ("warehouse").
 	TargetSystem string `mapstructure:"target_system"`
-	// ApprovalIDRequired types move money or goods: a command must carry
-	// approval_id (not fingerprinted, as for payment.charge).
+	// ApprovalIDRequired types move money or goods: by default every intent
+	// waits for a person's approval, as payment.charge does (the approval
+	// policy, approvals.types, may say otherwise). The key keeps its name
+	// from when a command had to carry an (unchecked) approval_id.
 	ApprovalIDRequired bool `mapstructure:"approval_id_required"`
 	// Fields are the payload fields, in order.
 	Fields []FieldDecl `mapstructure:"fields"`

@@ -143,8 +143,12 @@ func TestDeclaredApproval(t *testing.T) {
 	reg, err := RegistryWith(map[string]TypeDecl{"shipment.create": decl})
 	require.NoError(t, err)
 	d := &Decoder{Env: "test", Registry: reg}
+	// approval_id authorises nothing and is optional: the policy decides.
 	_, err = d.Decode([]byte(`{"event_id":"e1","operation":"shipment.create","intent_id":"i1","payload":{"order_id":"SO-1","quantity":1}}`))
-	require.ErrorIs(t, err, ErrMissingField)
+	require.NoError(t, err)
+	policy, err := CompileApprovalPolicy(nil, reg)
+	require.NoError(t, err)
+	require.Equal(t, ApprovalRequired, policy.Rule("shipment.create").Mode)
 	op, err := d.Decode([]byte(`{"event_id":"e1","operation":"shipment.create","intent_id":"i1","approval_id":"ap-1","payload":{"order_id":"SO-1","quantity":1}}`))
 	require.NoError(t, err)
 	require.Equal(t, "ap-1", op.ApprovalID)

@@ -127,10 +127,6 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 	if de := normalizePayload(typ, p, members, as, vals); de != nil {
 		return id.reject(de)
 	}
-	if typ.RequiresApproval && cmd.ApprovalID == "" {
-		return id.reject(&DecodeError{Code: CodeMissingField, Field: "approval_id",
-			Msg: "required: " + typ.Name + " moves money and needs an approval"})
-	}
 	fields, extra, fp, err := boxFields(st, typ, vals)
 	if err != nil {
 		return Operation{}, err

@@ -7,9 +7,10 @@ import (
 	"github.com/idemgate/idemgate/operation"
 )
 
-// The command envelope of DESIGN.md, decoded in the "prod" environment: the
-// key comes from env, operation, intent and version; the fingerprint is
-// DESIGN.md's test vector (currency upper-cased, approval not fingerprinted).
+// The command envelope of docs/agents.md, decoded in the "prod"
+// environment: the key comes from env, operation, intent and version; the
+// fingerprint is the project's payment.charge test vector (currency
+// upper-cased, approval not fingerprinted).
 func ExampleDecoder_Decode() {
 	d := &operation.Decoder{Env: "prod"}
 	op, err := d.Decode([]byte(`{

@@ -11,7 +11,7 @@ package operation
 // measured beside it:
 //
 //	go test -run '^$' -bench Decode -benchmem -count 5 ./operation/
-//	(DESIGN.md's payment.charge vector, 2 shared cores, ranges of 5 runs)
+//	(the payment.charge test vector of example_test.go, 2 shared cores, ranges of 5 runs)
 //	BenchmarkDecode            2.6–5.8 µs/op    536 B/op    8 allocs/op
 //	BenchmarkDecodeReference   3.6–7.5 µs/op    544 B/op   12 allocs/op
 //	BenchmarkDecodeStdlib     14.4–21.3 µs/op  5409 B/op  112 allocs/op

@@ -17,8 +17,9 @@ type Operation struct {
 	Type string
 	// TargetSystem is the class of target the type acts on: "1c", "crm" or "payments".
 	TargetSystem string
-	// ApprovalID is the approval of a money-moving operation. It is stored with the
-	// operation but not fingerprinted: a retry needs no new approval.
+	// ApprovalID is the caller's optional reference for its own approval
+	// process (Command.ApprovalID): stored and traced, never trusted as an
+	// approval.
 	ApprovalID string
 	// Fields are the significant fields, normalised: strings, int64 money in
 	// minor units, upper-case currency, times as time.Time in UTC.
@@ -98,4 +99,8 @@ type Result struct {
 	// (its status and the object it made), so that nobody takes the
 	// conflict for "nothing happened".
 	Existing *Existing `json:"existing,omitempty"`
+	// Approval is set on a pending result whose intent waits for a
+	// person's approval: nothing has executed; the agent polls
+	// get_operation and may hand the URL to its user.
+	Approval *ApprovalWait `json:"approval,omitempty"`
 }

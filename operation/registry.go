@@ -112,7 +112,8 @@ type Type struct {
 	TargetSystem string
 	// Fields are the payload fields, all significant.
 	Fields []Field
-	// RequiresApproval types move money: the command must carry approval_id.
+	// RequiresApproval types move money: by default (ApprovalPolicy) every
+	// intent of the type waits for a person's approval.
 	RequiresApproval bool
 }
 

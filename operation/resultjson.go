@@ -55,6 +55,14 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = appendOptionalString(dst, `,"error_code":`, e.ErrorCode)
 		dst = append(dst, '}')
 	}
+	if a := r.Approval; a != nil {
+		// Rare (a command waiting for a person): the standard encoder.
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(append(dst, `,"approval":`...), b...)
+	}
 	return append(dst, '}'), nil
 }
 

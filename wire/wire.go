@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -10,6 +12,8 @@ import (
 const (
 	CommandsStream = "IDEMGATE_COMMANDS"
 	ResultsStream  = "IDEMGATE_RESULTS"
+	// ParkedStream holds the commands waiting for a person's approval.
+	ParkedStream = "IDEMGATE_PARKED"
 )
 
 // Subjects. A command for operation type T is published on CommandPrefix+T,
@@ -19,7 +23,11 @@ const (
 	ResultPrefix  = "idemgate.res."
 	// CommandSubjects and ResultSubjects are the streams' subject filters.
 	CommandSubjects = CommandPrefix + ">"
-	ResultSubjects  = ResultPrefix + ">"
+	// ParkedPrefix + the hex SHA-256 of an operation key is where the
+	// key's command waits for its approval (ParkedSubject).
+	ParkedPrefix   = "idemgate.parked."
+	ParkedSubjects = ParkedPrefix + ">"
+	ResultSubjects = ResultPrefix + ">"
 	// RejectedSubject carries the rejected results of commands no operation
 	// key could be derived for (not JSON, too large, no event id, unknown
 	// operation, an intent id holding a card number or a secret). It is
@@ -45,6 +53,12 @@ const (
 	HeaderFirstStored = "Idemgate-First-Stored"
 	// HeaderRequeues counts how often a command was requeued.
 	HeaderRequeues = "Idemgate-Requeues"
+	// HeaderRequester names who submitted a command (an agent's token, a
+	// face): a person approving it must be someone else.
+	HeaderRequester = "Idemgate-Requester"
+	// HeaderParkedSubject is set on a parked command: the subject it came
+	// on, where its release publishes it again.
+	HeaderParkedSubject = "Idemgate-Parked-Subject"
 )
 
 // RequeueMsgID is the Nats-Msg-Id of the copy that requeues the command
@@ -126,3 +140,15 @@ func Get(h map[string][]string, name string) string {
 	}
 	return ""
 }
+
+// ParkedSubject is the subject of key's parked command: the key's hex
+// SHA-256, since keys hold dots (subject separators).
+func ParkedSubject(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return ParkedPrefix + hex.EncodeToString(sum[:])
+}
+
+// ReleaseMsgID is the Nats-Msg-Id of the command a decided approval hands
+// back: one per key and decision, so that two replicas releasing at once
+// store one copy.
+func ReleaseMsgID(key, state string) string { return key + ":approval:" + state }

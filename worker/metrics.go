@@ -16,15 +16,20 @@ import (
 // Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
 // never an operation key, a customer or an amount.
 type Metrics struct {
-	fetched     prometheus.Counter
-	executed    prometheus.Counter
-	rejected    prometheus.Counter
-	unrouted    prometheus.Counter
-	unknown     prometheus.Counter
-	failedFinal prometheus.Counter
-	retries     prometheus.Counter
-	waited      prometheus.Counter
-	waitsEnded  prometheus.Counter
+	// Approvals: commands answered awaiting approval, decisions by kind
+	// (approved, denied, expired), and the wait from request to decision.
+	awaitingApproval  prometheus.Counter
+	approvalDecisions *prometheus.CounterVec
+	approvalWait      prometheus.Histogram
+	fetched           prometheus.Counter
+	executed          prometheus.Counter
+	rejected          prometheus.Counter
+	unrouted          prometheus.Counter
+	unknown           prometheus.Counter
+	failedFinal       prometheus.Counter
+	retries           prometheus.Counter
+	waited            prometheus.Counter
+	waitsEnded        prometheus.Counter
 	// heldFor reads the age of the oldest delivery this worker holds
 	// (consumer.Router.OldestHeld), once the worker's router exists.
 	heldFor       atomic.Pointer[func() time.Duration]
@@ -75,6 +80,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "idemgate", Name: name, Help: help})
 	}
 	m := &Metrics{
+		awaitingApproval: c("commands_awaiting_approval_total", "Command deliveries answered pending because their intent waits for a person's approval (its command parked)."),
+		approvalDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_decisions_total",
+			Help: "Approval records decided, by state: approved, denied, expired (counted where the decision is carried out)."}, []string{"state"}),
+		approvalWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "approval_wait_seconds",
+			Help: "From an intent's approval request to its decision (approved, denied or expired).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
 		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
 		executed:    c("operations_executed_total", "Operations whose call to the target succeeded."),
 		rejected:    c("commands_rejected_total", "Commands rejected as undecodable or invalid."),
@@ -149,7 +159,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
-			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp)
+			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp,
+			m.awaitingApproval, m.approvalDecisions, m.approvalWait)
 	}
 	return m
 }

@@ -34,6 +34,9 @@ type Deps struct {
 	// written, and results without details kept by business status; a
 	// function set here gets every encoded result and defeats both.
 	Redact func(json.RawMessage) json.RawMessage
+	// Approvals gates intents by the approval policy (approval.go); nil:
+	// no intent waits for a person.
+	Approvals *Approvals
 }
 
 // Worker decides what becomes of each command its consumer.Router fetches:
@@ -230,6 +233,9 @@ func (w *Worker) handleBatch(ds []*consumer.Delivery) {
 		op.ReplyTo = d.ReplyTo()
 		j.op = op
 		j.traceDecoded(op)
+		if !w.gate(j) {
+			continue
+		}
 		jobs = append(jobs, j)
 		reqs = append(reqs, w.claimRequest(op))
 	}

@@ -148,6 +148,8 @@ type bundle struct {
 	results chan operation.Result
 	// metrics, when set, are the workers' (default: unregistered ones).
 	metrics *worker.Metrics
+	// approvals, when set, gate the workers' intents.
+	approvals *worker.Approvals
 }
 
 func setup(t *testing.T) *bundle {
@@ -194,7 +196,7 @@ func (b *bundle) workerWithLog(t *testing.T, owner string, cfg worker.Config, lo
 		Store: b.store, JS: b.js, NC: b.nc, Consumer: cons,
 		Decoder:  &operation.Decoder{Env: "test"},
 		Adapters: map[string]adapters.Adapter{"payment.charge": b.target, "invoice.create": b.target},
-		Log:      log, Metrics: b.metrics,
+		Log:      log, Metrics: b.metrics, Approvals: b.approvals,
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(ctx))

@@ -27,8 +27,8 @@ const (
 	DefaultTaskDue = 24 * time.Hour
 )
 
-// DefaultRateLimit is amoCRM's 7 requests per second (TARGETS.md §3,
-// [OK] Kommo limitations page); the burst stays 2 below it so that
+// DefaultRateLimit is amoCRM's 7 requests per second ([OK] Kommo's
+// limitations page); the burst stays 2 below it so that
 // requests arriving out of order never exceed it.
 var DefaultRateLimit = adapters.RateLimit{Rate: 7, Burst: 5}
 

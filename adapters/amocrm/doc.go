@@ -3,7 +3,7 @@
 // crm.task.create → a task (POST /api/v4/tasks).
 //
 // amoCRM has no external-ID support and request_id is only echoed, never
-// stored (TARGETS.md §3). So our key is written into the object and searched
+// stored (amoCRM's API v4 documentation). So our key is written into the object and searched
 // before every create, and every object found is verified exactly, because
 // the search is fuzzy:
 //

@@ -33,8 +33,8 @@ const (
 	DefaultLookupMaxPages = 10
 )
 
-// DefaultRateLimit keeps under the portal's leaky bucket (TARGETS.md §2,
-// [OK] limits.md: 50 requests, leaking 2 per second, on every plan but
+// DefaultRateLimit keeps under the portal's leaky bucket (Bitrix24's
+// REST documentation, limits.md [OK]: 50 requests, leaking 2 per second, on every plan but
 // Enterprise, which has 250 and 5/s: raise it there). The burst stays
 // 10 below the bucket so that requests arriving out of order never
 // overflow it.

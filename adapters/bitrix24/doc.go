@@ -3,7 +3,7 @@
 // and crm.task.create becomes crm.activity.add (a CRM activity of type task:
 // unlike tasks.task.add and crm.activity.todo.add it carries the external-ID
 // fields). The operation key goes into ORIGIN_ID, our system id into
-// ORIGINATOR_ID (TARGETS.md §2).
+// ORIGINATOR_ID (docs/targets.md).
 //
 // The key also goes into the object's text as the marker "[op:<key>]"
 // (COMMENTS of a deal, the end of DESCRIPTION of an activity): a second

@@ -28,7 +28,7 @@
 // <base>/hs/integration/cancellations/{key}. An invoice cancelled earlier
 // under another key is never_retry already_cancelled.
 //
-// Classification (TARGETS.md §1): connection refused before sending → retry;
+// Classification (docs/targets.md): connection refused before sending → retry;
 // timeout or connection lost after sending, 500 (1C's "-1" cannot tell a
 // failing handler from a transient one) and 502/504 from the web server in
 // front of 1C → reconcile_before_retry (the 1C process may have committed

@@ -17,7 +17,7 @@ const (
 	DefaultTimeout      = 30 * time.Second
 	DefaultSecretKeyEnv = "STRIPE_SECRET_KEY"
 	// DefaultSettleTime: the Search API is eventually consistent; objects
-	// are searchable "in less than a minute" (TARGETS.md §7, [OK]).
+	// are searchable "in less than a minute" (Stripe's Search API docs [OK]).
 	DefaultSettleTime = time.Minute
 	// DefaultRefundMaxPages caps the refund list pages one Lookup reads.
 	DefaultRefundMaxPages = 10
@@ -26,7 +26,7 @@ const (
 	MaxKeyLen = 255
 )
 
-// Stripe's published rate limits (TARGETS.md §7, [OK] docs.stripe.com/rate-limits):
+// Stripe's published rate limits ([OK] docs.stripe.com/rate-limits):
 // live mode 100 read and 100 write operations per second, test mode 25 and
 // 25. One bucket holds reads and writes together, so it stays at the lower
 // figure; the burst is a fifth of a second's worth [??: Stripe does not

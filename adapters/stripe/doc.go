@@ -1,5 +1,5 @@
 // Package stripe is the adapter for Stripe's v1 PaymentIntents and Refunds
-// (TARGETS.md §7), a plain net/http client (form-encoded requests).
+// (docs/targets.md), a plain net/http client (form-encoded requests).
 //
 // payment.charge creates and confirms a PaymentIntent off-session with the
 // saved PaymentMethod account_id; payment.refund creates a Refund of the

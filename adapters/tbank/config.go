@@ -24,7 +24,7 @@ const (
 )
 
 // DefaultRateLimit is none: T-Bank publishes no rate limit for the
-// acquiring API (TARGETS.md §6, [??]).
+// acquiring API [??].
 var DefaultRateLimit = adapters.RateLimit{}
 
 // Config configures the T-Bank adapter. Zero fields take the defaults above.
@@ -44,7 +44,7 @@ type Config struct {
 	// TBANK_PASSWORD).
 	Password adapters.Password `mapstructure:",squash"`
 	// OrderIDUnique declares that the terminal refuses a repeated OrderId on
-	// Init (ErrorCode "8"). Unconfirmed for every terminal (TARGETS.md §9.6;
+	// Init (ErrorCode "8"). Unconfirmed for every terminal (docs/targets.md, research notes;
 	// one integrator reports it [3P]): default false, so the adapter declares
 	// SingleFlight (the journal serialises creation per key) rather than
 	// NativeKey. Either way Execute looks the OrderId up before Init.

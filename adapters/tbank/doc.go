@@ -1,5 +1,5 @@
 // Package tbank is the adapter for T-Bank (Tinkoff) internet acquiring API
-// v2 (TARGETS.md §6), a plain net/http client. Every request is signed with
+// v2 (docs/targets.md), a plain net/http client. Every request is signed with
 // Token (SHA-256 over the sorted root-level scalar values plus the terminal
 // password); the password never leaves the process otherwise.
 //

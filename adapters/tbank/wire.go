@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// Payment statuses (TARGETS.md §6; the full official list is unconfirmed).
+// Payment statuses T-Bank's acquiring API v2 documents (the full official
+// list is unconfirmed).
 const (
 	StatusNew        = "NEW"
 	StatusAuthorized = "AUTHORIZED"

@@ -30,18 +30,18 @@ const (
 	DefaultShopIDEnv    = "YOOKASSA_SHOP_ID"
 	DefaultSecretKeyEnv = "YOOKASSA_SECRET_KEY"
 	// MaxKeyLen is the longest Idempotence-Key YooKassa accepts (64
-	// characters: a third-party quote of the docs, TARGETS.md §5, [3P]).
+	// characters: a third-party quote of the docs [3P]).
 	// Longer operation keys are sent as adapters.TargetKey(key, 64), the hex
 	// SHA-256 of the key; the full key always travels in metadata.
 	MaxKeyLen = 64
 	// KeyLifetime is how long YooKassa honours an Idempotence-Key after the
 	// first request that carried it: a repeat within it gets the first
-	// answer, a later one is a new request (TARGETS.md §5, [OK]).
+	// answer, a later one is a new request (YooKassa's docs [OK]).
 	KeyLifetime = 24 * time.Hour
 )
 
 // DefaultRateLimit is none: YooKassa publishes no numeric limit
-// (TARGETS.md §5, [??]); it answers 429 (retry) when one is hit.
+// [??]; it answers 429 (retry) when one is hit.
 var DefaultRateLimit = adapters.RateLimit{}
 
 // Config configures the YooKassa adapter. Zero fields take the defaults

@@ -1,5 +1,5 @@
 // Package yookassa is the adapter for YooKassa API v3 payments and refunds
-// (TARGETS.md §5), a plain net/http client.
+// (docs/targets.md), a plain net/http client.
 //
 // Guarantees:
 //   - native key: every POST carries the operation key as Idempotence-Key;

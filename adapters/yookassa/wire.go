@@ -22,7 +22,7 @@ const (
 	MetaOrderID    = adapters.MetaOrderID
 )
 
-// Payment and refund statuses (TARGETS.md §5).
+// Payment and refund statuses, as YooKassa's API v3 documents them.
 const (
 	StatusPending           = "pending"
 	StatusWaitingForCapture = "waiting_for_capture"
@@ -130,7 +130,7 @@ func (o object) check() error {
 // when answers were lost.) A field named twice in the envelope makes the
 // list malformed: which "items" would count is not something to guess.
 // Field names match case-insensitively, as encoding/json's do. The cursor
-// field's name is unconfirmed (TARGETS.md §9.5: next_cursor in the docs,
+// field's name is unconfirmed (next_cursor in the docs,
 // next_page in an SDK fixture), so both are read.
 func parseList(body []byte) ([]object, string, error) {
 	notList := fmt.Errorf("%w: not a list", errMalformed)

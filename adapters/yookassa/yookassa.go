@@ -262,7 +262,7 @@ func declineError(o object) *adapters.Error {
 
 // Lookup reads the payment list (charges) or the payment's refund list
 // (refunds) for metadata idemgate_key equal to the operation key (the list
-// API cannot filter by metadata, TARGETS.md §5), over the window of the
+// API cannot filter by metadata), over the window of the
 // key's calls (Adapter.plan), at most LookupMaxPages pages a round; a
 // window not read by then is Indeterminate this round and the next goes on
 // where it stopped (scan.go). Objects are counted once by id, whatever the

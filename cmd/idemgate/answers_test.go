@@ -101,13 +101,13 @@ func TestPublishExitCodes(t *testing.T) {
 	require.Equal(t, exitOK, resultExit(operation.ResultSucceeded))
 
 	row := ""
-	for _, line := range strings.Split(readmeSection(t, readme(t), "Operations"), "\n") {
+	for _, line := range strings.Split(readmeSection(t, docPage(t, "operating.md"), "Commands"), "\n") {
 		if strings.HasPrefix(line, "| `idemgate publish") {
 			row = line
 		}
 	}
 	for code, s := range codes {
-		require.Contains(t, row, fmt.Sprintf("%d `%s`", code, s), "the README states publish's exit code for %s", s)
+		require.Contains(t, row, fmt.Sprintf("%d `%s`", code, s), "docs/operating.md states publish's exit code for %s", s)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
@@ -259,7 +260,19 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 		}
 	}
 	if c.HTTPAPI.Enabled {
-		h := httpapi.Handler(g, httpapi.Config{Token: c.HTTPAPI.Token, MaxBody: c.HTTPAPI.MaxBody})
+		hc := httpapi.Config{Token: c.HTTPAPI.Token, MaxBody: c.HTTPAPI.MaxBody}
+		if c.Approvals.Enabled {
+			reg, err := c.registry()
+			if err != nil {
+				return f, configError(err)
+			}
+			policy, err := c.Approvals.policy(reg)
+			if err != nil {
+				return f, configError(err)
+			}
+			hc.Approvals = &approval.Service{Store: store, Policy: policy, Approvers: c.Approvals.Approvers}
+		}
+		h := httpapi.Handler(g, hc)
 		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
 			return f, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/ingest"
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
@@ -61,6 +62,7 @@ type daemon struct {
 	worker     *worker.Worker
 	reconciler *worker.Reconciler
 	janitor    *worker.Janitor
+	approvals  *worker.ApprovalSweeper // nil unless approvals.enabled
 	// coordinator runs the declared processes (nil when none is declared).
 	coordinator *coordinator.Coordinator
 	store       journalStore
@@ -164,6 +166,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		serviceOf(ctx, "worker", r.buildWorker),
 		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return r.d.reconciler, nil }),
 		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return r.d.janitor, nil }),
+		serviceOf(ctx, "approvals", r.buildApprovalSweeper),
 		serviceOf(ctx, "coordinator", r.buildCoordinator),
 		// Stopped first at shutdown: senders get 503 and retry elsewhere or later.
 		serviceOf(ctx, "ingest", r.buildIngest),
@@ -221,6 +224,13 @@ func (r *daemonRun) connectNATS() (err error) {
 
 func (r *daemonRun) ensureStreams() (err error) {
 	r.cons, err = ensureStreams(r.ctx, r.nc, r.js, r.c, r.log)
+	if err == nil && r.c.Approvals.Enabled {
+		policy, perr := r.c.Approvals.policy(r.opTypes)
+		if perr != nil {
+			return configError(perr)
+		}
+		err = consumer.EnsureParked(r.ctx, r.js, r.c.NATS.Config, parkedMaxAge(policy))
+	}
 	if err == nil {
 		registerHealthMetrics(r.d.registry, r.d.store, r.log)
 	}
@@ -286,6 +296,13 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 		// result is written, lets it keep results by business status.
 		Adapters: r.routes, Log: r.log, Metrics: r.metrics,
 	}
+	if c.Approvals.Enabled {
+		policy, err := c.Approvals.policy(r.opTypes)
+		if err != nil {
+			return nil, configError(err)
+		}
+		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.Approvals.url, NATS: c.NATS.Config}
+	}
 	w, err := worker.New(c.Worker, c.NATS.Config, deps)
 	if err != nil {
 		return nil, configError(err)
@@ -300,6 +317,16 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 	}
 	d.worker, d.reconciler, d.janitor = w, rec, jan
 	return w, nil
+}
+
+// buildApprovalSweeper makes the approval sweeper when approvals are on.
+func (r *daemonRun) buildApprovalSweeper() (startstop.Service, error) {
+	if !r.c.Approvals.Enabled {
+		return nil, nil
+	}
+	r.d.approvals = worker.NewApprovalSweeper(worker.ApprovalSweeperConfig{Interval: r.c.Approvals.SweepInterval},
+		r.d.store, r.js, r.c.NATS.Config, r.log, r.metrics)
+	return r.d.approvals, nil
 }
 
 // buildIngest makes the webhook server, when ingest is enabled.

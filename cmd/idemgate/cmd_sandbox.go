@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 
@@ -23,6 +24,7 @@ func sandboxCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet  bool
 		plan   string
 		asJSON bool
+		write  string
 	)
 	cmd := &cobra.Command{
 		Use:   "sandbox",
@@ -47,6 +49,15 @@ A credential's type is its word in the adapter's configuration when it is
 a secret there (token, password, secret_key, webhook_code), "identifier"
 otherwise; "adapter" is the adapters.<name> block for the emulator.
 
+--write-config FILE writes a complete configuration for these emulators:
+env test, a route for every built-in operation type, their adapters, and
+the daemon's addresses spelled out (admin, embedded NATS, the HTTP API and
+MCP, both turned on). Start the daemon with it (idemgate run --config
+FILE) while the sandbox serves; the emulators' ports change at every
+start, so the file is written again each time. A file not written by
+idemgate sandbox is never overwritten. Declared targets (below) are not
+written into it: their declarations are yours to add.
+
 Targets declared under adapters.http in the configuration get a generic
 emulator each, set by the same declaration (where the key goes, whether
 it is honoured, lookup by key and search with the declared settle time as
@@ -62,7 +73,7 @@ its lag).`,
 			if err != nil {
 				return configError(err)
 			}
-			return runSandbox(cmd.Context(), listen, opts, sandboxes.Tuning{Bitrix24Plan: plan}, asJSON, stdout, declared...)
+			return runSandbox(cmd.Context(), listen, opts, sandboxes.Tuning{Bitrix24Plan: plan}, asJSON, write, stdout, declared...)
 		},
 	}
 	f := cmd.Flags()
@@ -70,6 +81,7 @@ its lag).`,
 	f.Uint64Var(&seed, "seed", 0, "seed of random-rate faults (the same seed and request order give the same faults)")
 	f.BoolVar(&quiet, "quiet", false, "do not log injected and fired faults on stderr")
 	f.BoolVar(&asJSON, "json", false, "print the started emulators as one JSON document (names, URLs, typed credentials, adapter blocks) instead of the banner")
+	f.StringVar(&write, "write-config", "", "write a complete daemon configuration for these emulators to this file (HTTP API and MCP on); rewritten at every start")
 	f.StringVar(&plan, "bitrix24-plan", "standard", "the Bitrix24 portal's plan, which sets its REST rate limit: standard (50 requests, leaking 2/s) or enterprise (250, leaking 5/s)")
 	return cmd
 }
@@ -84,10 +96,15 @@ func sandboxLogger(quiet bool, stderr io.Writer) *slog.Logger {
 // runSandbox starts every emulator of sandboxes.All and the declared
 // targets' ones, prints how to use each (as JSON with asJSON), and serves
 // until ctx ends.
-func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, asJSON bool, stdout io.Writer, declared ...sandbox.Target) error {
+func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Options, tune sandboxes.Tuning, asJSON bool, writeConfig string, stdout io.Writer, declared ...sandbox.Target) error {
 	g, err := sandboxes.All(opts, tune)
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--bitrix24-plan: %w", err)}
+	}
+	if writeConfig != "" {
+		if err := checkSandboxConfigPath(writeConfig); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
 	}
 	g = append(g, declared...)
 	if err := g.Start(listen); err != nil {
@@ -101,11 +118,21 @@ func runSandbox(ctx context.Context, listen map[string]string, opts sandbox.Opti
 		infos = append(infos, sandboxes.Describe(t))
 	}
 	var werr error
+	if writeConfig != "" {
+		if werr = os.WriteFile(writeConfig, sandboxConfig(infos), 0o600); werr != nil {
+			return errors.Join(fmt.Errorf("--write-config: %w", werr), g.Close())
+		}
+	}
 	if asJSON {
 		werr = sandboxes.WriteJSON(stdout, infos, credentialType)
 	} else {
 		fmt.Fprintf(stdout, "idemgate sandbox: %d target emulators (test credentials only, nothing real is reached)\n\n", len(infos))
 		werr = sandboxes.WriteTargets(stdout, infos)
+		if writeConfig != "" {
+			fmt.Fprintf(stdout, "\nWrote %s: start the daemon with  idemgate run --config %s\n", writeConfig, writeConfig)
+		} else {
+			fmt.Fprintln(stdout, "\nidemgate sandbox --write-config FILE writes a complete daemon configuration for these emulators.")
+		}
 		fmt.Fprintln(stdout, "\nServing; Ctrl-C stops.")
 	}
 	if werr != nil {
@@ -160,4 +187,67 @@ func configField(t reflect.Type, key string) (reflect.Type, bool) {
 		}
 	}
 	return nil, false
+}
+
+// sandboxConfigHeader opens every file --write-config writes; a file that
+// does not start with it is someone's own configuration and is left alone.
+const sandboxConfigHeader = "# Written by `idemgate sandbox --write-config`"
+
+// sandboxRoutes route each built-in operation type to the emulator that
+// serves it in a written configuration.
+var sandboxRoutes = []struct{ op, emulator string }{
+	{"invoice.create", "onec"},
+	{"invoice.cancel", "onec"},
+	{"crm.task.create", "bitrix24"},
+	{"crm.deal.create", "bitrix24"},
+	{"payment.charge", "yookassa"},
+	{"payment.refund", "yookassa"},
+}
+
+// checkSandboxConfigPath refuses to overwrite a file --write-config did
+// not write.
+func checkSandboxConfigPath(path string) error {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--write-config: %w", err)
+	case len(b) > 0 && !strings.HasPrefix(string(b), sandboxConfigHeader):
+		return fmt.Errorf("--write-config: %s exists and was not written by idemgate sandbox: remove it or name another file", path)
+	}
+	return nil
+}
+
+// sandboxConfig is a complete daemon configuration for the started
+// emulators: every address the daemon listens on is written out, with the
+// key that moves it, and the agents' faces are on. The addresses are the
+// defaults (defaults()), on loopback, so no token is needed.
+func sandboxConfig(infos []sandboxes.TargetInfo) []byte {
+	d := defaults()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s for the emulators it serves now.\n", sandboxConfigHeader)
+	b.WriteString("# Their ports change at every start, and the sandbox writes this file again.\n")
+	b.WriteString("# Start the daemon with it: idemgate run --config <this file>\n")
+	b.WriteString("env: test                      # the first part of every operation key\n")
+	b.WriteString("log: {format: text}\n")
+	fmt.Fprintf(&b, "admin: {addr: %q}      # /readyz, /metrics\n", d.Admin.Addr)
+	fmt.Fprintf(&b, "nats: {embedded_addr: %q}   # publish, trace and idemgate mcp reach the daemon here\n", d.NATS.EmbeddedAddr)
+	b.WriteString("# The agents' faces, both served by `idemgate run`:\n")
+	fmt.Fprintf(&b, "http_api: {enabled: true, addr: %q}   # http://%s/v1/operations/{type}\n", d.HTTPAPI.Addr, d.HTTPAPI.Addr)
+	fmt.Fprintf(&b, "mcp: {enabled: true, addr: %q}        # http://%s/mcp (Streamable HTTP)\n", d.MCP.Listener.Addr, d.MCP.Listener.Addr)
+	served := map[string]bool{}
+	for _, in := range infos {
+		if len(in.Config) > 0 {
+			served[in.Name] = true
+		}
+	}
+	b.WriteString("routes:\n")
+	for _, r := range sandboxRoutes {
+		if served[r.emulator] {
+			fmt.Fprintf(&b, "  %s: %s\n", r.op, r.emulator)
+		}
+	}
+	sandboxes.WriteAdapters(&b, infos)
+	return []byte(b.String())
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -157,4 +159,63 @@ func TestSandboxBitrix24PlanFlag(t *testing.T) {
 	code := run(context.Background(), []string{"sandbox", "--bitrix24-plan", "gold"}, io.Discard, &errOut)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errOut.String(), `bitrix24 portal plan "gold": want standard or enterprise`)
+}
+
+// TestSandboxWriteConfig: the file --write-config writes is a configuration
+// the daemon accepts as it is — it loads with unknown keys refused, passes
+// validation, builds an adapter for every route against the running
+// emulators, and turns the HTTP API and MCP on at the addresses it names —
+// so the walkthrough's file cannot drift from the daemon's keys. A second
+// start writes it again; someone's own file is never overwritten.
+func TestSandboxWriteConfig(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idemgate.yaml")
+	urls, banner, stop := startSandboxCmd(t, "--write-config", path)
+	require.Contains(t, banner, "Wrote "+path)
+	written, err := os.ReadFile(path)
+	require.NoError(t, err)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "it holds test credentials")
+
+	c, err := loadConfig(flagsWith(t, "--config", path))
+	require.NoError(t, err, string(written))
+	require.NoError(t, c.validate(), string(written))
+	require.Equal(t, "test", c.Env)
+	require.True(t, c.HTTPAPI.Enabled)
+	require.True(t, c.MCP.Listener.Enabled)
+	d := defaults()
+	require.Equal(t, d.HTTPAPI.Addr, c.HTTPAPI.Addr)
+	require.Equal(t, d.MCP.Listener.Addr, c.MCP.Listener.Addr)
+	require.Equal(t, d.Admin.Addr, c.Admin.Addr)
+	require.Equal(t, d.NATS.EmbeddedAddr, c.NATS.EmbeddedAddr)
+	for _, key := range []string{"admin", "nats: {embedded_addr", "http_api: {enabled: true, addr", "mcp: {enabled: true, addr"} {
+		require.Contains(t, string(written), key, "the file names the key that moves each address")
+	}
+	routes, err := buildAdapters(c, quietLog(), nil)
+	require.NoError(t, err)
+	reg, err := c.registry()
+	require.NoError(t, err)
+	for _, typ := range reg.Names() {
+		require.Contains(t, routes, typ, "every built-in operation type is routed")
+	}
+	require.Equal(t, urls["yookassa"], c.Adapters.YooKassa.BaseURL)
+	require.Equal(t, exitOK, stop())
+
+	// Started again: the emulators' new ports are written over the old file.
+	urls2, _, stop2 := startSandboxCmd(t, "--write-config", path)
+	c, err = loadConfig(flagsWith(t, "--config", path))
+	require.NoError(t, err)
+	require.Equal(t, urls2["yookassa"], c.Adapters.YooKassa.BaseURL)
+	require.Equal(t, exitOK, stop2())
+
+	// Someone's own configuration is left alone.
+	own := writeConfig(t, "env: prod\n")
+	var errOut strings.Builder
+	code := run(context.Background(), []string{"sandbox", "--quiet", "--write-config", own}, io.Discard, &errOut)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut.String(), "was not written by idemgate sandbox")
+	b, err := os.ReadFile(own)
+	require.NoError(t, err)
+	require.Equal(t, "env: prod\n", string(b))
 }

@@ -92,6 +92,9 @@ type Config struct {
 	Gateway gateway.Config `mapstructure:"gateway"`
 	MCP     mcpConfig      `mapstructure:"mcp"`
 	HTTPAPI faceConfig     `mapstructure:"http_api"`
+	// Approvals: which intents wait for a person, and who decides
+	// (approvals.go).
+	Approvals approvalsConfig `mapstructure:"approvals"`
 
 	// cwdDataDir is data_dir as earlier versions resolved it, against the
 	// working directory, when it now resolves elsewhere (paths.go).
@@ -308,6 +311,7 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("unsafe: several replicas need a shared NATS (nats.url): the embedded server is one process's"))
 	}
 	errs = append(errs, c.validateFaces()...)
+	errs = append(errs, c.validateApprovals()...)
 	if err := c.Console.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -322,7 +326,7 @@ func (c Config) validate() error {
 	if _, err := c.processes(reg); err != nil {
 		errs = append(errs, err)
 	}
-	coord := c.Coordinator.For(c.NATS.Config.WithDefaults())
+	coord := c.Coordinator.WithConsumer(c.NATS.Config.WithDefaults())
 	coord.Owner = "validate" // each daemon names its own
 	if err := coord.Validate(c.NATS.Config.WithDefaults()); err != nil {
 		errs = append(errs, err)

@@ -191,8 +191,8 @@ func writeFile(t *testing.T, name, body string) string {
 }
 
 // TestDataDirDefault: with no data_dir configured the state lives in
-// ./.idemgate, or under $XDG_STATE_HOME when that is set, as the README's
-// quick start says.
+// ./.idemgate, or under $XDG_STATE_HOME when that is set, as
+// docs/configuration.md says.
 func TestDataDirDefault(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "")
 	require.Equal(t, ".idemgate", defaults().DataDir)

@@ -128,13 +128,13 @@ func TestSandboxServesDeclaredTarget(t *testing.T) {
 	require.Equal(t, exitOK, stop())
 }
 
-// TestReadmeDeclaredExample: the README's worked example loads as it is
-// written, its generic emulator comes from the same declaration, and the
+// TestDocsDeclaredExample: the worked example of docs/declared-targets.md
+// loads as it is written, its generic emulator comes from the same declaration, and the
 // adapter it builds keeps one shipment per key against it: a repeat is a
 // replay of the same object, another payload under the key a mismatch,
 // and a lookup by the key alone finds the shipment.
-func TestReadmeDeclaredExample(t *testing.T) {
-	blocks := codeBlocks(readmeSection(t, readme(t), "Any REST target, any operation type"), "yaml")
+func TestDocsDeclaredExample(t *testing.T) {
+	blocks := codeBlocks(docPage(t, "declared-targets.md"), "yaml")
 	require.Len(t, blocks, 1)
 	yaml := blocks[0]
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, yaml)))

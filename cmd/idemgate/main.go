@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemgate/idemgate/internal/telemetry"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -145,7 +146,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("log-level", "", "debug, info, warn or error")
 	pf.String("log-format", "", "json or text")
 	root.AddCommand(runCmd(stderr), migrateCmd(stdout), publishCmd(stdout, stderr), traceCmd(stdout),
-		resolveCmd(stdout), reconcileCmd(stdout, stderr), ingestCmd(stderr), demoCmd(stdout, stderr),
+		resolveCmd(stdout), approveCmd(stdout, journal.VoteApprove), approveCmd(stdout, journal.VoteDeny), reconcileCmd(stdout, stderr), ingestCmd(stderr), demoCmd(stdout, stderr),
 		sandboxCmd(stdout, stderr), versionCmd(stdout), mcpCmd(stderr))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	return root

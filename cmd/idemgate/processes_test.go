@@ -209,7 +209,7 @@ func TestCoordinatorHeartbeatFollowsAckWait(t *testing.T) {
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, shortAckWait+checkoutYAML)))
 	require.NoError(t, err)
 	require.NoError(t, c.validate())
-	require.Equal(t, 2*time.Second, c.Coordinator.For(c.NATS.Config).HeartbeatInterval)
+	require.Equal(t, 2*time.Second, c.Coordinator.WithConsumer(c.NATS.Config).HeartbeatInterval)
 	c, err = loadConfig(flagsWith(t, "--config", writeConfig(t, shortAckWait+"coordinator: {heartbeat_interval: 10s}\n")))
 	require.NoError(t, err)
 	require.ErrorContains(t, c.validate(), "coordinator.heartbeat_interval 10s: at most half of nats.ack_wait 6s")

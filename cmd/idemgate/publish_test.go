@@ -108,7 +108,7 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		t.Parallel()
 		publish, _, err := newRoot(io.Discard, io.Discard).Find([]string{"publish"})
 		require.NoError(t, err)
-		require.Equal(t, "30s", publish.Flags().Lookup("timeout").DefValue, "as the README says")
+		require.Equal(t, "30s", publish.Flags().Lookup("timeout").DefValue, "as docs/operating.md says")
 	})
 	t.Run("invalid command", func(t *testing.T) {
 		t.Parallel()

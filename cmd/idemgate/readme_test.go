@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,12 +19,20 @@ func readme(t *testing.T) string {
 	return string(b)
 }
 
-// readmeSection returns the text under a "## title" heading, up to the next
-// heading of that level.
+// docPage returns a page of the repository's docs/ folder.
+func docPage(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../docs", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// readmeSection returns the text under a "## title" heading of a page, up
+// to the next heading of that level.
 func readmeSection(t *testing.T, doc, title string) string {
 	t.Helper()
 	_, after, ok := strings.Cut(doc, "\n## "+title+"\n")
-	require.True(t, ok, "README has a section %q", title)
+	require.True(t, ok, "the page has a section %q", title)
 	if i := strings.Index(after, "\n## "); i >= 0 {
 		after = after[:i]
 	}
@@ -114,11 +123,12 @@ func shellWords(t *testing.T, s string) []string {
 	return words
 }
 
-// TestReadmeOperationsExist: every command of the README's Operations table
-// is a command of the binary, with the flags the table shows.
-func TestReadmeOperationsExist(t *testing.T) {
+// TestOperatingCommandsExist: every command of the commands table in
+// docs/operating.md is a command of the binary, with the flags the table
+// shows.
+func TestOperatingCommandsExist(t *testing.T) {
 	t.Parallel()
-	table := readmeSection(t, readme(t), "Operations")
+	table := readmeSection(t, docPage(t, "operating.md"), "Commands")
 	root := newRoot(io.Discard, io.Discard)
 	root.InitDefaultVersionFlag() // as Execute does
 	spans := regexp.MustCompile("`([^`]+)`")
@@ -156,30 +166,30 @@ func TestReadmeOperationsExist(t *testing.T) {
 			if len(path) == 0 {
 				// A root flag such as `--version`.
 				for _, f := range flags {
-					require.NotNil(t, root.Flags().Lookup(f), "idemgate --%s (README: %s)", f, m[1])
+					require.NotNil(t, root.Flags().Lookup(f), "idemgate --%s (docs: %s)", f, m[1])
 				}
 				continue
 			}
 			parent = path
 			cmd, rest, err := root.Find(path)
-			require.NoError(t, err, "README names idemgate %s", strings.Join(path, " "))
-			require.Empty(t, rest, "README names idemgate %s", strings.Join(path, " "))
-			require.Equal(t, "idemgate "+strings.Join(path, " "), cmd.CommandPath(), "README names idemgate %s", strings.Join(path, " "))
+			require.NoError(t, err, "the docs name idemgate %s", strings.Join(path, " "))
+			require.Empty(t, rest, "the docs name idemgate %s", strings.Join(path, " "))
+			require.Equal(t, "idemgate "+strings.Join(path, " "), cmd.CommandPath(), "the docs name idemgate %s", strings.Join(path, " "))
 			for _, f := range flags {
-				require.NotNil(t, cmd.Flags().Lookup(f), "idemgate %s --%s (README)", strings.Join(path, " "), f)
+				require.NotNil(t, cmd.Flags().Lookup(f), "idemgate %s --%s (docs)", strings.Join(path, " "), f)
 			}
 		}
 	}
 	require.GreaterOrEqual(t, rows, 10, "the Operations table was found")
 }
 
-// TestReadmeExamplesUseOneEventIDPerIntent: every command the README sends
-// has its own event id (JetStream drops a second command with an event id it
-// holds, within its duplicate window), and a results subscription is shown
-// before the publish whose result it should see.
+// TestReadmeExamplesUseOneEventIDPerIntent: every command the README and
+// the docs send has its own event id (JetStream drops a second command with
+// an event id it holds, within its duplicate window), and a results
+// subscription is shown before the publish whose result it should see.
 func TestReadmeExamplesUseOneEventIDPerIntent(t *testing.T) {
 	t.Parallel()
-	doc := readme(t)
+	doc := readme(t) + docPage(t, "agents.md") + docPage(t, "operating.md")
 	eventID := regexp.MustCompile(`(?:--event[ =]|"event_id":\s*"|Nats-Msg-Id:)([A-Za-z0-9._~:-]+)`)
 	usedBy := map[string]string{}
 	for _, block := range codeBlocks(doc, "sh") {
@@ -207,7 +217,7 @@ func TestReadmeExamplesUseOneEventIDPerIntent(t *testing.T) {
 			require.True(t, sub >= 0 && sub < pub, "subscribe to the results before publishing:\n%s", block)
 		}
 	}
-	require.GreaterOrEqual(t, len(usedBy), 3, "the README's commands were found")
+	require.GreaterOrEqual(t, len(usedBy), 3, "the docs' commands were found")
 }
 
 func TestShellWords(t *testing.T) {

@@ -31,7 +31,7 @@ func TestHelperProcessMain(t *testing.T) {
 const helperMainEnv = "IDEMGATE_TEST_HELPER_MAIN"
 
 // TestSecondSignalAborts: the first SIGTERM drains, waiting for a call in
-// flight; a second one aborts at once with exit 1, as the README says.
+// flight; a second one aborts at once with exit 1, as docs/operating.md says.
 func TestSecondSignalAborts(t *testing.T) {
 	sb := sbyookassa.New(sbyookassa.Options{})
 	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultDelay, Delay: 8 * time.Second, Count: 1}))

@@ -21,7 +21,7 @@ import (
 var workloadOps = []string{operation.TypeInvoiceCreate, operation.TypePaymentCharge, operation.TypePaymentRefund, operation.TypeTaskCreate, operation.TypeDealCreate}
 
 // The CRM operations go to Bitrix24, whose portal admits a few requests a
-// second (TARGETS.md §2: 5/s on Enterprise); the others share the rest of
+// second (its published REST limit: 5/s on Enterprise); the others share the rest of
 // the rate.
 var (
 	crmOps   = []string{operation.TypeTaskCreate, operation.TypeDealCreate}

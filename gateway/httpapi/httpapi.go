@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
@@ -57,6 +58,10 @@ type Config struct {
 	Token redact.Secret
 	// MaxBody bounds a request body in bytes (413 beyond it). Default 64 KiB.
 	MaxBody int64
+	// Approvals, when set, serves POST /v1/operations/{key}/approval to
+	// approvers' tokens (approval.Approver.Token) only: an agent's token
+	// (Token) is refused 403, separation of duties.
+	Approvals *approval.Service
 }
 
 // Prefix is where operations are served.
@@ -82,6 +87,10 @@ func Handler(g *gateway.Gateway, cfg Config) http.Handler {
 			"The API serves POST /v1/operations/{operation} and GET /v1/operations/{key}.", nil)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, approvalSuffix) && strings.HasPrefix(r.URL.Path, Prefix) {
+			s.approval(w, r)
+			return
+		}
 		if !gateway.Authorized(r, cfg.Token) {
 			reason, challenge := gateway.Unauthorized(r, "http_api.token (IDEMGATE_HTTP_API_TOKEN)")
 			w.Header().Set("WWW-Authenticate", challenge)

@@ -143,6 +143,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 	exercisePurge(t, newStore, f)
 	exerciseProcesses(t, newStore, f)
 	exerciseCancel(t, newStore, f)
+	exerciseApprovals(t, newStore, f)
 }
 
 func completion(k string, token int64, st journal.Status) journal.Completion {

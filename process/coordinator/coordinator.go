@@ -24,7 +24,9 @@ type Config struct {
 	// LeaseTTL is the process lease. Default 30s.
 	LeaseTTL time.Duration `mapstructure:"lease_ttl"`
 	// HeartbeatInterval renews the lease and the command's AckWait.
-	// Default (0): the lesser of LeaseTTL/3 and nats.ack_wait/3.
+	// Default (WithConsumer): the lesser of LeaseTTL/3 and the consumer's
+	// AckWait/3, so a deployment with a short nats.ack_wait and no
+	// processes of its own is never refused for this key.
 	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
 	// StepWait bounds how long one delivery of a process command waits for
 	// a step's final outcome before the command comes back later (a step
@@ -64,19 +66,18 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// For fills, after WithDefaults, what depends on the consumer's
-// configuration: a heartbeat left at 0 beats three times per lease and per
-// AckWait.
-func (c Config) For(ncfg consumer.Config) Config {
+// WithConsumer fills zero fields, the heartbeat from the lease and the
+// consumer's AckWait (ncfg with its defaults).
+func (c Config) WithConsumer(ncfg consumer.Config) Config {
 	c = c.WithDefaults()
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = min(c.LeaseTTL, ncfg.AckWait) / 3
+		c.HeartbeatInterval = min(c.LeaseTTL/3, ncfg.AckWait/3)
 	}
 	return c
 }
 
-// Validate checks the configuration (For applied) against the consumer's:
-// the lease must outlive a heartbeat, and the command's AckWait too.
+// Validate checks the configuration against the consumer's: the lease must
+// outlive a heartbeat, and the command's AckWait too.
 func (c Config) Validate(ncfg consumer.Config) error {
 	var errs []error
 	if c.Owner == "" {
@@ -89,7 +90,7 @@ func (c Config) Validate(ncfg consumer.Config) error {
 		errs = append(errs, fmt.Errorf("coordinator.heartbeat_interval %v: at most half of nats.ack_wait %v, or a held process command is redelivered", c.HeartbeatInterval, ncfg.AckWait))
 	}
 	if c.StepWait <= 0 || c.ComeBack <= 0 || c.Poll <= 0 || c.MaxInFlight < 1 || c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("coordinator: step_wait, come_back, poll, max_in_flight and shutdown_timeout must be positive"))
+		errs = append(errs, errors.New("processes: step_wait, come_back, poll, max_in_flight and shutdown_timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -149,7 +150,7 @@ var ErrShutdown = errors.New("coordinator: shut down")
 // ensured with.
 func New(cfg Config, ncfg consumer.Config, d Deps) (*Coordinator, error) {
 	ncfg = ncfg.WithDefaults()
-	cfg = cfg.For(ncfg)
+	cfg = cfg.WithConsumer(ncfg)
 	if err := cfg.Validate(ncfg); err != nil {
 		return nil, err
 	}

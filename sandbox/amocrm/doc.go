@@ -1,5 +1,5 @@
 // Package amocrm emulates the amoCRM (Kommo) API v4 for leads and tasks
-// (TARGETS.md §3): Bearer auth, batch-array POST /api/v4/leads and
+// (docs/targets.md): Bearer auth, batch-array POST /api/v4/leads and
 // /api/v4/tasks answering {"_embedded":{"leads"|"tasks":[{"id",
 // "request_id"}]}} (request_id is echoed, never stored), GET /api/v4/leads?
 // query=… (fuzzy full-text over name, custom field values and tags; 204 when

@@ -22,8 +22,8 @@ const (
 	DefaultLeakPerSec = 2
 )
 
-// Portal plans: the REST limits' leaky bucket of each (TARGETS.md §2,
-// b24restdocs limits.md [OK]).
+// Portal plans: the REST limits' leaky bucket of each, as Bitrix24's REST
+// documentation (limits.md) publishes them [OK].
 const (
 	// PlanStandard is every plan but Enterprise: 50 requests, leaking 2/s
 	// (the emulator's default).

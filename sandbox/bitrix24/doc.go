@@ -1,5 +1,5 @@
 // Package bitrix24 emulates the Bitrix24 REST API through an incoming
-// webhook (TARGETS.md §2): POST /rest/{user_id}/{code}/{method}[.json] with
+// webhook (docs/targets.md): POST /rest/{user_id}/{code}/{method}[.json] with
 // JSON bodies, {"result":…,"time":{…}} answers, list answers with "total",
 // errors as {"error":"…","error_description":"…"} (method-level errors with
 // an empty "error" and HTTP 400), and the per-portal leaky bucket (503

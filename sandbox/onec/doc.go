@@ -1,5 +1,5 @@
 // Package onec emulates a 1C:Enterprise 8.3 infobase published on a web
-// server, with both integration paths idemgate uses (TARGETS.md §1):
+// server, with both integration paths idemgate uses (docs/targets.md):
 //
 //   - the integration HTTP service (our contract, not a 1C standard):
 //     POST <base>/hs/integration/invoices with Idempotency-Key (≤ 100

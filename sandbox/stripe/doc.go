@@ -1,5 +1,5 @@
 // Package stripe is the sandbox emulator of Stripe's v1 PaymentIntents and
-// Refunds API, built on the sandbox framework (TARGETS.md §7):
+// Refunds API, built on the sandbox framework (docs/targets.md):
 //
 //   - form-encoded POSTs, JSON answers, a Request-Id header; auth by
 //     Authorization: Bearer sk_… or Basic sk_…: (401 otherwise);

@@ -1,5 +1,5 @@
 // Package tbank is the sandbox emulator of the T-Bank (Tinkoff) internet
-// acquiring API v2, built on the sandbox framework (TARGETS.md §6):
+// acquiring API v2, built on the sandbox framework (docs/targets.md):
 //
 //   - POST /v2/Init, /v2/Charge, /v2/CheckOrder, /v2/GetState, /v2/Cancel;
 //     JSON bodies, HTTP 200 with {"Success","ErrorCode","Message","Details"}
@@ -11,11 +11,11 @@
 //   - OrderId is at most 36 characters [3P]; a repeated OrderId on Init is
 //     refused with ErrorCode "8" «Неверный статус транзакции» [3P: an
 //     integrator's report]. Whether every terminal does so is unconfirmed
-//     (TARGETS.md §9.6): Options.DuplicateOrderIDs makes Init accept it;
+//     (docs/targets.md, research notes): Options.DuplicateOrderIDs makes Init accept it;
 //   - Init creates a payment in status NEW (no money moves); Charge with a
 //     RebillId moves the money: CONFIRMED, or REJECTED with the issuer's
 //     code (Options.Declines: by default RebillInsufficientFunds → "1051",
-//     RebillDeclined → "1001"; TARGETS.md names no test RebillIds, so these
+//     RebillDeclined → "1001"; T-Bank's documentation names no test RebillIds, so these
 //     are the emulator's own). Charge on a payment that is not NEW is "8";
 //   - CheckOrder returns every payment of an OrderId (an unknown OrderId
 //     returns Success with no payments [??]);

@@ -1,6 +1,6 @@
 // Package yookassa is the sandbox emulator of the YooKassa API v3 (payments
-// and refunds), built on the sandbox framework. It keeps the contract that
-// TARGETS.md §5 describes:
+// and refunds), built on the sandbox framework. It keeps YooKassa's
+// published contract (docs/targets.md):
 //
 //   - HTTP Basic auth shopId:secretKey (401 invalid_credentials otherwise);
 //   - an Idempotence-Key header on every POST (at most 64 characters, [3P]);
@@ -30,7 +30,7 @@
 // Simplifications, stated: a payment must name a saved method
 // (payment_method_id); no confirmation/redirect flows. A saved method listed
 // in Options.Declines is declined by the payment network (status canceled
-// with that reason); TARGETS.md names no YooKassa test methods, so the
+// with that reason); YooKassa's documentation names no test methods, so the
 // defaults MethodInsufficientFunds and MethodDeclined are this emulator's own.
 // Whether refunds accept metadata is unconfirmed [??]; the emulator accepts it.
 //

@@ -15,8 +15,8 @@ import (
 	"strconv"
 )
 
-// Of is T-Bank's Token over a request or a notification (TARGETS.md §6,
-// [OK]): the values of the root-level scalar parameters (Token itself,
+// Of is T-Bank's Token over a request or a notification (T-Bank's API
+// documentation [OK]): the values of the root-level scalar parameters (Token itself,
 // nested objects, arrays and nulls left out) plus {"Password": password},
 // sorted by parameter name, concatenated; hex SHA-256. Numbers keep their
 // literal JSON text when they are json.Number; booleans are "true" and

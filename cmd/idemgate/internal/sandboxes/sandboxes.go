@@ -199,16 +199,28 @@ func WriteTargets(w io.Writer, infos []TargetInfo) error {
 		}
 	}
 	if len(cfg) > 0 {
-		fmt.Fprintln(ew, "\nidemgate configuration for these emulators:\n\nadapters:")
-		for _, in := range cfg {
-			fmt.Fprintf(ew, "  %s:\n", in.Name)
-			for _, st := range in.Config {
-				fmt.Fprintf(ew, "    %s: %s\n", st.Key, yamlValue(st.Value))
-			}
-		}
+		fmt.Fprintln(ew, "\nidemgate configuration for these emulators:")
+		fmt.Fprintln(ew)
+		WriteAdapters(ew, cfg)
 	}
 	_, err := io.WriteString(w, ew.String())
 	return err
+}
+
+// WriteAdapters writes the adapters: block of an idemgate configuration
+// pointing at the emulators that have one, in name order.
+func WriteAdapters(w io.Writer, infos []TargetInfo) {
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	fmt.Fprintln(w, "adapters:")
+	for _, in := range infos {
+		if len(in.Config) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s:\n", in.Name)
+		for _, st := range in.Config {
+			fmt.Fprintf(w, "    %s: %s\n", st.Key, yamlValue(st.Value))
+		}
+	}
 }
 
 // Listing is what `idemgate sandbox --json` prints, as one JSON document:

@@ -1,0 +1,210 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idemgate/idemgate/approval"
+	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/startstop"
+	"github.com/idemgate/idemgate/journal"
+	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/wire"
+)
+
+// Approvals is what the worker needs to hold intents for a person.
+type Approvals struct {
+	Policy *operation.ApprovalPolicy
+	// URL is the approval page of a key ("" when none is served).
+	URL func(key string) string
+	// NATS is the consumer configuration (the parked stream's name).
+	NATS consumer.Config
+}
+
+// gate asks the journal whether j's intent may be claimed. It reports true
+// when j goes on to the claim; otherwise it has answered j: the intent
+// waits for approval (its command parked, a pending answer with
+// await_approval, the delivery acked), conflicts with the intent awaiting
+// approval under its key, or the journal failed (the command comes back).
+func (w *Worker) gate(j *job) bool {
+	ap := w.d.Approvals
+	if ap == nil {
+		return true
+	}
+	need := ap.Policy.Requires(j.op)
+	if !need.Required {
+		return true
+	}
+	display, err := approval.Display(j.op)
+	if err != nil {
+		w.log.Error("approval display", "operation_key", j.op.Key.String(), "error", err.Error())
+		w.nak(j, time.Second)
+		return false
+	}
+	requester := j.d.Header(wire.HeaderRequester)
+	if requester == "" && j.d.Header(wire.HeaderSource) != "" {
+		requester = "source:" + j.d.Header(wire.HeaderSource)
+	}
+	key := j.op.Key.String()
+	g, a, err := w.d.Store.RequestApproval(w.work, journal.ApprovalRequest{
+		Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
+		EventID: j.op.EventID, RequestedBy: requester, Display: display, Approvers: need.Approvers, TTL: need.TTL,
+	})
+	if err != nil {
+		w.log.Error("approval request failed: the command will be redelivered", "operation_key", key, "error", err.Error())
+		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
+		return false
+	}
+	switch g {
+	case journal.GateProceed:
+		return true
+	case journal.GateConflict:
+		w.m.decided(journal.Conflict)
+		w.publishAndAck(j, conflictResult(j.op, journal.AwaitingRecord(a), nil))
+		return false
+	}
+	// Await: park the command (a copy or redelivery parks it again, which
+	// replaces the copy), then answer pending and ack.
+	if err := consumer.Park(w.work, w.d.JS, key, j.d); err != nil {
+		w.log.Error("parking failed: the command will be redelivered", "operation_key", key, "error", err.Error())
+		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
+		return false
+	}
+	w.m.awaitingApproval.Inc()
+	w.publishAndAck(j, AwaitingResult(j.op, a, ap.URL))
+	return false
+}
+
+// AwaitingResult is the pending answer of an intent that waits for a
+// person's approval.
+func AwaitingResult(op operation.Operation, a journal.Approval, url func(string) string) operation.Result {
+	wait := &operation.ApprovalWait{ExpiresAt: a.ExpiresAt.UTC(), Approvers: a.Approvers, Approved: a.Approved()}
+	if url != nil {
+		wait.URL = url(a.Key)
+	}
+	return operation.Result{OperationKey: a.Key, EventID: op.EventID, Operation: op.Type, Status: operation.ResultPending,
+		TargetSystem: op.TargetSystem, Reason: "awaiting a person's approval; nothing has executed", Approval: wait}
+}
+
+// ApprovalSweeperConfig tunes the approval sweeper.
+type ApprovalSweeperConfig struct {
+	// Interval between sweeps. Default 1s.
+	Interval time.Duration
+	// Batch bounds the records one sweep handles. Default 100.
+	Batch int
+}
+
+// ApprovalSweeper carries decided approvals out and ends overdue ones:
+// each sweep expires the pending records past their wait limit
+// (failed_final approval_expired) and hands every decided record's parked
+// command back to its subject (consumer.Release), where the worker claims
+// it as usual: approved, it executes once; denied or expired, its
+// failed_final outcome is replayed and published. Every replica may run
+// one: the journal decides each record once, and a release published twice
+// is one message (its Nats-Msg-Id) and one claim.
+type ApprovalSweeper struct {
+	cfg   ApprovalSweeperConfig
+	store journal.Store
+	js    consumer.JetStream
+	ncfg  consumer.Config
+	log   *slog.Logger
+	m     *Metrics
+	nudge chan struct{}
+	startstop.BaseStartStop
+}
+
+// NewApprovalSweeper builds a sweeper.
+func NewApprovalSweeper(cfg ApprovalSweeperConfig, store journal.Store, js consumer.JetStream, ncfg consumer.Config, log *slog.Logger, m *Metrics) *ApprovalSweeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &ApprovalSweeper{cfg: cfg, store: store, js: js, ncfg: ncfg, log: log, m: m, nudge: make(chan struct{}, 1)}
+}
+
+// Nudge asks for a sweep now (a decision was just recorded).
+func (s *ApprovalSweeper) Nudge() {
+	select {
+	case s.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs sweeps until Stop.
+func (s *ApprovalSweeper) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := s.StartInit(ctx)
+	if !shouldStart {
+		return fmt.Errorf("approval sweeper: %w", startstop.ErrAlreadyStarted)
+	}
+	go func() {
+		started()
+		defer stopped()
+		t := time.NewTicker(s.cfg.Interval)
+		defer t.Stop()
+		for {
+			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("approval sweep", "error", err.Error())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-s.nudge:
+			}
+		}
+	}()
+	return nil
+}
+
+// Sweep runs one sweep.
+func (s *ApprovalSweeper) Sweep(ctx context.Context) error {
+	expired, err := s.store.ExpireApprovals(ctx, s.cfg.Batch)
+	for _, k := range expired {
+		s.m.approvalDecisions.WithLabelValues(string(journal.ApprovalExpired)).Inc()
+		s.log.Info("approval expired: the intent ends failed_final, nothing executed", "operation_key", k)
+	}
+	if err != nil {
+		return err
+	}
+	decided, err := s.store.ApprovalsToRelease(ctx, s.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range decided {
+		_, err := consumer.Release(ctx, s.js, s.ncfg, a.Key, wire.ReleaseMsgID(a.Key, string(a.State)))
+		switch {
+		case errors.Is(err, consumer.ErrNotParked):
+			// Aged out or never parked: the journal holds the decision, the
+			// agent's next call or poll reads it.
+			s.log.Warn("no parked command to release; the decision stands in the journal", "operation_key", a.Key, "state", string(a.State))
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		if a.State != journal.ApprovalExpired {
+			s.m.approvalDecisions.WithLabelValues(string(a.State)).Inc()
+		}
+		if !a.DecidedAt.IsZero() && !a.RequestedAt.IsZero() {
+			s.m.approvalWait.Observe(a.DecidedAt.Sub(a.RequestedAt).Seconds())
+		}
+		if err := s.store.MarkReleased(ctx, a.Key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops sweeping; safe twice.
+func (s *ApprovalSweeper) Stop() { s.BaseStartStop.Stop() }
