@@ -246,8 +246,12 @@ func (g *Gateway) processAnswer(res operation.Result) Answer {
 	case a.Status == StatusPending:
 		where := "it is starting"
 		switch {
+		case v.Status == journal.ProcessCompensating && currentStatus(v) == string(journal.StatusAwaitingApproval):
+			where = fmt.Sprintf("step %s failed for good; the compensation of step %s waits for a person's approval", v.FailedStep, v.Step)
 		case v.Status == journal.ProcessCompensating:
 			where = fmt.Sprintf("step %s failed for good and the steps before it are being compensated", v.FailedStep)
+		case v.Step != "" && currentStatus(v) == string(journal.StatusAwaitingApproval):
+			where = "step " + v.Step + " waits for a person's approval"
 		case v.Step != "":
 			where = "step " + v.Step + " is running"
 		}
@@ -283,4 +287,19 @@ func processStatus(s journal.ProcessStatus) operation.ResultStatus {
 		return operation.ResultFailedFinal
 	}
 	return operation.ResultPending
+}
+
+// currentStatus is the status of the step (or, compensating, the
+// compensation) the process is at.
+func currentStatus(v process.View) string {
+	for _, s := range v.Steps {
+		if s.Name != v.Step {
+			continue
+		}
+		if v.Status == journal.ProcessCompensating && s.Compensation != nil {
+			return s.Compensation.Status
+		}
+		return s.Status
+	}
+	return ""
 }

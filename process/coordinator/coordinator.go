@@ -34,6 +34,10 @@ type Config struct {
 	StepWait time.Duration `mapstructure:"step_wait"`
 	// ComeBack is the delay of a process command sent back to wait. Default 2s.
 	ComeBack time.Duration `mapstructure:"come_back"`
+	// ApprovalWait is the delay of a process command whose current step
+	// waits for a person's approval (approvals:): it is not held for it,
+	// and comes back after this to see whether it was decided. Default 1m.
+	ApprovalWait time.Duration `mapstructure:"approval_wait"`
 	// Poll is how often a waiting step's row is read again when no result
 	// wakes the wait. Default 1s.
 	Poll time.Duration `mapstructure:"poll"`
@@ -56,6 +60,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Poll == 0 {
 		c.Poll = time.Second
+	}
+	if c.ApprovalWait == 0 {
+		c.ApprovalWait = time.Minute
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 256
@@ -89,8 +96,8 @@ func (c Config) Validate(ncfg consumer.Config) error {
 	if c.HeartbeatInterval*2 > ncfg.AckWait {
 		errs = append(errs, fmt.Errorf("coordinator.heartbeat_interval %v: at most half of nats.ack_wait %v, or a held process command is redelivered", c.HeartbeatInterval, ncfg.AckWait))
 	}
-	if c.StepWait <= 0 || c.ComeBack <= 0 || c.Poll <= 0 || c.MaxInFlight < 1 || c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("processes: step_wait, come_back, poll, max_in_flight and shutdown_timeout must be positive"))
+	if c.StepWait <= 0 || c.ComeBack <= 0 || c.ApprovalWait <= 0 || c.Poll <= 0 || c.MaxInFlight < 1 || c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("coordinator: step_wait, come_back, approval_wait, poll, max_in_flight and shutdown_timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

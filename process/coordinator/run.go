@@ -277,11 +277,15 @@ func (r *run) execute() {
 		switch {
 		case errors.Is(err, errDied):
 			return // as if killed: nothing more is written, acked or released
-		case errors.Is(err, errWaiting):
+		case errors.Is(err, errWaiting), errors.Is(err, errAwaitingApproval):
 			r.c.d.Metrics.comeBacks.Inc()
 			stopBeats()
 			r.release()
-			r.c.pending(r.d, r.def, r.rec, r.op, r.c.cfg.ComeBack, r.log)
+			back := r.c.cfg.ComeBack
+			if errors.Is(err, errAwaitingApproval) {
+				back = r.c.cfg.ApprovalWait
+			}
+			r.c.pending(r.d, r.def, r.rec, r.op, back, r.log)
 			return
 		case err != nil:
 			stopBeats()

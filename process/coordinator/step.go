@@ -13,8 +13,12 @@ import (
 )
 
 // errWaiting: a step has no final outcome yet (it is being retried, looked
-// up, or waits for an approval or a person); the command comes back later.
+// up, or waits for a person); the command comes back later.
 var errWaiting = errors.New("a step is still settling")
+
+// errAwaitingApproval: a step waits for a person's approval; the command
+// comes back after ApprovalWait, not held meanwhile.
+var errAwaitingApproval = errors.New("a step awaits approval")
 
 // Codes of a step that failed before it reached the journal.
 const (
@@ -215,6 +219,9 @@ func (r *run) await(i int, comp bool, act *process.Action, key operation.Key) (o
 			return outcome{kind: succeeded}, nil
 		case err == nil && row.Status == journal.StatusFailedFinal:
 			return outcome{kind: failed, code: row.ErrorCode}, nil
+		case err == nil && row.Status == journal.StatusAwaitingApproval:
+			r.log.Info("step waits for a person's approval: the process command comes back later", "step", name, "operation_key", ks)
+			return outcome{}, errAwaitingApproval
 		case err != nil && !errors.Is(err, journal.ErrNotFound):
 			return outcome{}, err
 		}

@@ -72,6 +72,8 @@ type Daemon struct {
 	// targets are the adapters of the routes other than YooKassa's (the
 	// processes' steps), by operation type.
 	targets map[string]adapters.Adapter
+	// approvals gate the worker's intents (Options.Approvals).
+	approvals *worker.Approvals
 }
 
 // Start runs a daemon on the named journal engine ("sqlite" or
@@ -89,7 +91,13 @@ func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 	if opts.Processes != nil {
 		d.startTargets(tb)
 	}
+	if opts.Approvals {
+		d.gateApprovals(tb)
+	}
 	d.Run(tb)
+	if opts.Approvals {
+		d.sweepApprovals(tb)
+	}
 	if opts.Processes != nil {
 		d.prepareProcesses(tb, opts)
 	}
@@ -159,9 +167,10 @@ func (d *Daemon) Run(tb testing.TB) {
 	}
 	deps := worker.Deps{
 		Store: d.Journal, JS: d.JS, NC: d.NC, Consumer: d.cons,
-		Decoder:  &operation.Decoder{Env: Env},
-		Adapters: routes,
-		Log:      slog.New(slog.DiscardHandler),
+		Decoder:   &operation.Decoder{Env: Env},
+		Adapters:  routes,
+		Log:       slog.New(slog.DiscardHandler),
+		Approvals: d.approvals,
 	}
 	w, err := worker.New(d.Worker, d.Consumer, deps)
 	if err != nil {

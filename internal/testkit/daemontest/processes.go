@@ -9,6 +9,7 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemgate/idemgate/redact"
 	sbbitrix24 "github.com/idemgate/idemgate/sandbox/bitrix24"
 	sbonec "github.com/idemgate/idemgate/sandbox/onec"
+	"github.com/idemgate/idemgate/worker"
 )
 
 // Options change what StartWith runs.
@@ -28,6 +30,34 @@ type Options struct {
 	// ProcessAckWait is the process commands' AckWait: how soon a command
 	// held by a coordinator that died comes back. Default 3s.
 	ProcessAckWait time.Duration
+	// Approvals gates intents by the built-in approval policy
+	// (payment.charge and payment.refund wait for one approver), with the
+	// parked stream and a sweeper; Daemon.Approvals decides.
+	Approvals bool
+}
+
+// gateApprovals readies the built-in approval policy for the worker.
+func (d *Daemon) gateApprovals(tb testing.TB) {
+	tb.Helper()
+	policy, err := operation.CompileApprovalPolicy(nil, nil)
+	if err != nil {
+		tb.Fatalf("approval policy: %v", err)
+	}
+	if err := consumer.EnsureParked(context.Background(), d.JS, d.Consumer, time.Hour); err != nil {
+		tb.Fatalf("parked stream: %v", err)
+	}
+	d.approvals = &worker.Approvals{Policy: policy, URL: func(k string) string { return "https://idemgate.example/ui/approvals/" + k }, NATS: d.Consumer}
+	d.Approvals = &approval.Service{Store: d.Journal, Policy: policy}
+}
+
+// sweepApprovals runs the sweeper that carries decisions out.
+func (d *Daemon) sweepApprovals(tb testing.TB) {
+	tb.Helper()
+	sw := worker.NewApprovalSweeper(worker.ApprovalSweeperConfig{Interval: 100 * time.Millisecond}, d.Journal, d.JS, d.Consumer, nil, nil)
+	if err := sw.Start(context.Background()); err != nil {
+		tb.Fatalf("approval sweeper: %v", err)
+	}
+	tb.Cleanup(sw.Stop)
 }
 
 // The process side of a Daemon started with Options.Processes.
@@ -37,6 +67,8 @@ type processSide struct {
 	Bitrix24 *sbbitrix24.Server
 	// Processes are the compiled declarations.
 	Processes *process.Set
+	// Approvals decides approvals (Options.Approvals).
+	Approvals *approval.Service
 	// ProcessConsumer is the processes stream's configuration (a short
 	// AckWait).
 	ProcessConsumer consumer.Config
@@ -121,7 +153,8 @@ func (d *Daemon) processStore() coordinator.Store {
 // within a test.
 func CoordinatorConfig(owner string) coordinator.Config {
 	return coordinator.Config{Owner: owner, LeaseTTL: time.Second, HeartbeatInterval: 300 * time.Millisecond,
-		StepWait: 5 * time.Second, ComeBack: 200 * time.Millisecond, Poll: 200 * time.Millisecond, ShutdownTimeout: 2 * time.Second}
+		StepWait: 5 * time.Second, ComeBack: 200 * time.Millisecond, ApprovalWait: 300 * time.Millisecond, Poll: 200 * time.Millisecond,
+		ShutdownTimeout: 2 * time.Second}
 }
 
 // StartCoordinator runs a process coordinator named owner on the daemon;
