@@ -64,7 +64,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stdout, "sqlite journal: pending=%v\n", p)
 				if check && p {
-					return &exitError{code: 3, err: errors.New("migrations pending")}
+					return &exitError{code: exitMigrationsPending, err: errors.New("migrations pending")}
 				}
 				return nil
 			}
@@ -86,7 +86,7 @@ func migrateCmd(stdout io.Writer) *cobra.Command {
 				fmt.Fprintf(stdout, "%04d %-8s %s\n", m.Version, state, m.Source)
 			}
 			if check && pending {
-				return &exitError{code: 3, err: errors.New("migrations pending")}
+				return &exitError{code: exitMigrationsPending, err: errors.New("migrations pending")}
 			}
 			return nil
 		},

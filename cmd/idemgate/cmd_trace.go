@@ -18,7 +18,16 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace KEY",
 		Short: "Show an operation from the agent's call to the target's object: the journal row and every attempt (a process: its steps as one timeline)",
-		Args:  cobra.RangeArgs(0, 1),
+		// Checked before the journal is opened (or, for SQLite, created).
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case unresolved && len(args) > 0:
+				return errors.New("trace takes a KEY or --unresolved, not both")
+			case !unresolved && len(args) != 1:
+				return fmt.Errorf("trace needs one KEY (or --unresolved), got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, st, err := openForTools(cmd)
 			if err != nil {
@@ -58,9 +67,6 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 						p.UpdatedAt.UTC().Format(time.RFC3339), stamp(p.CompletedAt), "process step "+p.FailedStep+" could not be compensated: idemgate trace KEY, then settle it in the target by hand")
 				}
 				return tw.Flush()
-			}
-			if len(args) != 1 {
-				return &exitError{code: exitUsage, err: errors.New("trace needs a KEY (or --unresolved)")}
 			}
 			if isProcessKey(args[0]) {
 				reg, err := c.registry()

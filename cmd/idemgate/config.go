@@ -164,7 +164,7 @@ func loadConfig(flags *pflag.FlagSet) (Config, error) {
 	}
 	for flag, key := range map[string]string{
 		"env": "env", "data-dir": "data_dir", "nats-url": "nats.url", "journal-url": "journal.url",
-		"admin-addr": "admin.addr", "log-level": "log.level", "log-format": "log.format",
+		"log-level": "log.level", "log-format": "log.format",
 	} {
 		if f := flags.Lookup(flag); f != nil {
 			if err := v.BindPFlag(strings.ReplaceAll(key, ".", keyDelim), f); err != nil {

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,13 +26,15 @@ import (
 	"github.com/idemgate/idemgate/redact"
 )
 
-// Exit codes.
+// Exit codes, as docs/operating.md tabulates them (TestExitCodesTable
+// holds the table to these constants).
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-	exitConfig  = 78 // sysexits EX_CONFIG: a restart would not help
-	exitUnknown = 4  // trace/resolve: no such key
+	exitOK                = 0
+	exitFailure           = 1
+	exitUsage             = 2  // an unknown command or flag, a wrong count of arguments, a command refused before it is sent
+	exitMigrationsPending = 3  // migrate status --check: migrations are pending
+	exitUnknown           = 4  // trace, resolve, approve, deny: no such key
+	exitConfig            = 78 // sysexits EX_CONFIG: a restart would not help
 	// publish --wait: one code per result status that is not succeeded.
 	exitFailedFinal = 5 // failed_final: the target refused for good
 	exitConflict    = 6 // conflict: the key was first used with another payload
@@ -149,7 +152,46 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		resolveCmd(stdout), approveCmd(stdout, journal.VoteApprove), approveCmd(stdout, journal.VoteDeny), reconcileCmd(stdout, stderr), ingestCmd(stderr), demoCmd(stdout, stderr),
 		sandboxCmd(stdout, stderr), versionCmd(stdout), mcpCmd(stderr))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
+	usageErrors(root)
 	return root
+}
+
+// usageErrors makes every argument error in the tree a usage error (exit
+// 2): a wrong count of arguments, and an unknown command — which a command
+// made only of subcommands (the root, migrate) would otherwise answer with
+// its help and exit 0 (below the root) or exit 1 (cobra's own error). Such a
+// command given no arguments still prints its help.
+func usageErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		usageErrors(sub)
+	}
+	switch {
+	case cmd.HasSubCommands() && !cmd.Runnable():
+		cmd.Args = unknownCommand
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	case cmd.Args == nil:
+		cmd.Args = cobra.NoArgs
+	}
+	check := cmd.Args
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return nil
+	}
+}
+
+// unknownCommand refuses any argument of a command made of subcommands:
+// cobra found no subcommand by that name.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		err = fmt.Errorf("%w (did you mean %s?)", err, strings.Join(s, " or "))
+	}
+	return err
 }
 
 // newLogger builds the JSON (or text) logger on stderr, through the redactor.
