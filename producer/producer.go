@@ -177,15 +177,14 @@ func orEvent(key, event string) string {
 // answered with the earlier command's result, marked Replayed. A missing
 // stream is ErrNoStream; a context that ends first is a *WaitError.
 func (c *Client) PublishAndWait(ctx context.Context, cmd operation.Command, key string, onPending func(operation.Result)) (operation.Result, error) {
-	return c.PublishAndWaitWith(ctx, cmd, key, "", onPending)
+	return c.PublishAndWaitWith(ctx, cmd, key, WaitOptions{OnPending: onPending})
 }
 
-// PublishAndWaitWith is PublishAndWait with msgID as the Nats-Msg-Id (""
-// for the event id). With MsgID(op) a changed payload sent again under the
-// same event id is not taken for a copy within the duplicate window: it
-// reaches the daemon and is answered conflict, instead of being answered
-// with the first payload's result.
-func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, key, msgID string, onPending func(operation.Result)) (operation.Result, error) {
+// PublishAndWaitWith is PublishAndWait with options: the Nats-Msg-Id, and
+// a watch on the daemon's consumer that tells when nothing fetches the
+// command.
+func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, key string, opts WaitOptions) (operation.Result, error) {
+	msgID, onPending := opts.MsgID, opts.OnPending
 	results := make(chan operation.Result, 16)
 	inbox := c.nc.NewRespInbox()
 	// duplicate: JetStream already held the command. Until then the key's
@@ -242,9 +241,22 @@ func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, 
 			c.watchStored(wctx, ack.Stream, cmd.Operation, key, stored)
 		}()
 	}
+	unfetched := make(chan Unfetched, 1)
+	if durable := opts.Consumers[ack.Stream]; durable != "" && opts.OnUnfetched != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			c.watchFetcher(wctx, Unfetched{Stream: ack.Stream, Seq: ack.Sequence, Consumer: durable}, opts.idleAfter(), unfetched)
+		}()
+	}
 	var pending *operation.Result
 	for {
 		select {
+		case u := <-unfetched:
+			opts.OnUnfetched(u)
 		case r := <-stored:
 			return r, nil
 		case r := <-results:
@@ -259,6 +271,102 @@ func (c *Client) PublishAndWaitWith(ctx context.Context, cmd operation.Command, 
 		case <-ctx.Done():
 			return operation.Result{}, &WaitError{Key: key, EventID: cmd.EventID, Stream: ack.Stream, Seq: ack.Sequence,
 				Duplicate: ack.Duplicate, Pending: pending, Err: ctx.Err()}
+		}
+	}
+}
+
+// WaitOptions change how PublishAndWaitWith waits for a command's result.
+type WaitOptions struct {
+	// MsgID is the Nats-Msg-Id ("" for the event id); see MsgID.
+	MsgID string
+	// OnPending, when not nil, receives the pending results.
+	OnPending func(operation.Result)
+	// Consumers names, by stream, the durable consumer a daemon fetches
+	// that stream's commands with (the commands stream's, the processes
+	// stream's). The stream that stores the command is looked up here; a
+	// stream not named is not watched.
+	Consumers map[string]string
+	// OnUnfetched, when not nil, is told (once, on the waiting goroutine)
+	// that no daemon fetches the stored command: for IdleAfter after it was
+	// stored, its consumer had no waiting pull and nothing in flight, and
+	// had not delivered it — or does not exist. The wait goes on: a daemon
+	// that starts meanwhile fetches the command and answers it.
+	OnUnfetched func(Unfetched)
+	// IdleAfter is how long the consumer must look idle. Default
+	// DefaultIdleAfter.
+	IdleAfter time.Duration
+}
+
+// DefaultIdleAfter is WaitOptions.IdleAfter's default: long enough to
+// span a few of a daemon's fetches (nats.fetch_wait, default 500ms, and the
+// gap before the next), short enough to say so within two seconds.
+const DefaultIdleAfter = 1500 * time.Millisecond
+
+func (o WaitOptions) idleAfter() time.Duration {
+	if o.IdleAfter > 0 {
+		return o.IdleAfter
+	}
+	return DefaultIdleAfter
+}
+
+// Unfetched describes a stored command that no daemon fetches.
+type Unfetched struct {
+	// Stream and Seq locate the stored command.
+	Stream string
+	Seq    uint64
+	// Consumer is the durable consumer that would deliver it to a daemon;
+	// Missing tells that it does not exist (no daemon ever started on this
+	// stream, or it was deleted).
+	Consumer string
+	Missing  bool
+	// Waiting is how many stored commands the consumer has not delivered.
+	Waiting uint64
+}
+
+func (u Unfetched) String() string {
+	why := fmt.Sprintf("its consumer %s has no waiting pull and nothing in flight, %d command(s) undelivered", u.Consumer, u.Waiting)
+	if u.Missing {
+		why = fmt.Sprintf("its consumer %s does not exist", u.Consumer)
+	}
+	return fmt.Sprintf("no daemon is fetching from %s (%s): the command is stored as %s sequence %d and stays there; "+
+		"a daemon that starts (idemgate run, with this configuration) fetches it and answers it, within this wait or after it",
+		u.Stream, why, u.Stream, u.Seq)
+}
+
+// watchFetcher polls the consumer that should deliver u's command and
+// sends u to out when, for idleAfter, it never had a waiting pull, a
+// delivery in flight, or delivered the command (a daemon fetching would
+// show one of them: it keeps a pull open, renewed every nats.fetch_wait).
+// It stops saying nothing at the first sign of a fetcher, or when NATS does
+// not answer.
+func (c *Client) watchFetcher(ctx context.Context, u Unfetched, idleAfter time.Duration, out chan<- Unfetched) {
+	tick := max(idleAfter/6, 20*time.Millisecond)
+	start := time.Now()
+	for {
+		cons, err := c.js.Consumer(ctx, u.Stream, u.Consumer)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			u.Missing, u.Waiting = true, 0
+		case err != nil:
+			return
+		default:
+			info := cons.CachedInfo()
+			if info.NumWaiting > 0 || info.NumAckPending > 0 || info.Delivered.Stream >= u.Seq {
+				return
+			}
+			u.Missing, u.Waiting = false, info.NumPending
+		}
+		if time.Since(start) >= idleAfter {
+			select {
+			case out <- u:
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case <-time.After(tick):
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -44,11 +44,23 @@ func setup(t *testing.T, daemon bool) *bundle {
 	b := &bundle{nc: nc, js: js, client: cl, ncfg: consumer.Config{FetchWait: 50 * time.Millisecond}.WithDefaults()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cons, err := consumer.Ensure(ctx, js, b.ncfg)
+	_, err = consumer.Ensure(ctx, js, b.ncfg)
 	require.NoError(t, err)
-	if !daemon {
-		return b
+	if daemon {
+		b.startDaemon(t)
 	}
+	return b
+}
+
+// startDaemon runs the real worker on a SQLite journal, serving
+// payment.charge from the YooKassa sandbox (invoice.create is left
+// unrouted).
+func (b *bundle) startDaemon(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := b.js.Consumer(ctx, b.ncfg.CommandsStream, b.ncfg.Durable)
+	require.NoError(t, err)
 	b.sandbox = sbyookassa.New(sbyookassa.Options{})
 	url, err := b.sandbox.Start("127.0.0.1:0")
 	require.NoError(t, err)
@@ -60,13 +72,12 @@ func setup(t *testing.T, daemon bool) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	w, err := worker.New(worker.Config{Owner: "producer-test"}, b.ncfg, worker.Deps{
-		Store: st, JS: js, NC: nc, Consumer: cons, Decoder: &operation.Decoder{Env: "test"},
+		Store: st, JS: b.js, NC: b.nc, Consumer: cons, Decoder: &operation.Decoder{Env: "test"},
 		Adapters: map[string]adapters.Adapter{"payment.charge": ad},
 	})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Stop)
-	return b
 }
 
 func charge(event string) operation.Command {

@@ -72,8 +72,13 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 				fmt.Fprintf(stdout, "published %s as stream sequence %d (duplicate=%v), key %s\n", command.EventID, ack.Sequence, ack.Duplicate, parsed.Key)
 				return nil
 			}
-			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.MsgID(parsed), func(r operation.Result) {
-				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
+			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.WaitOptions{
+				MsgID:     producer.MsgID(parsed),
+				OnPending: func(r operation.Result) { fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey) },
+				// Said within two seconds, instead of waiting out --timeout
+				// in silence when no daemon runs.
+				Consumers:   map[string]string{c.NATS.CommandsStream: c.NATS.Durable, c.NATS.ProcessesStream: c.NATS.ProcessDurable},
+				OnUnfetched: func(u producer.Unfetched) { fmt.Fprintf(stderr, "note: %s; waiting up to --timeout %s\n", u, timeout) },
 			})
 			var late *producer.WaitError
 			if errors.As(err, &late) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,10 +76,16 @@ func TestPublishSaysWhyNothingAnswers(t *testing.T) {
 		_, js := ns.Connect(t)
 		_, err := consumer.Ensure(context.Background(), js, consumer.Config{}.WithDefaults())
 		require.NoError(t, err)
-		code, _, stderr := runTool(t, chargeArgs("evt-nodaemon", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "1s")...)
+		code, _, stderr := runTool(t, chargeArgs("evt-nodaemon", "--env", "test", "--nats-url", ns.URL(), "--wait", "--timeout", "3s")...)
 		require.Equal(t, exitPending, code, "stored, not answered yet: %s", stderr)
+		// Said before the timeout (producer's TestWaitSaysNoDaemonFetches
+		// times it: within two seconds).
+		require.Contains(t, stderr, "note: no daemon is fetching from IDEMGATE_COMMANDS (its consumer idemgate-worker has no waiting pull and nothing in flight")
+		require.Contains(t, stderr, "the command is stored as IDEMGATE_COMMANDS sequence 1 and stays there; a daemon that starts")
+		require.Contains(t, stderr, "waiting up to --timeout 3s")
 		require.Contains(t, stderr, "no result for test:payment.charge:evt-nodaemon:v1")
 		require.Contains(t, stderr, "IDEMGATE_COMMANDS sequence 1")
+		require.Less(t, strings.Index(stderr, "note: no daemon"), strings.Index(stderr, "no result for"), "the note comes first")
 	})
 	t.Run("still pending", func(t *testing.T) {
 		t.Parallel()
