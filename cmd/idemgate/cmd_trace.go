@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,9 +47,8 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return json.NewEncoder(stdout).Encode(jsonObject{
-						{"unknown", toolJSON(list)}, {"idle_retryable", toolJSON(idle)}, {"processes_needs_review", toolJSON(review)},
-					})
+					return writeJSON(stdout, unresolvedJSON{Unknown: each(list, operationOf), IdleRetryable: each(idle, operationOf),
+						ProcessesNeedsReview: each(review, processOf)})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "KEY\tSTATUS\tROUNDS\tERROR\tUPDATED\tRAISED\tWHAT TO DO")
@@ -81,7 +79,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return processTraceJSON(stdout, tr)
+					return printProcessTraceJSON(stdout, tr)
 				}
 				return printProcessTrace(stdout, tr)
 			}
@@ -98,8 +96,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 			}
 			traces := attemptTraces(cmd.Context(), st, args[0])
 			if asJSON {
-				return json.NewEncoder(stdout).Encode(jsonObject{{"operation", toolJSON(rec)}, {"attempts", toolJSON(atts)},
-					{"attempt_trace_ids", traces}})
+				return writeJSON(stdout, traceJSON{Operation: operationOf(rec), Attempts: each(atts, attemptOf), AttemptTraceIDs: traces})
 			}
 			return printTrace(stdout, rec, atts, traces)
 		},

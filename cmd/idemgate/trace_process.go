@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -155,9 +154,9 @@ func printProcessTrace(w io.Writer, tr processTrace) error {
 	return tw.Flush()
 }
 
-// processTraceJSON is trace --json for a process.
-func processTraceJSON(w io.Writer, tr processTrace) error {
-	return json.NewEncoder(w).Encode(jsonObject{{"process", toolJSON(tr.rec)}, {"steps", tr.view.Steps}, {"timeline", tr.timeline}})
+// printProcessTraceJSON is trace --json for a process.
+func printProcessTraceJSON(w io.Writer, tr processTrace) error {
+	return writeJSON(w, processTraceJSON{Process: processOf(tr.rec), Steps: tr.view.Steps, Timeline: tr.timeline})
 }
 
 // processesForReview lists the processes left for a person (trace
