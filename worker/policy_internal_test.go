@@ -175,6 +175,16 @@ func TestRulesPerAdapter(t *testing.T) {
 	require.ErrorContains(t, err, "rules_by_adapter.nobody")
 }
 
+// TestDefaultRulesFollowTheClassTable: the worker's default rules give every
+// shared code the class the adapters' table gives it, and nothing else.
+func TestDefaultRulesFollowTheClassTable(t *testing.T) {
+	t.Parallel()
+	c, err := DefaultRules().compile()
+	require.NoError(t, err)
+	require.Equal(t, adapters.DefaultClasses(), map[string]adapters.Class(c))
+	require.Equal(t, adapters.ReconcileBeforeRetry, c[adapters.CodeHTTP502], "a gateway's 502 may follow a commit upstream")
+}
+
 func TestHorizonsRefused(t *testing.T) {
 	t.Parallel()
 	ncfg := consumer.Config{AckWait: 30 * time.Second, CommandsMaxAge: time.Hour}.WithDefaults()
