@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -192,17 +193,13 @@ func (c *Client) wait(ctx context.Context) error {
 		e.RetryAfter = d
 		return e
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
+	if ctxsleep.For(ctx, d) {
 		return nil
-	case <-ctx.Done():
-		r.Cancel()
-		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for a slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
-		e.RetryAfter = d
-		return e
 	}
+	r.Cancel()
+	e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for a slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
+	e.RetryAfter = d
+	return e
 }
 
 // Refused records that the target refused a request for its own rate limit
@@ -291,14 +288,10 @@ func (a *Admission) waitFor(ctx context.Context) error {
 	if d == 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
+	if ctxsleep.For(ctx, d) {
 		return nil
-	case <-ctx.Done():
-		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for its reserved slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
-		e.RetryAfter = d
-		return e
 	}
+	e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for its reserved slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
+	e.RetryAfter = d
+	return e
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -45,14 +46,8 @@ func (r *retryRun) admit() error {
 		r.last = e
 		return e
 	}
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			return backoff.Permanent(errStopped{})
-		}
+	if d > 0 && !ctxsleep.For(r.ctx, d) {
+		return backoff.Permanent(errStopped{})
 	}
 	return nil
 }
@@ -86,15 +81,9 @@ func waitTurn(ctx context.Context, a adapters.Adapter, op operation.Operation) (
 	if adm == nil {
 		return ctx, func() {}
 	}
-	if d := adm.Delay(); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			adm.Cancel()
-			return ctx, func() {}
-		}
+	if d := adm.Delay(); d > 0 && !ctxsleep.For(ctx, d) {
+		adm.Cancel()
+		return ctx, func() {}
 	}
 	return adm.Bind(ctx), adm.Cancel
 }
