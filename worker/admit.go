@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/internal/ctxsleep"
