@@ -411,7 +411,14 @@ func ExistingOf(rec journal.Record) *operation.Existing {
 // Rejected is the answer to a command refused before anything was
 // executed; reason names the field and what is wrong with it.
 func (t Thresholds) Rejected(key, opType, code, reason string) Answer {
-	a := t.Of(StateRejected, Facts{Operation: opType, ErrorCode: code, Detail: reason})
+	return Rejected(key, opType, code, reason)
+}
+
+// Rejected is the answer to a command (or a call's arguments) refused
+// before anything was executed; reason names the field and what is wrong
+// with it. Every face words its refusals by it.
+func Rejected(key, opType, code, reason string) Answer {
+	a := Thresholds{}.Of(StateRejected, Facts{Operation: opType, ErrorCode: code, Detail: reason})
 	a.OperationKey = key
 	return a
 }
