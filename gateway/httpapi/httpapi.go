@@ -185,7 +185,6 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 		if p, ok := processLocation(a); ok {
 			loc = p
 		}
-		a = a.PollBy("GET " + loc + " (the Location header)")
 		w.Header().Set("Location", loc)
 		w.Header().Set("Retry-After", retryAfter(a.RetryAfterMS))
 		status := http.StatusAccepted
