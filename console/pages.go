@@ -165,7 +165,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		d.ActivityBy[string(a.Kind)] += a.Count
 		d.ActivityBy["outcome/"+string(a.Outcome)] += a.Count
 	}
-	unresolved, err := c.d.Store.ListUnresolved(ctx, c.d.Answers.ReviewAfter, listLimit)
+	unresolved, err := c.d.Store.ListUnresolved(ctx, 0, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
@@ -364,7 +364,7 @@ type unresolvedRow struct {
 }
 
 func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) {
-	list, err := c.d.Store.ListUnresolved(r.Context(), c.d.Answers.ReviewAfter, listLimit)
+	list, err := c.d.Store.ListUnresolved(r.Context(), 0, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
