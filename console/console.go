@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -103,10 +104,12 @@ type Deps struct {
 	// Env and Types turn an intent id into its keys.
 	Env   string
 	Types []string
-	// IdleAfter is when a failed_retryable operation counts as idle
-	// (reconciler.idle_after).
-	IdleAfter time.Duration
-	Log       *slog.Logger
+	// Answers are the answers' thresholds (reconciler.review_after and
+	// idle_after): an operation's page tells its answer as every face does,
+	// and the Unresolved and Retry-idle pages list what answer calls
+	// unresolved. Zero fields take answer's defaults.
+	Answers answer.Thresholds
+	Log     *slog.Logger
 	// Now is the clock of sessions; default time.Now.
 	Now func() time.Time
 }
@@ -130,6 +133,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if d.Store == nil {
 		return nil, errors.New("console: no journal")
 	}
+	d.Answers = d.Answers.WithDefaults()
 	if d.Resolve == nil {
 		return nil, errors.New("console: no resolve function")
 	}
