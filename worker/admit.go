@@ -40,9 +40,7 @@ func (r *retryRun) admit() error {
 	}
 	d := r.admission.Delay()
 	if d > r.w.admitInline() {
-		e := adapters.NewError(adapters.CodeClientRateLimit, adapters.Retry,
-			fmt.Errorf("rate limit: the call's turn comes in %v; nothing sent", d.Round(time.Millisecond)))
-		e.RetryAfter = d
+		e := adapters.RateLimited(d, fmt.Errorf("rate limit: the call's turn comes in %v; nothing sent", d.Round(time.Millisecond)))
 		r.last = e
 		return e
 	}
