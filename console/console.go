@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -106,7 +107,13 @@ type Deps struct {
 	// IdleAfter is when a failed_retryable operation counts as idle
 	// (reconciler.idle_after).
 	IdleAfter time.Duration
-	Log       *slog.Logger
+	// Approvals decides approvals for the Approvals page (the one entry
+	// every face calls); nil: approvals are off and the page says so.
+	Approvals *approval.Service
+	// Decided is called after a decision was recorded (the daemon nudges
+	// its approvals sweeper, which carries it out); nil: the next sweep.
+	Decided func()
+	Log     *slog.Logger
 	// Now is the clock of sessions; default time.Now.
 	Now func() time.Time
 }
@@ -204,6 +211,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/resolve/lookup", c.authed(RoleOperator, c.resolveLookup))
 	m.HandleFunc("POST /ui/resolve/confirm", c.authed(RoleOperator, c.resolveConfirm))
 	m.HandleFunc("POST /ui/resolve", c.authed(RoleOperator, c.resolve))
+	m.HandleFunc("GET /ui/approvals", c.authed(RoleApprover, c.approvals))
+	m.HandleFunc("GET /ui/approval", c.authed(RoleApprover, c.approvalPage))
+	m.HandleFunc("POST /ui/approval/confirm", c.authed(RoleApprover, c.approvalConfirm))
+	m.HandleFunc("POST /ui/approval", c.authed(RoleApprover, c.approvalDecide))
 	c.mux = m
 }
 
@@ -218,6 +229,8 @@ type view struct {
 	Data    any
 	Now     time.Time
 	CanEdit bool
+	// CanApprove: the user may decide approvals.
+	CanApprove bool
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
@@ -232,6 +245,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if v.User != nil {
 		v.CSRF = c.sign.csrf(*v.User)
 		v.CanEdit = v.User.Role == RoleOperator
+		v.CanApprove = v.User.Approver
 	}
 	v.Now = c.d.Now().UTC()
 	var buf bytes.Buffer
@@ -293,7 +307,11 @@ func (c *Console) authed(role string, h func(http.ResponseWriter, *http.Request,
 			}
 		}
 		if role == RoleOperator && se.Role != RoleOperator {
-			c.fail(w, r, http.StatusForbidden, se.Name+" is a viewer: resolving needs the operator role")
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+": resolving needs the operator role")
+			return
+		}
+		if role == RoleApprover && !se.Approver {
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+" and not an approver: deciding approvals needs the approver role")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, se)), se)
