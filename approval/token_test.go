@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,4 +184,36 @@ func FuzzParseToken(f *testing.F) {
 			t.Fatalf("accepted a token jwt itself refuses: %v", err)
 		}
 	})
+}
+
+// TestDocsMintExample runs the Python snippet docs/approvals.md gives for
+// minting a token and verifies what it prints against the request the page
+// describes.
+func TestDocsMintExample(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	doc, err := os.ReadFile("../docs/approvals.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "<!-- mint-token -->\n```python\n")
+	require.True(t, ok, "docs/approvals.md holds the mint-token snippet")
+	snippet, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	cmd := exec.Command(py, "-c", snippet)
+	cmd.Env = append(os.Environ(), "SHOP_SECRET="+hsSecret)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	tok := strings.TrimSpace(string(out))
+	require.True(t, approval.LooksLikeToken(tok))
+	got, err := hsVerifier(t).Verify(tok, testOp(t))
+	require.NoError(t, err, "the documented token approves the documented request")
+	require.Equal(t, "shop.example", got.Issuer)
+	require.Equal(t, "pay-order-1", got.ID)
+	// The same snippet's token does not approve another amount.
+	other, err := (&operation.Decoder{Env: "prod"}).DecodeCommand(operation.Command{EventID: "order-1-charge", Operation: "payment.charge",
+		Payload: []byte(`{"account_id":"merchant-account-17","order_id":"order-1","amount_minor":125001,"currency":"RUB"}`)})
+	require.NoError(t, err)
+	_, err = hsVerifier(t).Verify(tok, other)
+	require.ErrorContains(t, err, "approves another request")
 }
