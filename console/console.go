@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -104,9 +105,11 @@ type Deps struct {
 	// Env and Types turn an intent id into its keys.
 	Env   string
 	Types []string
-	// IdleAfter is when a failed_retryable operation counts as idle
-	// (reconciler.idle_after).
-	IdleAfter time.Duration
+	// Answers are the answers' thresholds (reconciler.review_after and
+	// idle_after): an operation's page tells its answer as every face does,
+	// and the Unresolved and Retry-idle pages list what answer calls
+	// unresolved. Zero fields take answer's defaults.
+	Answers answer.Thresholds
 	// Approvals decides approvals for the Approvals page (the one entry
 	// every face calls); nil: approvals are off and the page says so.
 	Approvals *approval.Service
@@ -137,6 +140,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if d.Store == nil {
 		return nil, errors.New("console: no journal")
 	}
+	d.Answers = d.Answers.WithDefaults()
 	if d.Resolve == nil {
 		return nil, errors.New("console: no resolve function")
 	}

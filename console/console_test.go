@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
@@ -71,7 +72,7 @@ func newFixture(t *testing.T, engine string, tune func(*console.Config)) *fixtur
 	}
 	// The console is handed the reads it declares (console.Journal) and
 	// nothing more: it cannot reach the journal's writes.
-	c, err := console.New(cfg, console.Deps{Store: struct{ console.Journal }{st}, Env: "test", Types: []string{"crm.task.create"}, IdleAfter: time.Hour,
+	c, err := console.New(cfg, console.Deps{Store: struct{ console.Journal }{st}, Env: "test", Types: []string{"crm.task.create"}, Answers: answer.Thresholds{IdleAfter: time.Hour},
 		ObjectURL: func(rec journal.Record) string { return "https://crm.example/tasks/" + rec.TargetObjectID },
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			return worker.Resolve(ctx, worker.Deps{Store: st}, r)

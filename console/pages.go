@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -175,7 +176,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 			d.Raised++
 		}
 	}
-	idle, err := c.d.Store.ListIdleRetryable(ctx, c.d.IdleAfter, listLimit)
+	idle, err := c.d.Store.ListIdleRetryable(ctx, c.d.Answers.IdleAfter, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
@@ -313,6 +314,8 @@ type operationData struct {
 	Attempts []journal.Attempt
 	// Link is the object's page in the target, when its adapter knows one.
 	Link string
+	// Answer is what every face answers for the operation now.
+	Answer answer.Answer
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
@@ -341,7 +344,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "operation.html", view{Title: rec.Key, Nav: "operations", Flash: flash,
-		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec)}})
+		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec), Answer: c.d.Answers.FromRecord(rec, time.Now())}})
 }
 
 func (c *Console) objectURL(rec journal.Record) string {
@@ -385,13 +388,13 @@ func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) 
 }
 
 func (c *Console) idle(w http.ResponseWriter, r *http.Request, _ session) {
-	list, err := c.d.Store.ListIdleRetryable(r.Context(), c.d.IdleAfter, listLimit)
+	list, err := c.d.Store.ListIdleRetryable(r.Context(), c.d.Answers.IdleAfter, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
 	c.render(w, r, http.StatusOK, "idle.html", view{Title: "Retry-idle", Nav: "idle",
-		Data: map[string]any{"Rows": list, "IdleAfter": c.d.IdleAfter, "Limit": listLimit}})
+		Data: map[string]any{"Rows": list, "IdleAfter": c.d.Answers.IdleAfter, "Limit": listLimit}})
 }
 
 func (c *Console) conflicts(w http.ResponseWriter, r *http.Request, _ session) {

@@ -24,7 +24,7 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 		if errors.As(err, &ke) {
 			reason = ke.Reason
 		}
-		return g.rules.rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
+		return g.rules.Rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
 	}
 	if _, ok := process.IsProcess(k.Operation); ok {
 		return g.lookupProcess(ctx, key)
@@ -39,13 +39,13 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 			a.Status, a.OperationKey = StatusNotFound, key
 			return a
 		}
-		return g.rules.notFound(key, k.Operation)
+		return g.rules.NotFound(key, k.Operation)
 	}
 	if err != nil {
 		g.log.Warn("gateway: journal read failed", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, k.Operation, "read the journal")
+		return g.rules.Unavailable(key, k.Operation, "read the journal")
 	}
-	a := g.rules.fromRecord(rec, g.now())
+	a := g.rules.FromRecord(rec, g.now())
 	if trail {
 		atts, err := g.store.Attempts(ctx, key)
 		if err != nil {
@@ -78,9 +78,9 @@ func (g *Gateway) LookupIntent(ctx context.Context, opType, intentID string, tra
 	if err != nil {
 		var de *operation.DecodeError
 		if errors.As(err, &de) {
-			return g.rules.rejected("", opType, string(de.Code), decodeReason(de))
+			return g.rules.Rejected("", opType, string(de.Code), decodeReason(de))
 		}
-		return g.rules.rejected("", opType, string(operation.CodeBadKey), err.Error())
+		return g.rules.Rejected("", opType, string(operation.CodeBadKey), err.Error())
 	}
 	return g.Lookup(ctx, key, trail)
 }
@@ -103,7 +103,7 @@ func (g *Gateway) Unresolved(ctx context.Context, limit int) ([]Answer, error) {
 	now := g.now()
 	out := make([]Answer, 0, len(unknown)+len(idle))
 	for _, rec := range slices.Concat(unknown, idle) {
-		out = append(out, g.rules.fromRecord(rec, now))
+		out = append(out, g.rules.FromRecord(rec, now))
 	}
 	return out, nil
 }

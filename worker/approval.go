@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/startstop"
@@ -157,8 +158,9 @@ func AwaitingResult(op operation.Operation, a journal.Approval, url func(string)
 	if url != nil {
 		wait.URL = url(a.Key)
 	}
-	return operation.Result{OperationKey: a.Key, EventID: op.EventID, Operation: op.Type, Status: operation.ResultPending,
-		TargetSystem: op.TargetSystem, Reason: "awaiting a person's approval; nothing has executed", Approval: wait}
+	r := answer.Thresholds{}.Of(answer.StateAwaitingApproval, answer.Facts{Operation: op.Type, TargetSystem: op.TargetSystem}).Envelope(op.EventID)
+	r.OperationKey, r.Approval = a.Key, wait
+	return r
 }
 
 // ApprovalSweeperConfig tunes the approval sweeper.

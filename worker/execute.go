@@ -409,7 +409,9 @@ func (r *retryRun) unknown(ae *adapters.Error, note string) {
 		w.completionFailed(j, err)
 		return
 	}
-	w.publishPendingAndNak(j, back, j.claim.Attempt)
+	rec := j.claim.Record
+	rec.Status, rec.ErrorCode, rec.AttemptCount = journal.StatusUnknown, ae.Code, j.claim.Attempt
+	w.publishPendingAndNak(j, back, rec)
 }
 
 // fenced handles a call whose lease was taken over while it ran: the new

@@ -294,7 +294,7 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 		Decoder: &operation.Decoder{Env: c.Env, Registry: r.opTypes},
 		// Redact left nil: the worker's own redaction, done as each
 		// result is written, lets it keep results by business status.
-		Adapters: r.routes, Log: r.log, Metrics: r.metrics,
+		Adapters: r.routes, Log: r.log, Metrics: r.metrics, Answers: c.Reconciler.Thresholds(),
 	}
 	if c.Approvals.Enabled {
 		policy, err := c.Approvals.policy(r.opTypes)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres"
 	"github.com/idemgate/idemgate/journal/sqlite"
@@ -164,7 +165,11 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 				return nil
 			}
 			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.MsgID(parsed), func(r operation.Result) {
-				fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
+				if r.NextAction == "" {
+					fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
+					return
+				}
+				fmt.Fprintf(stderr, "pending: %s next_action=%s reason=%s\n", r.OperationKey, r.NextAction, r.Reason)
 			})
 			var late *producer.WaitError
 			if errors.As(err, &late) {
@@ -249,11 +254,12 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 			}
 			defer st.Close()
 			if unresolved {
-				list, err := st.ListUnresolved(cmd.Context(), 1, 1000)
+				th := c.Reconciler.Thresholds()
+				list, err := st.ListUnresolved(cmd.Context(), th.ReviewAfter, 1000)
 				if err != nil {
 					return err
 				}
-				idle, err := st.ListIdleRetryable(cmd.Context(), c.Reconciler.IdleAfter, 1000)
+				idle, err := st.ListIdleRetryable(cmd.Context(), th.IdleAfter, 1000)
 				if err != nil {
 					return err
 				}
@@ -314,11 +320,13 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			traces := attemptTraces(cmd.Context(), st, args[0])
+			a := c.Reconciler.Thresholds().FromRecord(rec, time.Now())
 			if asJSON {
-				return json.NewEncoder(stdout).Encode(jsonObject{{"operation", toolJSON(rec)}, {"attempts", toolJSON(atts)},
-					{"attempt_trace_ids", traces}})
+				return json.NewEncoder(stdout).Encode(jsonObject{{"operation", toolJSON(rec)},
+					{"answer", jsonObject{{"status", a.Status}, {"next_action", string(a.NextAction)}, {"reason", a.Reason}}},
+					{"attempts", toolJSON(atts)}, {"attempt_trace_ids", traces}})
 			}
-			return printTrace(stdout, rec, atts, traces)
+			return printTrace(stdout, rec, a, atts, traces)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
@@ -328,7 +336,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 
 // printTrace prints an operation and its attempts; traces are the attempts'
 // trace ids by lease token (none when tracing was off).
-func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, traces map[int64]string) error {
+func printTrace(w io.Writer, rec journal.Record, a answer.Answer, atts []journal.Attempt, traces map[int64]string) error {
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -338,6 +346,7 @@ func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, traces 
 	fmt.Fprintf(w, "operation  %s\n", rec.Key)
 	fmt.Fprintf(w, "type       %s → %s\n", rec.OperationType, rec.TargetSystem)
 	fmt.Fprintf(w, "status     %s\n", rec.Status)
+	fmt.Fprintf(w, "answer     %s, next action %s: %s\n", a.Status, a.NextAction, a.Reason)
 	fmt.Fprintf(w, "object     %s\n", orDash(rec.TargetObjectID))
 	fmt.Fprintf(w, "result     %s\n", orDash(string(rec.Result)))
 	fmt.Fprintf(w, "error      %s\n", orDash(rec.ErrorCode))
@@ -404,7 +413,7 @@ decision; the trail then records what the call found.`,
 			if who == "" {
 				who = os.Getenv("USER")
 			}
-			rec, err := worker.Resolve(cmd.Context(), worker.Deps{Store: st}, journal.Resolution{Key: args[0], Status: journal.Status(as),
+			rec, err := worker.Resolve(cmd.Context(), worker.Deps{Store: st, Answers: c.Reconciler.Thresholds()}, journal.Resolution{Key: args[0], Status: journal.Status(as),
 				TargetObjectID: object, ErrorCode: code, Evidence: evidence, Operator: who, Force: force})
 			switch {
 			case errors.Is(err, journal.ErrNotFound):
@@ -444,7 +453,7 @@ func publishResolved(ctx context.Context, c Config, rec journal.Record) error {
 	defer nc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return worker.PublishResult(pctx, js, rec)
+	return worker.PublishResult(pctx, js, c.Reconciler.Thresholds(), rec)
 }
 
 func reconcileCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -47,9 +47,9 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore
 	}
 	return console.New(c.Console, console.Deps{
 		Approvals: approvals,
-		Store:     store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
+		Store:     store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), Answers: c.Reconciler.Thresholds(), Log: log,
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
-			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics}, r)
+			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics, Answers: c.Reconciler.Thresholds()}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
 				return rec, fmt.Errorf("%w: %w", console.ErrNotPublished, err)
 			}

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
@@ -116,17 +117,14 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 // a process's "process.<name>").
 func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string) {
 	if !s.g.Known(opType) {
-		a := gateway.Answer{Status: gateway.StatusRejected, Operation: "", ErrorCode: string(operation.CodeUnknownOperation),
-			NextAction: gateway.FixInput, Reason: "Rejected: no such operation type; known types: " + strings.Join(s.names(), ", ") + "."}
+		a := answer.Rejected("", "", string(operation.CodeUnknownOperation), "no such operation type; known types: "+strings.Join(s.names(), ", "))
 		writeProblem(w, r, http.StatusNotFound, "unknown-operation", "Unknown operation", a.Reason, &a)
 		return
 	}
 	intent, bad := intentHeader(r.Header)
 	if bad != nil {
-		a := gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: bad.code,
-			NextAction: gateway.FixInput,
-			Reason: "Rejected, nothing was executed (" + bad.what + "); send the intent id in one Idempotency-Key header: " +
-				"one per business intent, reused unchanged on every retry."}
+		a := answer.Rejected("", opType, bad.code, bad.what+"; send the intent id in one Idempotency-Key header: "+
+			"one per business intent, reused unchanged on every retry")
 		writeProblem(w, r, http.StatusBadRequest, bad.kind, bad.title, a.Reason, &a)
 		return
 	}
@@ -192,7 +190,6 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 		if p, ok := processLocation(a); ok {
 			loc = p
 		}
-		a = a.PollBy("GET " + loc + " (the Location header)")
 		w.Header().Set("Location", loc)
 		w.Header().Set("Retry-After", retryAfter(a.RetryAfterMS))
 		status := http.StatusAccepted
@@ -235,8 +232,7 @@ func (s *server) names() []string {
 }
 
 func rejected(opType, code, what string) gateway.Answer {
-	return gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: code, NextAction: gateway.FixInput,
-		Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the request and send it again — the same Idempotency-Key may be reused.", what)}
+	return answer.Rejected("", opType, code, what)
 }
 
 // headerError is why the Idempotency-Key header cannot be used: a problem
