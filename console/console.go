@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/answer"
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -109,6 +110,12 @@ type Deps struct {
 	// and the Unresolved and Retry-idle pages list what answer calls
 	// unresolved. Zero fields take answer's defaults.
 	Answers answer.Thresholds
+	// Approvals decides approvals for the Approvals page (the one entry
+	// every face calls); nil: approvals are off and the page says so.
+	Approvals *approval.Service
+	// Decided is called after a decision was recorded (the daemon nudges
+	// its approvals sweeper, which carries it out); nil: the next sweep.
+	Decided func()
 	Log     *slog.Logger
 	// Now is the clock of sessions; default time.Now.
 	Now func() time.Time
@@ -208,6 +215,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/resolve/lookup", c.authed(RoleOperator, c.resolveLookup))
 	m.HandleFunc("POST /ui/resolve/confirm", c.authed(RoleOperator, c.resolveConfirm))
 	m.HandleFunc("POST /ui/resolve", c.authed(RoleOperator, c.resolve))
+	m.HandleFunc("GET /ui/approvals", c.authed(RoleApprover, c.approvals))
+	m.HandleFunc("GET /ui/approval", c.authed(RoleApprover, c.approvalPage))
+	m.HandleFunc("POST /ui/approval/confirm", c.authed(RoleApprover, c.approvalConfirm))
+	m.HandleFunc("POST /ui/approval", c.authed(RoleApprover, c.approvalDecide))
 	c.mux = m
 }
 
@@ -222,6 +233,8 @@ type view struct {
 	Data    any
 	Now     time.Time
 	CanEdit bool
+	// CanApprove: the user may decide approvals.
+	CanApprove bool
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
@@ -236,6 +249,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if v.User != nil {
 		v.CSRF = c.sign.csrf(*v.User)
 		v.CanEdit = v.User.Role == RoleOperator
+		v.CanApprove = v.User.Approver
 	}
 	v.Now = c.d.Now().UTC()
 	var buf bytes.Buffer
@@ -297,7 +311,11 @@ func (c *Console) authed(role string, h func(http.ResponseWriter, *http.Request,
 			}
 		}
 		if role == RoleOperator && se.Role != RoleOperator {
-			c.fail(w, r, http.StatusForbidden, se.Name+" is a viewer: resolving needs the operator role")
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+": resolving needs the operator role")
+			return
+		}
+		if role == RoleApprover && !se.Approver {
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+" and not an approver: deciding approvals needs the approver role")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, se)), se)

@@ -367,11 +367,12 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 		cfg  console.Config
 		want string
 	}{
-		"nobody":    {console.Config{Enabled: true}, "nobody could log in"},
-		"role":      {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "admin", TokenSHA256: console.HashToken("x")}}}, "viewer or operator"},
-		"hash":      {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: "plaintext"}}}, "64 hex digits"},
-		"twice":     {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: console.HashToken("x")}, {Name: "a", Role: "viewer", TokenSHA256: console.HashToken("y")}}}, "named twice"},
-		"page size": {console.Config{Enabled: true, ProxyHeader: "X-User", PageSize: 10000}, "page_size"},
+		"nobody":          {console.Config{Enabled: true}, "nobody could log in"},
+		"role":            {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "admin", TokenSHA256: console.HashToken("x")}}}, "viewer, operator or approver"},
+		"viewer approver": {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", Approver: true, TokenSHA256: console.HashToken("x")}}}, "a viewer is never an approver"},
+		"hash":            {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: "plaintext"}}}, "64 hex digits"},
+		"twice":           {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: console.HashToken("x")}, {Name: "a", Role: "viewer", TokenSHA256: console.HashToken("y")}}}, "named twice"},
+		"page size":       {console.Config{Enabled: true, ProxyHeader: "X-User", PageSize: 10000}, "page_size"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		require.ErrorContains(t, err, tc.want, name)

@@ -93,7 +93,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusUnauthorized, "wrong token")
 		return
 	}
-	se := session{Name: u.Name, Role: u.Role, ID: randomID(), Exp: c.d.Now().Add(c.cfg.SessionTTL).Unix()}
+	se := session{Name: u.Name, Role: u.Role, ID: randomID(), Exp: c.d.Now().Add(c.cfg.SessionTTL).Unix(), Approver: u.approves()}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.sign.encode(se), Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: time.Unix(se.Exp, 0)})
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: Prefix, MaxAge: -1})

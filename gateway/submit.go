@@ -25,6 +25,10 @@ type Request struct {
 	IntentID string
 	// ApprovalID approves a money-moving operation; stored, not fingerprinted.
 	ApprovalID string
+	// ApprovalToken is a pre-signed approval token (a compact JWS from the
+	// business's own system) the daemon verifies before anything executes;
+	// carried in the command, never stored or logged.
+	ApprovalToken string
 	// Payload holds the operation's fields, a JSON object.
 	Payload json.RawMessage
 	// Wait bounds the wait for the outcome; 0 means Config.Wait. Capped at
@@ -48,7 +52,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		return g.notRouted(req.Operation, req.IntentID)
 	}
 	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
-		ApprovalID: req.ApprovalID, Payload: req.Payload}
+		ApprovalID: req.ApprovalID, ApprovalToken: req.ApprovalToken, Payload: req.Payload}
 	op, err := g.dec.DecodeCommand(cmd)
 	if err != nil {
 		var de *operation.DecodeError

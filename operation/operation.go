@@ -21,6 +21,10 @@ type Operation struct {
 	// process (Command.ApprovalID): stored and traced, never trusted as an
 	// approval.
 	ApprovalID string
+	// ApprovalToken is the command's pre-signed approval token
+	// (Command.ApprovalToken), "" when none: verified by the worker, never
+	// fingerprinted, stored or logged.
+	ApprovalToken string
 	// Fields are the significant fields, normalised: strings, int64 money in
 	// minor units, upper-case currency, times as time.Time in UTC.
 	Fields map[string]any

@@ -20,6 +20,7 @@ type Metrics struct {
 	// (approved, denied, expired), and the wait from request to decision.
 	awaitingApproval  prometheus.Counter
 	approvalDecisions *prometheus.CounterVec
+	approvalTokens    *prometheus.CounterVec
 	approvalWait      prometheus.Histogram
 	fetched           prometheus.Counter
 	executed          prometheus.Counter
@@ -83,6 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		awaitingApproval: c("commands_awaiting_approval_total", "Command deliveries answered pending because their intent waits for a person's approval (its command parked)."),
 		approvalDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_decisions_total",
 			Help: "Approval records decided, by state: approved, denied, expired (counted where the decision is carried out)."}, []string{"state"}),
+		approvalTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_tokens_total",
+			Help: "Commands carrying a pre-signed approval token, by outcome: accepted (the approval recorded) or refused (the command rejected, nothing executed)."}, []string{"outcome"}),
 		approvalWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "approval_wait_seconds",
 			Help: "From an intent's approval request to its decision (approved, denied or expired).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
 		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
@@ -160,7 +163,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
 			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp,
-			m.awaitingApproval, m.approvalDecisions, m.approvalWait)
+			m.awaitingApproval, m.approvalDecisions, m.approvalTokens, m.approvalWait)
 	}
 	return m
 }

@@ -301,7 +301,11 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 		if err != nil {
 			return nil, configError(err)
 		}
-		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.Approvals.url, NATS: c.NATS.Config}
+		tokens, err := c.Approvals.tokenVerifier()
+		if err != nil {
+			return nil, configError(err)
+		}
+		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.approvalLinks(), NATS: c.NATS.Config, Tokens: tokens}
 	}
 	w, err := worker.New(c.Worker, c.NATS.Config, deps)
 	if err != nil {

@@ -7,8 +7,8 @@
 //	GET  /v1/processes/{key}
 //
 // The Idempotency-Key is the intent id (a structured-field string, quoted,
-// or a bare token); the approval comes in Idempotency-Approval or an
-// approval_id member of the body; Prefer: wait=N bounds the wait. A final
+// or a bare token); Idempotency-Approval carries a pre-signed approval
+// token (a compact JWS) or an approval_id, which may come in the body too; Prefer: wait=N bounds the wait. A final
 // outcome is 200 with gateway.Answer as the body (the same document MCP
 // returns as structured content), pending is 202 with Location and
 // Retry-After, a key reused with another payload is 409, a rejected command
@@ -46,7 +46,8 @@ import (
 // Headers.
 const (
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderApproval carries approval_id (for money-moving operations).
+	// HeaderApproval carries a pre-signed approval token (a compact JWS,
+	// approval.LooksLikeToken) or, for anything else, approval_id.
 	HeaderApproval = "Idempotency-Approval"
 	// HeaderReplayed is "true" on an answer that already existed.
 	HeaderReplayed = "Idempotent-Replayed"
@@ -152,7 +153,11 @@ func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string)
 		writeProblem(w, r, http.StatusBadRequest, "bad-body", "Unreadable body", "The request body could not be read.", nil)
 		return
 	}
-	payload, approval, badApproval := splitApproval(body, r.Header.Get(HeaderApproval))
+	header, token := r.Header.Get(HeaderApproval), ""
+	if approval.LooksLikeToken(header) {
+		header, token = "", header
+	}
+	payload, approvalID, badApproval := splitApproval(body, header)
 	if badApproval != "" {
 		a := rejected(opType, string(operation.CodeInvalidField), badApproval)
 		writeProblem(w, r, http.StatusUnprocessableEntity, "rejected", "Rejected", a.Reason, &a)
@@ -168,7 +173,7 @@ func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string)
 	}
 	// An agent's traceparent is continued: the command's publish is its child.
 	ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
-	a := s.g.Submit(ctx, gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approval, Payload: payload, Wait: wait})
+	a := s.g.Submit(ctx, gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approvalID, ApprovalToken: token, Payload: payload, Wait: wait})
 	if a.Replayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}

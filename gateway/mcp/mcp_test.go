@@ -128,7 +128,9 @@ func TestToolsListSchemas(t *testing.T) {
 			require.Equal(t, typ.RequiresApproval, slices.Contains(required, "approval_id"))
 			require.Contains(t, props, "approval_id")
 			require.Contains(t, props["intent_id"].(map[string]any)["description"], "reused unchanged on every retry")
-			require.Len(t, props, len(typ.Fields)+2)
+			require.Contains(t, props, "approval_token", "a pre-signed approval token may come with any call")
+			require.NotContains(t, required, "approval_token")
+			require.Len(t, props, len(typ.Fields)+3)
 			for _, f := range typ.Fields {
 				p, ok := props[f.Name].(map[string]any)
 				require.True(t, ok, "field %s", f.Name)

@@ -167,6 +167,9 @@ func request(opType string, raw json.RawMessage) (r gateway.Request, bad string)
 	if r.ApprovalID, ok = str(argApprovalID); !ok {
 		return r, "approval_id: must be a string"
 	}
+	if r.ApprovalToken, ok = str(argApprovalToken); !ok {
+		return r, "approval_token: must be a string"
+	}
 	payload, err := json.Marshal(args)
 	if err != nil {
 		return r, "arguments must be a JSON object"
