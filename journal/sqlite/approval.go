@@ -24,7 +24,7 @@ ON CONFLICT (operation_key) DO NOTHING`,
 	AddVote: `INSERT INTO agent_operation_approval_votes (operation_key, approver, vote, reason, request_hash, decided_at, token_id)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
 	TokenUsedFor: `SELECT operation_key FROM agent_operation_approval_votes WHERE approver = ?1 AND token_id = ?2`,
-	SetState: `UPDATE agent_operation_approvals SET state = ?2, decided_at = ?3 WHERE operation_key = ?1 AND state = 'pending'`,
+	SetState:     `UPDATE agent_operation_approvals SET state = ?2, decided_at = ?3 WHERE operation_key = ?1 AND state = 'pending'`,
 	EndLog: `INSERT INTO agent_operation_log (operation_key, operation_type, request_hash, status, target_system,
     error_code, attempt_count, event_id, created_at, updated_at, completed_at)
 VALUES (?1, ?2, ?3, 'failed_final', ?4, ?6, 0, ?5, ?7, ?7, ?7)
