@@ -173,23 +173,20 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 		}()
 	}
 	wg.Wait()
-	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
-		r.d.Metrics.unresolved.Set(float64(len(list)))
-		s.Raised = r.raise(ctx, list)
-	} else {
+	l, err := r.cfg.Thresholds().ListUnresolved(ctx, r.d.Store, 1000)
+	if err != nil {
 		s.Failed++
 		r.d.Log.Error("unresolved operations not read", "error", err.Error())
+		return s, nil
 	}
-	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err != nil {
-		s.Failed++
-		r.d.Log.Error("idle retryable operations not read", "error", err.Error())
-	} else {
-		r.d.Metrics.idleRetryable.Set(float64(len(idle)))
-		s.IdleRetryable = len(idle)
-		if len(idle) > 0 {
-			r.d.Log.Warn("retryable operations wait for a command delivery that has not come: the agent must resend them (idemgate trace --unresolved)",
-				"operations", len(idle), "idle_after", r.cfg.IdleAfter.String(), "oldest", idle[0].Key)
-		}
+	for _, k := range answer.Kinds() {
+		r.d.Metrics.unresolved.WithLabelValues(string(k)).Set(float64(len(l.Of(k))))
+	}
+	s.Raised = r.raise(ctx, l.Unknown)
+	s.IdleRetryable = len(l.IdleRetry)
+	if idle := l.IdleRetry; len(idle) > 0 {
+		r.d.Log.Warn("retryable operations wait for a command delivery that has not come: the agent must resend them (idemgate trace --unresolved)",
+			"operations", len(idle), "idle_after", r.cfg.IdleAfter.String(), "oldest", idle[0].Key)
 	}
 	return s, nil
 }
