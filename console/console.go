@@ -75,8 +75,8 @@ type Journal interface {
 	journal.Browser
 	Get(ctx context.Context, key string) (journal.Record, error)
 	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
-	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
-	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+	// answer.Journal: the lists of the unresolved.
+	answer.Journal
 	Now(ctx context.Context) (time.Time, error)
 }
 
@@ -107,8 +107,8 @@ type Deps struct {
 	Types []string
 	// Answers are the answers' thresholds (reconciler.review_after and
 	// idle_after): an operation's page tells its answer as every face does,
-	// and the Unresolved and Retry-idle pages list what answer calls
-	// unresolved. Zero fields take answer's defaults.
+	// and the Unresolved pages (unknown outcomes, idle retries) list what
+	// answer calls unresolved (answer.Thresholds.ListUnresolved). Zero fields take answer's defaults.
 	Answers answer.Thresholds
 	// Approvals decides approvals for the Approvals page (the one entry
 	// every face calls); nil: approvals are off and the page says so.

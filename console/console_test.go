@@ -96,6 +96,22 @@ func (f *fixture) unknown(t *testing.T, intent string) string {
 	return k
 }
 
+// lookedUp records n lookups of the unknown operation k that could not
+// settle it (reconcile rounds), as the reconciler does; after
+// answer.DefaultReviewAfter of them it is unresolved.
+func (f *fixture) lookedUp(t *testing.T, k string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		c, err := journal.ClaimOne(ctx, f.store, journal.ClaimRequest{Key: k, OperationType: "crm.task.create", RequestHash: "h",
+			TargetSystem: "crm", Owner: "w1", LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, journal.Reconcile, c.Decision)
+		require.NoError(t, journal.CompleteOne(ctx, f.store, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown,
+			Reconciled: true, ErrorCode: "timeout", Note: "lookup indeterminate"}))
+	}
+}
+
 type browser struct {
 	t      *testing.T
 	c      *http.Client
@@ -207,6 +223,10 @@ func TestResolveNeedsTheOperatorCSRFEvidenceAndConfirmation(t *testing.T) {
 		viewer := f.client(t)
 		require.Equal(t, http.StatusSeeOther, viewer.login(viewerToken))
 		code, page, _ := viewer.do("GET", "/ui/unresolved", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.NotContains(t, page, key, "still being looked up: not unresolved before review_after lookups")
+		f.lookedUp(t, key, answer.DefaultReviewAfter)
+		code, page, _ = viewer.do("GET", "/ui/unresolved", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, page, key)
 		require.Contains(t, page, "call timed out after send", "what the attempt said")
@@ -322,7 +342,21 @@ func TestSearchPagesByKeyset(t *testing.T) {
 		code, page, _ = b.do("GET", "/ui/", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Regexp(t, `<td><a href="/ui/operations\?type=crm.task.create">crm.task.create</a></td><td>0</td><td>0</td><td>0</td><td>0</td><td><a href="[^"]+">7</a></td>`, page)
-		require.Regexp(t, `<b>7</b> unknown outcomes`, page)
+		require.Regexp(t, `<b>0</b> unresolved unknown outcomes<small>after 5 lookups; 0 raised for review`, page,
+			"seven unknown outcomes, none looked up review_after times yet")
+		f.lookedUp(t, keys[1], answer.DefaultReviewAfter)
+		f.lookedUp(t, keys[4], answer.DefaultReviewAfter)
+		f.lookedUp(t, keys[5], answer.DefaultReviewAfter-1)
+		code, page, _ = b.do("GET", "/ui/", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Regexp(t, `<b>2</b> unresolved unknown outcomes`, page, "the two looked up review_after times")
+		require.Regexp(t, `<b>0</b> unresolved idle retries<small>idle 1h0m0s: the agent must resend`, page)
+		code, page, _ = b.do("GET", "/ui/unresolved", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, page, keys[1])
+		require.Contains(t, page, keys[4])
+		require.NotContains(t, page, keys[5], "one lookup short of review_after")
+		require.NotContains(t, page, keys[0])
 		code, page, _ = b.do("GET", "/ui/idle", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, page, "No idle retry.")

@@ -6,8 +6,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -85,24 +83,22 @@ func (g *Gateway) LookupIntent(ctx context.Context, opType, intentID string, tra
 	return g.Lookup(ctx, key, trail)
 }
 
-// Unresolved lists what a person or the agent must act on: unknown
-// operations lookups could not settle (human_review) and retryable
-// failures no delivery is retrying (retry_same_intent), up to limit of each.
+// Unresolved lists what a person or the agent must act on, as
+// answer.Thresholds.ListUnresolved lists it: unknown operations
+// review_after lookups could not settle (human_review) and retryable
+// failures idle for idle_after (retry_same_intent), up to limit of each.
 func (g *Gateway) Unresolved(ctx context.Context, limit int) ([]Answer, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	unknown, err := g.store.ListUnresolved(ctx, g.cfg.ReviewAfter, limit)
+	l, err := g.rules.ListUnresolved(ctx, g.store, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list unresolved: %w", err)
-	}
-	idle, err := g.store.ListIdleRetryable(ctx, g.cfg.IdleAfter, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list idle retries: %w", err)
+		return nil, err
 	}
 	now := g.now()
-	out := make([]Answer, 0, len(unknown)+len(idle))
-	for _, rec := range slices.Concat(unknown, idle) {
+	all := l.All()
+	out := make([]Answer, 0, len(all))
+	for _, rec := range all {
 		out = append(out, g.rules.FromRecord(rec, now))
 	}
 	return out, nil

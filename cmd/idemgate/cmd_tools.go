@@ -254,22 +254,18 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 			}
 			defer st.Close()
 			if unresolved {
-				th := c.Reconciler.Thresholds()
-				list, err := st.ListUnresolved(cmd.Context(), th.ReviewAfter, 1000)
+				l, err := c.Reconciler.Thresholds().ListUnresolved(cmd.Context(), st, 1000)
 				if err != nil {
 					return err
 				}
-				idle, err := st.ListIdleRetryable(cmd.Context(), th.IdleAfter, 1000)
-				if err != nil {
-					return err
-				}
+				list, idle := l.Unknown, l.IdleRetry
 				review, err := processesForReview(cmd.Context(), st)
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					return json.NewEncoder(stdout).Encode(jsonObject{
-						{"unknown", toolJSON(list)}, {"idle_retryable", toolJSON(idle)}, {"processes_needs_review", toolJSON(review)},
+						{string(answer.KindUnknown), toolJSON(list)}, {string(answer.KindIdleRetry), toolJSON(idle)}, {"processes_needs_review", toolJSON(review)},
 					})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -330,7 +326,7 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
-	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list unknown operations reconciliation could not settle, and processes left for review")
+	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list the unresolved (unknown outcomes after review_after lookups, retryable failures idle for idle_after) and processes left for review")
 	return cmd
 }
 
