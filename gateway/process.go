@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idemgate/idemgate/answer"
@@ -226,64 +225,9 @@ func (g *Gateway) processAnswer(res operation.Result) Answer {
 	if len(res.Result) == 0 || json.Unmarshal(res.Result, &v) != nil || v.Process == "" {
 		return a
 	}
-	b := g.rules.Of(answer.ProcessState(v.Status), answer.Facts{Operation: res.Operation, TargetSystem: res.TargetSystem,
-		ErrorCode: res.ErrorCode, Detail: processStory(v, res.OperationKey)})
+	b := process.Answer(g.rules, v, res.Operation)
 	a.Status, a.NextAction, a.Reason, a.RetryAfterMS = b.Status, b.NextAction, b.Reason, b.RetryAfterMS
 	return a
-}
-
-// processStory is where a process stands, in words for its rule's reason.
-func processStory(v process.View, key string) string {
-	switch v.Status {
-	case journal.ProcessSucceeded:
-		return stepObjects(v, false)
-	case journal.ProcessCompensated:
-		undone := stepObjects(v, true)
-		if undone == "" {
-			undone = "nothing before it had to be undone"
-		} else {
-			undone = "the steps before it were compensated (" + undone + ")"
-		}
-		return fmt.Sprintf("step %s was refused for good (%s) and %s", v.FailedStep, orNone(v.ErrorCode), undone)
-	case journal.ProcessNeedsReview:
-		return fmt.Sprintf("step %s could not be compensated or settled (%s); see idemgate trace %s", v.FailedStep, orNone(v.ErrorCode), key)
-	}
-	switch {
-	case v.Status == journal.ProcessCompensating && currentStatus(v) == string(journal.StatusAwaitingApproval):
-		return fmt.Sprintf("step %s failed for good; the compensation of step %s waits for a person's approval", v.FailedStep, v.Step)
-	case v.Status == journal.ProcessCompensating:
-		return fmt.Sprintf("step %s failed for good and the steps before it are being compensated", v.FailedStep)
-	case v.Step != "" && currentStatus(v) == string(journal.StatusAwaitingApproval):
-		return "step " + v.Step + " waits for a person's approval"
-	case v.Step != "":
-		return "step " + v.Step + " is running"
-	}
-	return "it is starting"
-}
-
-func orNone(code string) string {
-	if code == "" {
-		return "no error code"
-	}
-	return code
-}
-
-// stepObjects lists the steps' objects ("invoice: <id>"), or with
-// compensated, the compensations that ran.
-func stepObjects(v process.View, compensated bool) string {
-	var parts []string
-	for _, s := range v.Steps {
-		if compensated {
-			if s.Compensation != nil && s.Compensation.Status == string(journal.StatusSucceeded) {
-				parts = append(parts, s.Name+": "+s.Compensation.Operation+" "+s.Compensation.TargetObjectID)
-			}
-			continue
-		}
-		if s.Status == string(journal.StatusSucceeded) {
-			parts = append(parts, s.Name+": "+s.TargetObjectID)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func processStatus(s journal.ProcessStatus) operation.ResultStatus {
@@ -294,19 +238,4 @@ func processStatus(s journal.ProcessStatus) operation.ResultStatus {
 		return operation.ResultFailedFinal
 	}
 	return operation.ResultPending
-}
-
-// currentStatus is the status of the step (or, compensating, the
-// compensation) the process is at.
-func currentStatus(v process.View) string {
-	for _, s := range v.Steps {
-		if s.Name != v.Step {
-			continue
-		}
-		if v.Status == journal.ProcessCompensating && s.Compensation != nil {
-			return s.Compensation.Status
-		}
-		return s.Status
-	}
-	return ""
 }
