@@ -119,6 +119,8 @@ func TestDependencyDirection(t *testing.T) {
 		// Processes: the definitions (process) and the coordinator beside
 		// the worker (process/coordinator), which sends steps as ordinary
 		// commands; never a worker, an adapter or a face.
+		// The answer rules: journal and operation only.
+		"answer":  {"consumer", "worker", "ingest", "cmd", "adapters", "sandbox", "producer", "gateway", "console", "process", "emulate", "internal"},
 		"process": {"worker", "ingest", "cmd", "adapters", "sandbox", "gateway", "console", "emulate"},
 	}
 	// A layer's *test suites may reach what the layer may not: an adapter's

@@ -184,7 +184,7 @@ type Class string
 // Error classes, from the article's retry rules.
 const (
 	// Retry: the request failed before it could have had an effect (not sent,
-	// 429, 502, 503): it may be sent again with the same key.
+	// 429, 503): it may be sent again with the same key.
 	Retry Class = "retry"
 	// ReconcileBeforeRetry: the request may have had an effect (timeout after
 	// sending, connection lost while waiting): look it up before anything else.

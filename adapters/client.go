@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/redact"
 )
 
@@ -188,21 +189,30 @@ func (c *Client) wait(ctx context.Context) error {
 	}
 	if dl, ok := ctx.Deadline(); ok && now.Add(d).After(dl) {
 		r.CancelAt(now)
-		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the next slot is %v away, past the call's deadline", d.Round(time.Millisecond)))
-		e.RetryAfter = d
-		return e
+		return RateLimited(d, fmt.Errorf("rate limit: the next slot is %v away, past the call's deadline", d.Round(time.Millisecond)))
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if err := waitSlot(ctx, d, "a slot"); err != nil {
 		r.Cancel()
-		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for a slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
-		e.RetryAfter = d
-		return e
+		return err
 	}
+	return nil
+}
+
+// RateLimited is the client_rate_limited error (class retry) of a call
+// whose place in the client-side rate limit is d away: nothing was sent.
+func RateLimited(d time.Duration, err error) *Error {
+	e := NewError(CodeClientRateLimit, Retry, err)
+	e.RetryAfter = d
+	return e
+}
+
+// waitSlot waits d, within ctx, for a call's place (what names it); a wait
+// ctx cuts short is RateLimited.
+func waitSlot(ctx context.Context, d time.Duration, what string) error {
+	if ctxsleep.For(ctx, d) {
+		return nil
+	}
+	return RateLimited(d, fmt.Errorf("rate limit: the call ended while waiting %v for %s: %w", d.Round(time.Millisecond), what, context.Cause(ctx)))
 }
 
 // Refused records that the target refused a request for its own rate limit
@@ -291,14 +301,5 @@ func (a *Admission) waitFor(ctx context.Context) error {
 	if d == 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		e := NewError(CodeClientRateLimit, Retry, fmt.Errorf("rate limit: the call ended while waiting %v for its reserved slot: %w", d.Round(time.Millisecond), context.Cause(ctx)))
-		e.RetryAfter = d
-		return e
-	}
+	return waitSlot(ctx, d, "its reserved slot")
 }

@@ -325,81 +325,26 @@ func safeErr(err error) error {
 }
 
 // StatusError returns the default classification of a non-2xx answer (nil
-// for 2xx). Adapters refine it with the target's error body first.
-//
-//	429                 → retry http_429 (Retry-After carried)
-//	502                 → retry http_502
-//	503                 → retry http_503 (Retry-After carried)
-//	500                 → reconcile_before_retry http_500
-//	504, other 5xx      → reconcile_before_retry http_504 / unexpected_response
-//	500/502/504/5xx as an EarlyAnswer → retry http_500_before_request_written
-//	                      (http_502_…, http_504_…, http_5xx_…): the target
-//	                      answered before it had the request
-//	400, 422            → never_retry validation_error
-//	401, 403            → never_retry authorization_denied
-//	409                 → never_retry idempotency_key_payload_mismatch
-//	404                 → never_retry not_found
-//	other 4xx           → never_retry unexpected_response
-//	1xx, 3xx, other     → reconcile_before_retry unexpected_response
+// for 2xx): the code StatusCode gives, the class DefaultClass gives it, and
+// Retry-After carried on 429 and 503. Adapters refine it with the target's
+// error body first.
 func StatusError(resp *HTTPResponse, now time.Time) *Error {
 	s := resp.StatusCode
 	if s >= 200 && s < 300 {
 		return nil
 	}
+	code := StatusCode(s, resp.EarlyAnswer)
 	err := fmt.Errorf("HTTP %d", s)
-	var e *Error
-	switch {
-	case s == http.StatusTooManyRequests:
-		e = NewError(CodeHTTP429, Retry, err)
-	case s == http.StatusBadGateway:
-		e = NewError(CodeHTTP502, Retry, err)
-	case s == http.StatusServiceUnavailable:
-		e = NewError(CodeHTTP503, Retry, err)
-	case s == http.StatusInternalServerError:
-		e = NewError(CodeHTTP500, ReconcileBeforeRetry, err)
-	case s == http.StatusGatewayTimeout:
-		e = NewError(CodeHTTP504, ReconcileBeforeRetry, err)
-	case s > 500 && s < 600:
-		e = NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, err)
-	case s == http.StatusBadRequest, s == http.StatusUnprocessableEntity:
-		e = NewError(CodeValidation, NeverRetry, err)
-	case s == http.StatusUnauthorized, s == http.StatusForbidden:
-		e = NewError(CodeAuthorizationDenied, NeverRetry, err)
-	case s == http.StatusConflict:
-		e = NewError(CodeKeyPayloadMismatch, NeverRetry, err)
-	case s == http.StatusNotFound:
-		e = NewError(CodeNotFound, NeverRetry, err)
-	case s >= 400 && s < 500:
-		e = NewError(CodeUnexpectedResponse, NeverRetry, err)
-	default:
-		e = NewError(CodeUnexpectedResponse, ReconcileBeforeRetry, err)
-	}
 	if resp.EarlyAnswer && s >= 500 && s < 600 && s != http.StatusServiceUnavailable {
-		e = BeforeWritten(s)
+		err = fmt.Errorf("HTTP %d before the request was written", s)
 	}
+	e := NewError(code, DefaultClass(code), err)
 	if s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 			e.RetryAfter = d
 		}
 	}
 	return e
-}
-
-// BeforeWritten is the error of a 5xx answer that came before the request
-// was written (HTTPResponse.EarlyAnswer): class retry, with a code that
-// names the status and says the request never reached the target whole.
-// Adapters that refine a 5xx use it for an early answer.
-func BeforeWritten(status int) *Error {
-	code := CodeHTTP5xxBeforeWritten
-	switch status {
-	case http.StatusInternalServerError:
-		code = CodeHTTP500BeforeWritten
-	case http.StatusBadGateway:
-		code = CodeHTTP502BeforeWritten
-	case http.StatusGatewayTimeout:
-		code = CodeHTTP504BeforeWritten
-	}
-	return NewError(code, Retry, fmt.Errorf("HTTP %d before the request was written", status))
 }
 
 // MaxRetryAfter caps a parsed Retry-After.

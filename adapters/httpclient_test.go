@@ -145,51 +145,6 @@ func TestSendClassifiesTransportFailures(t *testing.T) {
 	}
 }
 
-func TestStatusError(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cases := []struct {
-		status     int
-		retryAfter string
-		class      adapters.Class
-		code       string
-		wait       time.Duration
-	}{
-		{200, "", "", "", 0},
-		{429, "7", adapters.Retry, adapters.CodeHTTP429, 7 * time.Second},
-		{429, now.Add(90 * time.Second).Format(http.TimeFormat), adapters.Retry, adapters.CodeHTTP429, 90 * time.Second},
-		{503, "2", adapters.Retry, adapters.CodeHTTP503, 2 * time.Second},
-		{502, "", adapters.Retry, adapters.CodeHTTP502, 0},
-		{500, "", adapters.ReconcileBeforeRetry, adapters.CodeHTTP500, 0},
-		{504, "", adapters.ReconcileBeforeRetry, adapters.CodeHTTP504, 0},
-		{599, "", adapters.ReconcileBeforeRetry, adapters.CodeUnexpectedResponse, 0},
-		{400, "", adapters.NeverRetry, adapters.CodeValidation, 0},
-		{422, "", adapters.NeverRetry, adapters.CodeValidation, 0},
-		{401, "", adapters.NeverRetry, adapters.CodeAuthorizationDenied, 0},
-		{403, "", adapters.NeverRetry, adapters.CodeAuthorizationDenied, 0},
-		{409, "", adapters.NeverRetry, adapters.CodeKeyPayloadMismatch, 0},
-		{404, "", adapters.NeverRetry, adapters.CodeNotFound, 0},
-		{418, "", adapters.NeverRetry, adapters.CodeUnexpectedResponse, 0},
-		{302, "", adapters.ReconcileBeforeRetry, adapters.CodeUnexpectedResponse, 0},
-	}
-	for _, tc := range cases {
-		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
-			h := http.Header{}
-			if tc.retryAfter != "" {
-				h.Set("Retry-After", tc.retryAfter)
-			}
-			e := adapters.StatusError(&adapters.HTTPResponse{StatusCode: tc.status, Header: h}, now)
-			if tc.class == "" {
-				require.Nil(t, e)
-				return
-			}
-			require.Equal(t, tc.class, e.Class)
-			require.Equal(t, tc.code, e.Code)
-			require.Equal(t, tc.wait, e.RetryAfter)
-		})
-	}
-}
-
 func TestParseRetryAfter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -311,7 +266,7 @@ func TestFiveHundredBeforeAndAfterTheRequestWasWritten(t *testing.T) {
 		afterClass adapters.Class
 	}{
 		{500, adapters.CodeHTTP500BeforeWritten, adapters.CodeHTTP500, adapters.ReconcileBeforeRetry},
-		{502, adapters.CodeHTTP502BeforeWritten, adapters.CodeHTTP502, adapters.Retry},
+		{502, adapters.CodeHTTP502BeforeWritten, adapters.CodeHTTP502, adapters.ReconcileBeforeRetry},
 		{504, adapters.CodeHTTP504BeforeWritten, adapters.CodeHTTP504, adapters.ReconcileBeforeRetry},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {

@@ -117,6 +117,13 @@ func (s *Service) ByToken(token string) (Approver, bool) {
 // Decide records who's vote on key. who must be a configured approver
 // when the type's policy names groups (and then be in one of them).
 func (s *Service) Decide(ctx context.Context, who string, key string, vote journal.Vote, reason string) (journal.Approval, error) {
+	return s.DecideShown(ctx, who, key, "", vote, reason)
+}
+
+// DecideShown is Decide for a person who was shown the request with
+// fingerprint shown (a page's): the decision is refused if the record
+// waits for another one. "" checks nothing (Decide).
+func (s *Service) DecideShown(ctx context.Context, who, key, shown string, vote journal.Vote, reason string) (journal.Approval, error) {
 	a, err := s.Store.Approval(ctx, key)
 	if err != nil && !errors.Is(err, journal.ErrNotFound) {
 		return a, err
@@ -129,5 +136,5 @@ func (s *Service) Decide(ctx context.Context, who string, key string, vote journ
 			}
 		}
 	}
-	return s.Store.DecideApproval(ctx, journal.ApprovalDecision{Key: key, Vote: vote, Approver: who, Reason: reason})
+	return s.Store.DecideApproval(ctx, journal.ApprovalDecision{Key: key, Vote: vote, Approver: who, Reason: reason, RequestHash: shown})
 }

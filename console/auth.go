@@ -15,10 +15,14 @@ import (
 	"time"
 )
 
-// Roles. An operator may do what a viewer may, and resolve.
+// Roles. An operator may do what a viewer may, and resolve. An approver
+// may do what a viewer may, and approve or deny intents that wait for a
+// person's approval; an operator may be an approver too (User.Approver), a
+// viewer never.
 const (
 	RoleViewer   = "viewer"
 	RoleOperator = "operator"
+	RoleApprover = "approver"
 )
 
 // User is an operator who logs in with a token. The configuration keeps
@@ -27,6 +31,14 @@ type User struct {
 	Name        string `mapstructure:"name"`
 	Role        string `mapstructure:"role"`
 	TokenSHA256 string `mapstructure:"token_sha256"`
+	// Approver lets an operator approve too (role approver implies it; a
+	// viewer cannot be one).
+	Approver bool `mapstructure:"approver"`
+}
+
+// approves reports whether the user may decide approvals.
+func (u User) approves() bool {
+	return u.Role == RoleApprover || (u.Role == RoleOperator && u.Approver)
 }
 
 // Config is the console's configuration (console: in idemgate's).
@@ -81,8 +93,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("console.users[%d]: %s named twice", i, u.Name))
 		}
 		seen[u.Name] = true
-		if u.Role != RoleViewer && u.Role != RoleOperator {
-			errs = append(errs, fmt.Errorf("console.users[%d] %s: role %q: viewer or operator", i, u.Name, u.Role))
+		if u.Role != RoleViewer && u.Role != RoleOperator && u.Role != RoleApprover {
+			errs = append(errs, fmt.Errorf("console.users[%d] %s: role %q: viewer, operator or approver", i, u.Name, u.Role))
+		}
+		if u.Role == RoleViewer && u.Approver {
+			errs = append(errs, fmt.Errorf("console.users[%d] %s: a viewer is never an approver (role approver, or an operator with approver: true)", i, u.Name))
 		}
 		if b, err := hex.DecodeString(u.TokenSHA256); err != nil || len(b) != sha256.Size {
 			errs = append(errs, fmt.Errorf("console.users[%d] %s: token_sha256 must be 64 hex digits (printf %%s TOKEN | sha256sum)", i, u.Name))
@@ -111,6 +126,8 @@ type session struct {
 	Exp int64 `json:"e"`
 	// ID is random per login: the CSRF token is derived from it.
 	ID string `json:"i"`
+	// Approver: the user may decide approvals (User.approves).
+	Approver bool `json:"a,omitempty"`
 	// Proxy: authenticated by the reverse proxy's header, no cookie.
 	Proxy bool `json:"-"`
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -73,8 +75,8 @@ type Journal interface {
 	journal.Browser
 	Get(ctx context.Context, key string) (journal.Record, error)
 	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
-	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
-	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+	// answer.Journal: the lists of the unresolved.
+	answer.Journal
 	Now(ctx context.Context) (time.Time, error)
 }
 
@@ -103,10 +105,18 @@ type Deps struct {
 	// Env and Types turn an intent id into its keys.
 	Env   string
 	Types []string
-	// IdleAfter is when a failed_retryable operation counts as idle
-	// (reconciler.idle_after).
-	IdleAfter time.Duration
-	Log       *slog.Logger
+	// Answers are the answers' thresholds (reconciler.review_after and
+	// idle_after): an operation's page tells its answer as every face does,
+	// and the Unresolved pages (unknown outcomes, idle retries) list what
+	// answer calls unresolved (answer.Thresholds.ListUnresolved). Zero fields take answer's defaults.
+	Answers answer.Thresholds
+	// Approvals decides approvals for the Approvals page (the one entry
+	// every face calls); nil: approvals are off and the page says so.
+	Approvals *approval.Service
+	// Decided is called after a decision was recorded (the daemon nudges
+	// its approvals sweeper, which carries it out); nil: the next sweep.
+	Decided func()
+	Log     *slog.Logger
 	// Now is the clock of sessions; default time.Now.
 	Now func() time.Time
 }
@@ -130,6 +140,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if d.Store == nil {
 		return nil, errors.New("console: no journal")
 	}
+	d.Answers = d.Answers.WithDefaults()
 	if d.Resolve == nil {
 		return nil, errors.New("console: no resolve function")
 	}
@@ -204,6 +215,10 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/resolve/lookup", c.authed(RoleOperator, c.resolveLookup))
 	m.HandleFunc("POST /ui/resolve/confirm", c.authed(RoleOperator, c.resolveConfirm))
 	m.HandleFunc("POST /ui/resolve", c.authed(RoleOperator, c.resolve))
+	m.HandleFunc("GET /ui/approvals", c.authed(RoleApprover, c.approvals))
+	m.HandleFunc("GET /ui/approval", c.authed(RoleApprover, c.approvalPage))
+	m.HandleFunc("POST /ui/approval/confirm", c.authed(RoleApprover, c.approvalConfirm))
+	m.HandleFunc("POST /ui/approval", c.authed(RoleApprover, c.approvalDecide))
 	c.mux = m
 }
 
@@ -218,6 +233,8 @@ type view struct {
 	Data    any
 	Now     time.Time
 	CanEdit bool
+	// CanApprove: the user may decide approvals.
+	CanApprove bool
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
@@ -232,6 +249,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if v.User != nil {
 		v.CSRF = c.sign.csrf(*v.User)
 		v.CanEdit = v.User.Role == RoleOperator
+		v.CanApprove = v.User.Approver
 	}
 	v.Now = c.d.Now().UTC()
 	var buf bytes.Buffer
@@ -293,7 +311,11 @@ func (c *Console) authed(role string, h func(http.ResponseWriter, *http.Request,
 			}
 		}
 		if role == RoleOperator && se.Role != RoleOperator {
-			c.fail(w, r, http.StatusForbidden, se.Name+" is a viewer: resolving needs the operator role")
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+": resolving needs the operator role")
+			return
+		}
+		if role == RoleApprover && !se.Approver {
+			c.fail(w, r, http.StatusForbidden, se.Name+" is a "+se.Role+" and not an approver: deciding approvals needs the approver role")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, se)), se)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/journal/postgres/pgtest"
@@ -71,7 +72,7 @@ func newFixture(t *testing.T, engine string, tune func(*console.Config)) *fixtur
 	}
 	// The console is handed the reads it declares (console.Journal) and
 	// nothing more: it cannot reach the journal's writes.
-	c, err := console.New(cfg, console.Deps{Store: struct{ console.Journal }{st}, Env: "test", Types: []string{"crm.task.create"}, IdleAfter: time.Hour,
+	c, err := console.New(cfg, console.Deps{Store: struct{ console.Journal }{st}, Env: "test", Types: []string{"crm.task.create"}, Answers: answer.Thresholds{IdleAfter: time.Hour},
 		ObjectURL: func(rec journal.Record) string { return "https://crm.example/tasks/" + rec.TargetObjectID },
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			return worker.Resolve(ctx, worker.Deps{Store: st}, r)
@@ -93,6 +94,22 @@ func (f *fixture) unknown(t *testing.T, intent string) string {
 	require.NoError(t, journal.CompleteOne(ctx, f.store, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown,
 		ErrorCode: "timeout", Note: "call timed out after send"}))
 	return k
+}
+
+// lookedUp records n lookups of the unknown operation k that could not
+// settle it (reconcile rounds), as the reconciler does; after
+// answer.DefaultReviewAfter of them it is unresolved.
+func (f *fixture) lookedUp(t *testing.T, k string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		c, err := journal.ClaimOne(ctx, f.store, journal.ClaimRequest{Key: k, OperationType: "crm.task.create", RequestHash: "h",
+			TargetSystem: "crm", Owner: "w1", LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, journal.Reconcile, c.Decision)
+		require.NoError(t, journal.CompleteOne(ctx, f.store, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusUnknown,
+			Reconciled: true, ErrorCode: "timeout", Note: "lookup indeterminate"}))
+	}
 }
 
 type browser struct {
@@ -206,6 +223,10 @@ func TestResolveNeedsTheOperatorCSRFEvidenceAndConfirmation(t *testing.T) {
 		viewer := f.client(t)
 		require.Equal(t, http.StatusSeeOther, viewer.login(viewerToken))
 		code, page, _ := viewer.do("GET", "/ui/unresolved", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.NotContains(t, page, key, "still being looked up: not unresolved before review_after lookups")
+		f.lookedUp(t, key, answer.DefaultReviewAfter)
+		code, page, _ = viewer.do("GET", "/ui/unresolved", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, page, key)
 		require.Contains(t, page, "call timed out after send", "what the attempt said")
@@ -321,7 +342,21 @@ func TestSearchPagesByKeyset(t *testing.T) {
 		code, page, _ = b.do("GET", "/ui/", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Regexp(t, `<td><a href="/ui/operations\?type=crm.task.create">crm.task.create</a></td><td>0</td><td>0</td><td>0</td><td>0</td><td><a href="[^"]+">7</a></td>`, page)
-		require.Regexp(t, `<b>7</b> unknown outcomes`, page)
+		require.Regexp(t, `<b>0</b> unresolved unknown outcomes<small>after 5 lookups; 0 raised for review`, page,
+			"seven unknown outcomes, none looked up review_after times yet")
+		f.lookedUp(t, keys[1], answer.DefaultReviewAfter)
+		f.lookedUp(t, keys[4], answer.DefaultReviewAfter)
+		f.lookedUp(t, keys[5], answer.DefaultReviewAfter-1)
+		code, page, _ = b.do("GET", "/ui/", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Regexp(t, `<b>2</b> unresolved unknown outcomes`, page, "the two looked up review_after times")
+		require.Regexp(t, `<b>0</b> unresolved idle retries<small>idle 1h0m0s: the agent must resend`, page)
+		code, page, _ = b.do("GET", "/ui/unresolved", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, page, keys[1])
+		require.Contains(t, page, keys[4])
+		require.NotContains(t, page, keys[5], "one lookup short of review_after")
+		require.NotContains(t, page, keys[0])
 		code, page, _ = b.do("GET", "/ui/idle", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, page, "No idle retry.")
@@ -366,11 +401,12 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 		cfg  console.Config
 		want string
 	}{
-		"nobody":    {console.Config{Enabled: true}, "nobody could log in"},
-		"role":      {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "admin", TokenSHA256: console.HashToken("x")}}}, "viewer or operator"},
-		"hash":      {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: "plaintext"}}}, "64 hex digits"},
-		"twice":     {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: console.HashToken("x")}, {Name: "a", Role: "viewer", TokenSHA256: console.HashToken("y")}}}, "named twice"},
-		"page size": {console.Config{Enabled: true, ProxyHeader: "X-User", PageSize: 10000}, "page_size"},
+		"nobody":          {console.Config{Enabled: true}, "nobody could log in"},
+		"role":            {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "admin", TokenSHA256: console.HashToken("x")}}}, "viewer, operator or approver"},
+		"viewer approver": {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", Approver: true, TokenSHA256: console.HashToken("x")}}}, "a viewer is never an approver"},
+		"hash":            {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: "plaintext"}}}, "64 hex digits"},
+		"twice":           {console.Config{Enabled: true, Users: []console.User{{Name: "a", Role: "viewer", TokenSHA256: console.HashToken("x")}, {Name: "a", Role: "viewer", TokenSHA256: console.HashToken("y")}}}, "named twice"},
+		"page size":       {console.Config{Enabled: true, ProxyHeader: "X-User", PageSize: 10000}, "page_size"},
 	} {
 		err := tc.cfg.WithDefaults().Validate()
 		require.ErrorContains(t, err, tc.want, name)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -92,7 +93,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusUnauthorized, "wrong token")
 		return
 	}
-	se := session{Name: u.Name, Role: u.Role, ID: randomID(), Exp: c.d.Now().Add(c.cfg.SessionTTL).Unix()}
+	se := session{Name: u.Name, Role: u.Role, ID: randomID(), Exp: c.d.Now().Add(c.cfg.SessionTTL).Unix(), Approver: u.approves()}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.sign.encode(se), Path: Prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: time.Unix(se.Exp, 0)})
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: Prefix, MaxAge: -1})
@@ -112,16 +113,20 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ session) {
 // ---- overview ----
 
 type overviewData struct {
-	Types        []string
-	Statuses     []journal.Status
-	Counts       map[string]map[journal.Status]int64
-	Totals       map[journal.Status]int64
-	Total        int64
-	Activity     []journal.AttemptCount
-	ActivityBy   map[string]int64
+	Types      []string
+	Statuses   []journal.Status
+	Counts     map[string]map[journal.Status]int64
+	Totals     map[journal.Status]int64
+	Total      int64
+	Activity   []journal.AttemptCount
+	ActivityBy map[string]int64
+	// Unresolved and Idle count the two kinds of unresolved operation
+	// (answer.Thresholds.ListUnresolved): unknown outcomes after
+	// review_after lookups, retryable failures idle for idle_after.
 	Unresolved   int
 	Raised       int
 	Idle         int
+	Answers      answer.Thresholds
 	ListLimit    int
 	Holders      []journal.LeaseHolder
 	Backlog      *Backlog
@@ -139,7 +144,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		return
 	}
 	d := overviewData{Statuses: allStatuses, Counts: map[string]map[journal.Status]int64{}, Totals: map[journal.Status]int64{},
-		ActivityBy: map[string]int64{}, ListLimit: listLimit}
+		ActivityBy: map[string]int64{}, ListLimit: listLimit, Answers: c.d.Answers}
 	for _, sc := range counts {
 		if d.Counts[sc.OperationType] == nil {
 			d.Counts[sc.OperationType] = map[journal.Status]int64{}
@@ -164,23 +169,17 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, _ session) {
 		d.ActivityBy[string(a.Kind)] += a.Count
 		d.ActivityBy["outcome/"+string(a.Outcome)] += a.Count
 	}
-	unresolved, err := c.d.Store.ListUnresolved(ctx, 0, listLimit)
+	l, err := c.d.Answers.ListUnresolved(ctx, c.d.Store, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
-	d.Unresolved = len(unresolved)
-	for _, u := range unresolved {
+	d.Unresolved, d.Idle = len(l.Unknown), len(l.IdleRetry)
+	for _, u := range l.Unknown {
 		if !u.RaisedAt.IsZero() {
 			d.Raised++
 		}
 	}
-	idle, err := c.d.Store.ListIdleRetryable(ctx, c.d.IdleAfter, listLimit)
-	if err != nil {
-		c.failJournal(w, r, err)
-		return
-	}
-	d.Idle = len(idle)
 	if d.Holders, err = c.d.Store.LeaseHolders(ctx); err != nil {
 		c.failJournal(w, r, err)
 		return
@@ -313,6 +312,8 @@ type operationData struct {
 	Attempts []journal.Attempt
 	// Link is the object's page in the target, when its adapter knows one.
 	Link string
+	// Answer is what every face answers for the operation now.
+	Answer answer.Answer
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
@@ -341,7 +342,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "operation.html", view{Title: rec.Key, Nav: "operations", Flash: flash,
-		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec)}})
+		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec), Answer: c.d.Answers.FromRecord(rec, time.Now())}})
 }
 
 func (c *Console) objectURL(rec journal.Record) string {
@@ -360,14 +361,16 @@ type unresolvedRow struct {
 	Lookups []lookupRun
 }
 
+// unresolved lists the unknown outcomes answer calls unresolved: after
+// review_after lookups that could not settle them.
 func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) {
-	list, err := c.d.Store.ListUnresolved(r.Context(), 0, listLimit)
+	l, err := c.d.Answers.ListUnresolved(r.Context(), c.d.Store, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
-	rows := make([]unresolvedRow, 0, len(list))
-	for _, rec := range list {
+	rows := make([]unresolvedRow, 0, len(l.Unknown))
+	for _, rec := range l.Unknown {
 		atts, err := c.d.Store.Attempts(r.Context(), rec.Key)
 		if err != nil {
 			c.failJournal(w, r, err)
@@ -381,17 +384,20 @@ func (c *Console) unresolved(w http.ResponseWriter, r *http.Request, _ session) 
 		}
 		rows = append(rows, unresolvedRow{Rec: rec, Lookups: runsOf(lookups)})
 	}
-	c.render(w, r, http.StatusOK, "unresolved.html", view{Title: "Unresolved", Nav: "unresolved", Data: map[string]any{"Rows": rows, "Limit": listLimit}})
+	c.render(w, r, http.StatusOK, "unresolved.html", view{Title: "Unresolved: unknown outcomes", Nav: "unresolved",
+		Data: map[string]any{"Rows": rows, "Limit": listLimit, "ReviewAfter": c.d.Answers.ReviewAfter}})
 }
 
+// idle lists the idle retries answer calls unresolved: retryable failures
+// untouched for idle_after.
 func (c *Console) idle(w http.ResponseWriter, r *http.Request, _ session) {
-	list, err := c.d.Store.ListIdleRetryable(r.Context(), c.d.IdleAfter, listLimit)
+	l, err := c.d.Answers.ListUnresolved(r.Context(), c.d.Store, listLimit)
 	if err != nil {
 		c.failJournal(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "idle.html", view{Title: "Retry-idle", Nav: "idle",
-		Data: map[string]any{"Rows": list, "IdleAfter": c.d.IdleAfter, "Limit": listLimit}})
+	c.render(w, r, http.StatusOK, "idle.html", view{Title: "Unresolved: idle retries", Nav: "idle",
+		Data: map[string]any{"Rows": l.IdleRetry, "IdleAfter": c.d.Answers.IdleAfter, "Limit": listLimit}})
 }
 
 func (c *Console) conflicts(w http.ResponseWriter, r *http.Request, _ session) {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
@@ -35,10 +36,12 @@ type Config struct {
 	// PublishTimeout bounds handing a command to JetStream. Default 5s.
 	PublishTimeout time.Duration `mapstructure:"publish_timeout"`
 	// ReviewAfter is the reconciler's review_after: an unknown operation with
-	// this many unsettled lookups needs a person. Default 5.
+	// this many unsettled lookups is unresolved. Default
+	// answer.DefaultReviewAfter.
 	ReviewAfter int `mapstructure:"-"`
 	// IdleAfter is the reconciler's idle_after: a retryable failure untouched
-	// this long must be resent by the agent. Default 1h.
+	// this long is unresolved (the agent must resend it). Default
+	// answer.DefaultIdleAfter.
 	IdleAfter time.Duration `mapstructure:"-"`
 	// MaxSize is the largest command envelope accepted, as the daemon's
 	// decoder. Default operation.DefaultMaxSize (64 KiB).
@@ -81,12 +84,8 @@ func (c Config) WithDefaults() Config {
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 5 * time.Second
 	}
-	if c.ReviewAfter == 0 {
-		c.ReviewAfter = 5
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = time.Hour
-	}
+	th := c.Thresholds().WithDefaults()
+	c.ReviewAfter, c.IdleAfter = th.ReviewAfter, th.IdleAfter
 	if c.MaxSize == 0 {
 		c.MaxSize = operation.DefaultMaxSize
 	}
@@ -94,6 +93,11 @@ func (c Config) WithDefaults() Config {
 		c.TaskTTL = 24 * time.Hour
 	}
 	return c
+}
+
+// Thresholds are the answers' thresholds this configuration sets.
+func (c Config) Thresholds() answer.Thresholds {
+	return answer.Thresholds{PollAfter: c.PollAfter, ReviewAfter: c.ReviewAfter, IdleAfter: c.IdleAfter}
 }
 
 // Validate checks the configuration.
@@ -232,7 +236,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		cfg: cfg, rules: rules{pollAfter: cfg.PollAfter, reviewAfter: cfg.ReviewAfter, idleAfter: cfg.IdleAfter},
+		cfg: cfg, rules: cfg.Thresholds(),
 		reg: d.Registry, procs: d.Processes, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
 		nc: d.NC, prod: prod, store: d.Journal, cancels: d.Cancels, log: d.Log, now: d.Now,
 		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
@@ -308,11 +312,9 @@ func (g *Gateway) serves(name string) bool { return g.routed == nil || g.routed[
 // it), and calling again cannot help until a person routes the type.
 func (g *Gateway) notRouted(opType, intentID string) Answer {
 	key, _ := g.KeyFor(opType, intentID)
-	return Answer{Status: StatusRejected, OperationKey: key, Operation: opType, ErrorCode: CodeNotRouted, NextAction: HumanReview,
-		Reason: fmt.Sprintf("No adapter serves %s on this deployment (the daemon has no route for it), so nothing was sent and calling again cannot succeed; "+
-			"a person must route %s to an adapter (routes: in the configuration) before it can be used.", opType, opType)}
+	return g.rules.NotRouted(key, opType)
 }
 
 // CodeNotRouted is the error code of a call of an operation type no adapter
 // serves on this deployment.
-const CodeNotRouted = "operation_not_routed"
+const CodeNotRouted = answer.CodeNotRouted

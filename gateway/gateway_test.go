@@ -182,7 +182,11 @@ func TestSubmitConcurrent(t *testing.T) {
 					replayed++
 				}
 			}
-			require.Equal(t, 19, replayed, "all but the first were answered with its outcome")
+			// All but the first were answered with its outcome. The first
+			// may be told "replayed" too: on a loaded machine its command
+			// can be redelivered, and the copy's answer (read from the
+			// settled row) can reach the caller before the first delivery's.
+			require.GreaterOrEqual(t, replayed, 19, "all but the first were answered with its outcome")
 			require.Equal(t, 1, d.YooKassa.TotalEffects())
 		})
 	}

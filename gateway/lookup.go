@@ -6,8 +6,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -24,7 +22,7 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 		if errors.As(err, &ke) {
 			reason = ke.Reason
 		}
-		return g.rules.rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
+		return g.rules.Rejected("", "", string(operation.CodeBadKey), "operation_key: "+reason)
 	}
 	if _, ok := process.IsProcess(k.Operation); ok {
 		return g.lookupProcess(ctx, key)
@@ -39,13 +37,13 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 			a.Status, a.OperationKey = StatusNotFound, key
 			return a
 		}
-		return g.rules.notFound(key, k.Operation)
+		return g.rules.NotFound(key, k.Operation)
 	}
 	if err != nil {
 		g.log.Warn("gateway: journal read failed", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, k.Operation, "read the journal")
+		return g.rules.Unavailable(key, k.Operation, "read the journal")
 	}
-	a := g.rules.fromRecord(rec, g.now())
+	a := g.rules.FromRecord(rec, g.now())
 	if trail {
 		atts, err := g.store.Attempts(ctx, key)
 		if err != nil {
@@ -78,32 +76,30 @@ func (g *Gateway) LookupIntent(ctx context.Context, opType, intentID string, tra
 	if err != nil {
 		var de *operation.DecodeError
 		if errors.As(err, &de) {
-			return g.rules.rejected("", opType, string(de.Code), decodeReason(de))
+			return g.rules.Rejected("", opType, string(de.Code), decodeReason(de))
 		}
-		return g.rules.rejected("", opType, string(operation.CodeBadKey), err.Error())
+		return g.rules.Rejected("", opType, string(operation.CodeBadKey), err.Error())
 	}
 	return g.Lookup(ctx, key, trail)
 }
 
-// Unresolved lists what a person or the agent must act on: unknown
-// operations lookups could not settle (human_review) and retryable
-// failures no delivery is retrying (retry_same_intent), up to limit of each.
+// Unresolved lists what a person or the agent must act on, as
+// answer.Thresholds.ListUnresolved lists it: unknown operations
+// review_after lookups could not settle (human_review) and retryable
+// failures idle for idle_after (retry_same_intent), up to limit of each.
 func (g *Gateway) Unresolved(ctx context.Context, limit int) ([]Answer, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	unknown, err := g.store.ListUnresolved(ctx, g.cfg.ReviewAfter, limit)
+	l, err := g.rules.ListUnresolved(ctx, g.store, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list unresolved: %w", err)
-	}
-	idle, err := g.store.ListIdleRetryable(ctx, g.cfg.IdleAfter, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list idle retries: %w", err)
+		return nil, err
 	}
 	now := g.now()
-	out := make([]Answer, 0, len(unknown)+len(idle))
-	for _, rec := range slices.Concat(unknown, idle) {
-		out = append(out, g.rules.fromRecord(rec, now))
+	all := l.All()
+	out := make([]Answer, 0, len(all))
+	for _, rec := range all {
+		out = append(out, g.rules.FromRecord(rec, now))
 	}
 	return out, nil
 }

@@ -10,9 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
@@ -54,7 +54,7 @@ func (g *Gateway) knownProcess(opName string) bool {
 func (g *Gateway) submitProcess(ctx context.Context, req Request) Answer {
 	name, _ := process.IsProcess(req.Operation)
 	if !g.knownProcess(req.Operation) {
-		return g.rules.rejected("", req.Operation, string(operation.CodeUnknownOperation),
+		return g.rules.Rejected("", req.Operation, string(operation.CodeUnknownOperation),
 			"operation: no process "+name+" is declared here")
 	}
 	def, _ := g.procs.Lookup(name)
@@ -65,18 +65,18 @@ func (g *Gateway) submitProcess(ctx context.Context, req Request) Answer {
 		var de *operation.DecodeError
 		if !errors.As(err, &de) {
 			g.log.Error("gateway: process decoder misconfigured", "error", err.Error())
-			return g.rules.unavailable("", req.Operation, "check the command")
+			return g.rules.Unavailable("", req.Operation, "check the command")
 		}
-		return g.rules.rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
+		return g.rules.Rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
 	}
 	key := op.Key.String()
 	if _, err := def.KeysOf(op.Key); err != nil {
-		return g.rules.rejected(key, op.Type, string(operation.CodeBadKey),
+		return g.rules.Rejected(key, op.Type, string(operation.CodeBadKey),
 			fmt.Sprintf("intent_id: too long for the keys of this process's steps: at most %d bytes", def.MaxIntentLen(g.cfg.Env)))
 	}
 	decoded, err := op.Command()
 	if err != nil {
-		return g.rules.unavailable(key, op.Type, "encode the command")
+		return g.rules.Unavailable(key, op.Type, "encode the command")
 	}
 	cmd.Payload = decoded.Payload
 	token, replies := g.await()
@@ -94,7 +94,7 @@ func (g *Gateway) submitProcess(ctx context.Context, req Request) Answer {
 	cancel()
 	if err != nil {
 		g.log.Warn("gateway: process command not handed to JetStream", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, op.Type, "hand the command to JetStream")
+		return g.rules.Unavailable(key, op.Type, "hand the command to JetStream")
 	}
 	g.sent.add(key, g.now())
 	if ack.Duplicate {
@@ -137,9 +137,9 @@ func (g *Gateway) processSettled(ctx context.Context, op operation.Operation, re
 		return Answer{}, false
 	}
 	if rec.RequestHash != op.Fingerprint {
-		a := Answer{Status: StatusConflict, OperationKey: rec.Key, Operation: op.Type, TargetSystem: process.TargetSystem,
-			ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}}
-		g.rules.conflict(&a)
+		a := g.rules.Of(answer.StateConflict, answer.Facts{Operation: op.Type, TargetSystem: process.TargetSystem,
+			ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}})
+		a.OperationKey = rec.Key
 		return a, true
 	}
 	if !rec.Status.AtRest() {
@@ -166,32 +166,32 @@ func (g *Gateway) lookupProcess(ctx context.Context, key string) Answer {
 	k, _ := operation.ParseKey(key)
 	pj, ok := g.store.(ProcessJournal)
 	if !ok {
-		return g.rules.unavailable(key, k.Operation, "read the process (this journal keeps none)")
+		return g.rules.Unavailable(key, k.Operation, "read the process (this journal keeps none)")
 	}
 	rec, err := pj.GetProcess(ctx, key)
 	if errors.Is(err, journal.ErrNotFound) {
 		if g.sent.has(key, g.now()) {
 			return g.queued(key, k.Operation, process.TargetSystem)
 		}
-		return g.rules.notFound(key, k.Operation)
+		return g.rules.NotFound(key, k.Operation)
 	}
 	if err != nil {
 		g.log.Warn("gateway: process read failed", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, k.Operation, "read the journal")
+		return g.rules.Unavailable(key, k.Operation, "read the journal")
 	}
 	def, err := g.processDefinition(ctx, pj, rec.Digest)
 	if err != nil {
 		g.log.Warn("gateway: process definition not read", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, k.Operation, "read the process's definition")
+		return g.rules.Unavailable(key, k.Operation, "read the process's definition")
 	}
 	v, err := process.Describe(ctx, def, rec, g.store.Get)
 	if err != nil {
 		g.log.Warn("gateway: process steps not read", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, k.Operation, "read the process's steps")
+		return g.rules.Unavailable(key, k.Operation, "read the process's steps")
 	}
 	res, err := process.Result(v, rec.EventID, false)
 	if err != nil {
-		return g.rules.unavailable(key, k.Operation, "encode the process's state")
+		return g.rules.Unavailable(key, k.Operation, "encode the process's state")
 	}
 	a := g.processAnswer(res)
 	a.JournalStatus = string(rec.Status)
@@ -217,66 +217,17 @@ func (g *Gateway) processDefinition(ctx context.Context, pj ProcessJournal, dige
 	return process.Compile(name, decl, g.reg)
 }
 
-// processAnswer is the answer for a process's result envelope: the rules of
-// every answer, with a reason that tells the process's story.
+// processAnswer is the answer for a process's result envelope: the rule
+// of the process's state, with a reason that tells the process's story.
 func (g *Gateway) processAnswer(res operation.Result) Answer {
-	a := g.rules.fromResult(res)
+	a := g.rules.FromResult(res)
 	var v process.View
 	if len(res.Result) == 0 || json.Unmarshal(res.Result, &v) != nil || v.Process == "" {
 		return a
 	}
-	name := res.Operation
-	switch {
-	case a.Status == StatusSucceeded:
-		a.Reason = fmt.Sprintf("%s succeeded: every step made its effect once (%s).", name, stepObjects(v, false))
-	case a.Status == StatusFailedFinal && v.Status == journal.ProcessCompensated:
-		undone := stepObjects(v, true)
-		if undone == "" {
-			undone = "nothing before it had to be undone"
-		} else {
-			undone = "the steps before it were compensated (" + undone + ")"
-		}
-		a.Reason = fmt.Sprintf("%s could not complete: step %s was refused for good (%s) and %s; the process is consistent. "+
-			"Calling again with this intent_id only repeats this answer; a person should review the refusal before any new intent is made.",
-			name, v.FailedStep, orNone(v.ErrorCode), undone)
-	case a.Status == StatusFailedFinal && v.Status == journal.ProcessNeedsReview:
-		a.NextAction = HumanReview
-		a.Reason = fmt.Sprintf("%s needs a person: step %s could not be compensated or settled (%s), so some effects may stand; "+
-			"a person must check the targets (idemgate trace %s) — do not retry this under a new intent.", name, v.FailedStep, orNone(v.ErrorCode), res.OperationKey)
-	case a.Status == StatusPending:
-		where := "it is starting"
-		switch {
-		case v.Status == journal.ProcessCompensating && currentStatus(v) == string(journal.StatusAwaitingApproval):
-			where = fmt.Sprintf("step %s failed for good; the compensation of step %s waits for a person's approval", v.FailedStep, v.Step)
-		case v.Status == journal.ProcessCompensating:
-			where = fmt.Sprintf("step %s failed for good and the steps before it are being compensated", v.FailedStep)
-		case v.Step != "" && currentStatus(v) == string(journal.StatusAwaitingApproval):
-			where = "step " + v.Step + " waits for a person's approval"
-		case v.Step != "":
-			where = "step " + v.Step + " is running"
-		}
-		r := g.rules
-		r.pending(&a, "the process is running: "+where)
-	}
+	b := process.Answer(g.rules, v, res.Operation)
+	a.Status, a.NextAction, a.Reason, a.RetryAfterMS = b.Status, b.NextAction, b.Reason, b.RetryAfterMS
 	return a
-}
-
-// stepObjects lists the steps' objects ("invoice: <id>"), or with
-// compensated, the compensations that ran.
-func stepObjects(v process.View, compensated bool) string {
-	var parts []string
-	for _, s := range v.Steps {
-		if compensated {
-			if s.Compensation != nil && s.Compensation.Status == string(journal.StatusSucceeded) {
-				parts = append(parts, s.Name+": "+s.Compensation.Operation+" "+s.Compensation.TargetObjectID)
-			}
-			continue
-		}
-		if s.Status == string(journal.StatusSucceeded) {
-			parts = append(parts, s.Name+": "+s.TargetObjectID)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func processStatus(s journal.ProcessStatus) operation.ResultStatus {
@@ -287,19 +238,4 @@ func processStatus(s journal.ProcessStatus) operation.ResultStatus {
 		return operation.ResultFailedFinal
 	}
 	return operation.ResultPending
-}
-
-// currentStatus is the status of the step (or, compensating, the
-// compensation) the process is at.
-func currentStatus(v process.View) string {
-	for _, s := range v.Steps {
-		if s.Name != v.Step {
-			continue
-		}
-		if v.Status == journal.ProcessCompensating && s.Compensation != nil {
-			return s.Compensation.Status
-		}
-		return s.Status
-	}
-	return ""
 }

@@ -25,6 +25,10 @@ type Request struct {
 	IntentID string
 	// ApprovalID approves a money-moving operation; stored, not fingerprinted.
 	ApprovalID string
+	// ApprovalToken is a pre-signed approval token (a compact JWS from the
+	// business's own system) the daemon verifies before anything executes;
+	// carried in the command, never stored or logged.
+	ApprovalToken string
 	// Payload holds the operation's fields, a JSON object.
 	Payload json.RawMessage
 	// Wait bounds the wait for the outcome; 0 means Config.Wait. Capped at
@@ -37,7 +41,7 @@ type Request struct {
 // unavailable answer, never an error.
 func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	if req.IntentID == "" {
-		return g.rules.rejected("", req.Operation, string(operation.CodeMissingField),
+		return g.rules.Rejected("", req.Operation, string(operation.CodeMissingField),
 			"intent_id: required: one intent_id per business intent, reused on every retry")
 	}
 	if _, ok := process.IsProcess(req.Operation); ok {
@@ -48,15 +52,15 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		return g.notRouted(req.Operation, req.IntentID)
 	}
 	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
-		ApprovalID: req.ApprovalID, Payload: req.Payload}
+		ApprovalID: req.ApprovalID, ApprovalToken: req.ApprovalToken, Payload: req.Payload}
 	op, err := g.dec.DecodeCommand(cmd)
 	if err != nil {
 		var de *operation.DecodeError
 		if !errors.As(err, &de) {
 			g.log.Error("gateway: decoder misconfigured", "error", err.Error())
-			return g.rules.unavailable("", req.Operation, "check the command")
+			return g.rules.Unavailable("", req.Operation, "check the command")
 		}
-		return g.rules.rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
+		return g.rules.Rejected(de.Key, de.Operation, string(de.Code), decodeReason(de))
 	}
 	// The command is published as decoded: normalised, and its free text
 	// masked by the rule every face applies (operation.MaskText), so that
@@ -66,7 +70,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	decoded, err := op.Command()
 	if err != nil {
 		g.log.Error("gateway: decoded command not encoded", "operation_key", op.Key.String(), "error", err.Error())
-		return g.rules.unavailable(op.Key.String(), op.Type, "encode the command")
+		return g.rules.Unavailable(op.Key.String(), op.Type, "encode the command")
 	}
 	cmd.Payload = decoded.Payload
 	key := op.Key.String()
@@ -78,7 +82,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 	cancel()
 	if err != nil {
 		g.log.Warn("gateway: command not handed to JetStream", "operation_key", key, "error", err.Error())
-		return g.rules.unavailable(key, op.Type, "hand the command to JetStream")
+		return g.rules.Unavailable(key, op.Type, "hand the command to JetStream")
 	}
 	g.sent.add(key, g.now())
 	timer := time.NewTimer(g.waitFor(req.Wait))
@@ -114,7 +118,7 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 				g.log.Warn("gateway: the daemon answered under another key: are the gateway's and the daemon's env and operation types the same?",
 					"operation_key", key, "daemon_key", r.OperationKey)
 			}
-			return g.rules.fromResult(r)
+			return g.rules.FromResult(r)
 		case <-watched:
 			// Any result for the key, maybe answering another request's
 			// payload: the journal row says what it means for this one.
@@ -124,10 +128,10 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		case <-timer.C:
 			return g.pendingAnswer(ctx, op, ack.Duplicate)
 		case <-ctx.Done():
-			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
+			return g.rules.FromResult(operation.Result{OperationKey: key, Operation: op.Type,
 				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
 		case <-g.done:
-			return g.rules.fromResult(operation.Result{OperationKey: key, Operation: op.Type,
+			return g.rules.FromResult(operation.Result{OperationKey: key, Operation: op.Type,
 				Status: operation.ResultPending, TargetSystem: op.TargetSystem})
 		}
 	}
@@ -152,14 +156,14 @@ func (g *Gateway) settled(ctx context.Context, op operation.Operation, replayed 
 		return Answer{}, false
 	}
 	if rec.RequestHash != op.Fingerprint {
-		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op)), true
+		return g.rules.Conflict(rec, g.conflictFields(ctx, op)), true
 	}
 	if !rec.Status.Terminal() {
 		return Answer{}, false
 	}
 	res := resultOf(rec)
 	res.Replayed = replayed
-	return g.rules.fromResult(res), true
+	return g.rules.FromResult(res), true
 }
 
 // conflictFields names the fields of op that differ from the key's first
@@ -181,12 +185,12 @@ func (g *Gateway) pendingAnswer(ctx context.Context, op operation.Operation, dup
 	rec, err := g.store.Get(ctx, key)
 	switch {
 	case err == nil && rec.RequestHash != op.Fingerprint:
-		return g.rules.conflictFrom(rec, g.conflictFields(ctx, op))
+		return g.rules.Conflict(rec, g.conflictFields(ctx, op))
 	case err == nil && rec.Status.Terminal():
 		// Settled just now: its result is on the way.
-		return g.rules.fromResult(resultWith(rec, duplicate))
+		return g.rules.FromResult(resultWith(rec, duplicate))
 	case err == nil:
-		a := g.rules.fromRecord(rec, g.now())
+		a := g.rules.FromRecord(rec, g.now())
 		a.JournalStatus = ""
 		return a
 	}
@@ -195,10 +199,7 @@ func (g *Gateway) pendingAnswer(ctx context.Context, op operation.Operation, dup
 
 // queued is the answer for a command published but not claimed yet.
 func (g *Gateway) queued(key, opType, target string) Answer {
-	a := g.rules.fromResult(operation.Result{OperationKey: key, Operation: opType,
-		Status: operation.ResultPending, TargetSystem: target})
-	a.Reason = strings.Replace(a.Reason, "the target is being called or its answer looked up", "the command is queued for the daemon", 1)
-	return a
+	return g.rules.Queued(key, opType, target)
 }
 
 func resultWith(rec journal.Record, replayed bool) operation.Result {

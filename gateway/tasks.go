@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -35,7 +36,7 @@ const (
 
 // CodeCancelled is the error code of an operation cancelled before it was
 // sent (CancelTask).
-const CodeCancelled = "cancelled_before_sent"
+const CodeCancelled = answer.CodeCancelled
 
 // ErrTaskNotFound: no task, and no operation, has that id.
 var ErrTaskNotFound = errors.New("gateway: no such task")
@@ -190,13 +191,13 @@ func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
 		if err != nil {
 			g.log.Warn("gateway: field digests not read", "operation_key", id, "error", err.Error())
 		}
-		t.Status, t.Answer = TaskCompleted, g.rules.conflictFrom(rec, operation.ConflictFields(stored, trec.FieldDigests))
+		t.Status, t.Answer = TaskCompleted, g.rules.Conflict(rec, operation.ConflictFields(stored, trec.FieldDigests))
 	case rec.Status == journal.StatusFailedFinal && rec.ErrorCode == CodeCancelled:
-		t.Status, t.Answer = TaskCancelled, g.rules.fromResult(resultOf(rec))
+		t.Status, t.Answer = TaskCancelled, g.rules.FromResult(resultOf(rec))
 	case rec.Status.Terminal():
-		t.Status, t.Answer = TaskCompleted, g.rules.fromResult(resultOf(rec))
+		t.Status, t.Answer = TaskCompleted, g.rules.FromResult(resultOf(rec))
 	default:
-		t.Status, t.Message = TaskWorking, g.rules.fromRecord(rec, g.now()).Reason
+		t.Status, t.Message = TaskWorking, g.rules.FromRecord(rec, g.now()).Reason
 	}
 	if t.Final() {
 		t.Message = t.Answer.Reason

@@ -130,6 +130,9 @@ type ApprovalVote struct {
 	// RequestHash is the fingerprint the decision covers.
 	RequestHash string
 	At          time.Time
+	// TokenID is the jti of the pre-signed approval token that gave the
+	// decision (Approver is then the token's issuer); "" for a person's.
+	TokenID string
 }
 
 // Approval is an approval record with its decisions, oldest first.
@@ -187,7 +190,38 @@ var (
 	ErrApprovalRefused = errors.New("journal: approval refused")
 	// ErrSelfApproval: the requester tried to decide their own command.
 	ErrSelfApproval = fmt.Errorf("%w: the requester cannot approve their own command", ErrApprovalRefused)
+	// ErrTokenReused: an approval token's id (jti) already approved
+	// another intent; one token approves one intent.
+	ErrTokenReused = fmt.Errorf("%w: the approval token's jti already approved another intent", ErrApprovalRefused)
 )
+
+// TokenDecision is the decision a verified pre-signed approval token
+// gives for the intent of Request: an approval by Issuer, bound to the
+// token's id.
+type TokenDecision struct {
+	Request ApprovalRequest
+	// Issuer is the token's iss (recorded as the approver).
+	Issuer string
+	// TokenID is the token's jti: one intent per issuer and jti.
+	TokenID string
+}
+
+// TokenReason is the reason recorded with a token's approval.
+const TokenReason = "pre-signed approval token"
+
+// Validate checks a token decision before it reaches the database.
+func (d TokenDecision) Validate() error {
+	if err := d.Request.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case d.Issuer == "" || len(d.Issuer) > 64:
+		return fmt.Errorf("%w: %s: a token decision needs its issuer (1..64 bytes)", ErrInvalid, d.Request.Key)
+	case d.TokenID == "" || len(d.TokenID) > 128:
+		return fmt.Errorf("%w: %s: a token decision needs its jti (1..128 bytes)", ErrInvalid, d.Request.Key)
+	}
+	return nil
+}
 
 // ApprovalRow is an engine's transaction over one approval record: the
 // rules below are written once and both engines run them.
@@ -210,6 +244,11 @@ type ApprovalRow interface {
 	// Expired reports whether a pending record's wait limit has passed on
 	// the database clock.
 	Expired(a Approval) bool
+	// TokenUsedFor reads the key an issuer's token id approved, if any.
+	TokenUsedFor(issuer, tokenID string) (key string, found bool, err error)
+	// MarkReleased records that the record has no parked command to hand
+	// back (its decision is carried out by the command at hand).
+	MarkReleased() error
 }
 
 // RequestApprovalIn runs RequestApproval's rule in tx: a key with a log
@@ -239,6 +278,77 @@ func RequestApprovalIn(tx ApprovalRow, r ApprovalRequest) (Gate, Approval, error
 	// (written with the decision) and was seen above — unless purged, when
 	// the claim starts afresh as any key past its retention.
 	return GateProceed, a, nil
+}
+
+// ApproveByTokenIn runs a pre-signed approval token's rule in tx: the
+// token's id must not have approved another intent (refused, nothing
+// recorded); a key with a log row proceeds (the claim replays it, or finds
+// the conflict); otherwise the record is created if absent and the token
+// votes as its issuer: enough approvals, the record is approved and the
+// command at hand goes on to the claim (nothing parked is released for
+// it); a record that needs more approvers keeps waiting. A record for
+// another fingerprint is a conflict; a pending record past its wait limit
+// is expired (the claim replays approval_expired); the issuer cannot
+// approve a command it submitted.
+func ApproveByTokenIn(tx ApprovalRow, d TokenDecision) (g Gate, a Approval, refused, err error) {
+	r := d.Request
+	key, used, err := tx.TokenUsedFor(d.Issuer, d.TokenID)
+	if err != nil {
+		return "", a, nil, err
+	}
+	if used && key != r.Key {
+		return "", a, fmt.Errorf("%s: %w (%s)", r.Key, ErrTokenReused, key), nil
+	}
+	if _, found, err := tx.LogStatus(); err != nil || found {
+		return GateProceed, a, nil, err
+	}
+	if err := tx.Insert(r); err != nil {
+		return "", a, nil, fmt.Errorf("insert: %w", err)
+	}
+	a, found, err := tx.Lock()
+	if err != nil {
+		return "", a, nil, err
+	}
+	if !found {
+		return "", a, nil, fmt.Errorf("approval record of %s vanished", r.Key)
+	}
+	switch {
+	case a.RequestHash != r.RequestHash:
+		return GateConflict, a, nil, nil
+	case a.State == ApprovalPending && tx.Expired(a):
+		if err := expireIn(tx, a); err != nil {
+			return "", a, nil, err
+		}
+		return GateProceed, a, nil, nil
+	case a.State != ApprovalPending:
+		return GateProceed, a, nil, nil
+	case a.RequestedBy != "" && a.RequestedBy == d.Issuer:
+		return "", a, fmt.Errorf("%s: %s submitted it: %w", r.Key, d.Issuer, ErrSelfApproval), nil
+	}
+	for _, v := range a.Votes {
+		if v.Approver == d.Issuer {
+			// Another copy of the command, with this or another token of
+			// the same issuer, voted already.
+			return GateAwait, a, nil, nil
+		}
+	}
+	v := ApprovalVote{Approver: d.Issuer, Vote: VoteApprove, Reason: TokenReason, RequestHash: a.RequestHash, TokenID: d.TokenID}
+	if err := tx.AddVote(v); err != nil {
+		return "", a, nil, fmt.Errorf("vote: %w", err)
+	}
+	a.Votes = append(a.Votes, v)
+	if a.Approved() < a.Approvers {
+		a, _, err = tx.Lock()
+		return GateAwait, a, nil, err
+	}
+	if err := tx.SetState(ApprovalApproved); err != nil {
+		return "", a, nil, err
+	}
+	if err := tx.MarkReleased(); err != nil {
+		return "", a, nil, err
+	}
+	a, _, err = tx.Lock()
+	return GateProceed, a, nil, err
 }
 
 // DecideApprovalIn runs a decision's rule in tx and returns the record as

@@ -365,6 +365,12 @@ type Store interface {
 	// proceed to Claim, or a conflict. A key that already has a log row
 	// always proceeds.
 	RequestApproval(ctx context.Context, r ApprovalRequest) (Gate, Approval, error)
+	// ApproveByToken records the approval a verified pre-signed approval
+	// token gives (ApproveByTokenIn) and says what becomes of the command,
+	// as RequestApproval does. A refusal (the token's jti approved another
+	// intent, the issuer submitted the command) is an error wrapping
+	// ErrApprovalRefused, nothing recorded.
+	ApproveByToken(ctx context.Context, d TokenDecision) (Gate, Approval, error)
 	// DecideApproval records one approver's decision and returns the record
 	// as it stands after it; a refused decision returns the record and an
 	// error wrapping ErrApprovalRefused (or ErrNotFound), nothing recorded.

@@ -25,12 +25,20 @@ type Command struct {
 	// a person is the approval policy's decision (ApprovalPolicy), and the
 	// approval itself is recorded by idemgate, bound to the fingerprint.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// ApprovalToken is a pre-signed approval from the business's own
+	// system: a compact JWS naming this operation, key and fingerprint,
+	// which the daemon verifies offline (see approval.Verifier). Not
+	// fingerprinted, never stored in the journal, never logged.
+	ApprovalToken string `json:"approval_token,omitempty"`
 	// OperationKey, when the orchestrator made the key itself, must parse and
 	// match the daemon's env and the operation.
 	OperationKey string `json:"operation_key,omitempty"`
 	// Payload holds the operation's fields.
 	Payload json.RawMessage `json:"payload"`
 }
+
+// MaxApprovalTokenLen bounds Command.ApprovalToken.
+const MaxApprovalTokenLen = 4096
 
 // DefaultMaxSize is the largest command body a Decoder accepts when MaxSize
 // is 0: 64 KiB.
@@ -80,7 +88,9 @@ var defaultRegistry = DefaultRegistry()
 // optional ones). event_id and operation are required; the operation must be
 // registered; the payload must be an object holding only the type's fields
 // (plus transport fields, dropped), each normalised by its kind. approval_id
-// is optional and authorises nothing (see Command.ApprovalID).
+// is optional and authorises nothing (see Command.ApprovalID); approval_token
+// (at most MaxApprovalTokenLen bytes) is carried, unverified, in
+// Operation.ApprovalToken.
 //
 // A bad command returns a *DecodeError whose Code matches a sentinel
 // (ErrNotJSON, ErrTooLarge, ErrUnknownOperation, ErrMissingField,
@@ -190,12 +200,13 @@ func (o Operation) Command() (Command, error) {
 		return Command{}, fmt.Errorf("encode payload of %s: %w", o.Key, err)
 	}
 	return Command{
-		EventID:      o.EventID,
-		Operation:    o.Type,
-		IntentID:     o.Key.IntentID,
-		KeyVersion:   o.Key.Version,
-		ApprovalID:   o.ApprovalID,
-		OperationKey: o.Key.String(),
-		Payload:      raw,
+		EventID:       o.EventID,
+		Operation:     o.Type,
+		IntentID:      o.Key.IntentID,
+		KeyVersion:    o.Key.Version,
+		ApprovalID:    o.ApprovalID,
+		ApprovalToken: o.ApprovalToken,
+		OperationKey:  o.Key.String(),
+		Payload:       raw,
 	}, nil
 }

@@ -16,12 +16,13 @@ const (
 	envKeyVersion
 	envApprovalID
 	envOperationKey
+	envApprovalToken
 	envStrings   // the string members above
 	envPayload   = envStrings
 	envTransport = envPayload + 1 // first of the transport fields
 )
 
-var envelopeStrings = [envStrings]string{"event_id", "operation", "intent_id", "key_version", "approval_id", "operation_key"}
+var envelopeStrings = [envStrings]string{"event_id", "operation", "intent_id", "key_version", "approval_id", "operation_key", "approval_token"}
 
 // envelopeMember returns the bit of a known envelope member name, or -1.
 func envelopeMember(name []byte) int {
@@ -38,6 +39,8 @@ func envelopeMember(name []byte) int {
 		return envApprovalID
 	case "operation_key":
 		return envOperationKey
+	case "approval_token":
+		return envApprovalToken
 	case "payload":
 		return envPayload
 	}
@@ -113,6 +116,7 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 	cmd := Command{
 		EventID: e.get(as, envEventID), Operation: e.get(as, envOperation), IntentID: e.get(as, envIntentID),
 		KeyVersion: e.get(as, envKeyVersion), ApprovalID: e.get(as, envApprovalID), OperationKey: e.get(as, envOperationKey),
+		ApprovalToken: e.get(as, envApprovalToken),
 	}
 	id, err := d.identify(cmd, typ, reg)
 	if err != nil {
@@ -132,14 +136,15 @@ func (d *Decoder) decodeEnvelope(st *decodeState) (Operation, error) {
 		return Operation{}, err
 	}
 	return Operation{
-		Key:          id.key,
-		EventID:      cmd.EventID,
-		Type:         typ.Name,
-		TargetSystem: typ.TargetSystem,
-		ApprovalID:   cmd.ApprovalID,
-		Fields:       fields,
-		Extra:        extra,
-		Fingerprint:  fp,
+		Key:           id.key,
+		EventID:       cmd.EventID,
+		Type:          typ.Name,
+		TargetSystem:  typ.TargetSystem,
+		ApprovalID:    cmd.ApprovalID,
+		ApprovalToken: cmd.ApprovalToken,
+		Fields:        fields,
+		Extra:         extra,
+		Fingerprint:   fp,
 	}, nil
 }
 
@@ -320,6 +325,9 @@ func (e *envelope) check(p *jsonParser, cmd *Command, typ *registeredType, id *i
 		if err := ValidateID("approval_id", cmd.ApprovalID); err != nil {
 			return &DecodeError{Code: CodeInvalidField, Field: "approval_id", Msg: keyReason(err)}
 		}
+	}
+	if len(cmd.ApprovalToken) > MaxApprovalTokenLen {
+		return &DecodeError{Code: CodeInvalidField, Field: "approval_token", Msg: fmt.Sprintf("longer than %d bytes", MaxApprovalTokenLen)}
 	}
 	if e.payload < 0 || p.env[e.payload].val.kind == jsonNull {
 		return &DecodeError{Code: CodeMissingField, Field: "payload", Msg: "required"}

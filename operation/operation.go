@@ -21,6 +21,10 @@ type Operation struct {
 	// process (Command.ApprovalID): stored and traced, never trusted as an
 	// approval.
 	ApprovalID string
+	// ApprovalToken is the command's pre-signed approval token
+	// (Command.ApprovalToken), "" when none: verified by the worker, never
+	// fingerprinted, stored or logged.
+	ApprovalToken string
 	// Fields are the significant fields, normalised: strings, int64 money in
 	// minor units, upper-case currency, times as time.Time in UTC.
 	Fields map[string]any
@@ -86,8 +90,13 @@ type Result struct {
 	Result         json.RawMessage `json:"result,omitempty"`
 	ErrorCode      string          `json:"error_code,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
-	Attempts       int             `json:"attempts"`
-	Replayed       bool            `json:"replayed"`
+	// NextAction is what the agent may do next (done, poll, await_approval,
+	// retry_same_intent, fix_input, new_intent_required, human_review): the
+	// same as every face says for this outcome. Absent from the results of
+	// older daemons.
+	NextAction string `json:"next_action,omitempty"`
+	Attempts   int    `json:"attempts"`
+	Replayed   bool   `json:"replayed"`
 	// CommandSeq is, on a rejected result, the command's sequence in the
 	// commands stream: the one handle on a command no key could be derived
 	// for.

@@ -30,6 +30,7 @@ func (r *Result) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = appendOptionalString(dst, `,"error_code":`, r.ErrorCode)
 	dst = appendOptionalString(dst, `,"reason":`, r.Reason)
+	dst = appendOptionalString(dst, `,"next_action":`, r.NextAction)
 	dst = append(dst, `,"attempts":`...)
 	dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
 	dst = append(dst, `,"replayed":`...)

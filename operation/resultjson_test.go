@@ -17,7 +17,7 @@ var resultCases = []operation.Result{
 	{OperationKey: "k", EventID: "e", Status: operation.ResultConflict, Attempts: 2, Replayed: true,
 		ConflictFields: []string{"amount_minor", "currency"}, CommandSeq: 18446744073709551615},
 	{OperationKey: "<a&b>\"\\\b\f\n\r\t\x00\x1f\x7f", EventID: "caf\u00e9 \u2028 \u2029 \U0001F600 \xff\xfe",
-		Status: operation.ResultFailedFinal, ErrorCode: "declined", Reason: "it's <b>bad</b> & \"quoted\"", Attempts: -3},
+		Status: operation.ResultFailedFinal, ErrorCode: "declined", Reason: "it's <b>bad</b> & \"quoted\"", NextAction: "human_review", Attempts: -3},
 	{Result: json.RawMessage(" { \"a\" : [ 1 , 2.5e3 , \"<&>\u2028\" , null , true ] , \"b\" : { } } ")},
 	{Result: json.RawMessage(`"plain"`), ConflictFields: []string{}},
 	{Result: json.RawMessage(`{"x":"\u003c already escaped"}`), ConflictFields: []string{"", "\u2029"}},

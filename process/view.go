@@ -98,24 +98,14 @@ func stepView(ctx context.Context, get Getter, name, op, key string) (StepView, 
 
 // Result is the result envelope of a process in the state v describes:
 // succeeded, failed_final once compensated (with the failed step's code) or
-// left for a person (CodeNeedsReview), pending while it runs. Its result
-// member is v.
+// left for a person (CodeNeedsReview), pending while it runs, with the
+// next_action and reason of its answer (Answer). Its result member is v.
 func Result(v View, eventID string, replayed bool) (operation.Result, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return operation.Result{}, err
 	}
 	r := operation.Result{OperationKey: v.ProcessKey, EventID: eventID, Operation: OperationPrefix + v.Process,
-		TargetSystem: TargetSystem, Result: body, Replayed: replayed}
-	switch v.Status {
-	case journal.ProcessSucceeded:
-		r.Status = operation.ResultSucceeded
-	case journal.ProcessCompensated:
-		r.Status, r.ErrorCode = operation.ResultFailedFinal, v.ErrorCode
-	case journal.ProcessNeedsReview:
-		r.Status, r.ErrorCode = operation.ResultFailedFinal, CodeNeedsReview
-	default:
-		r.Status = operation.ResultPending
-	}
-	return r, nil
+		TargetSystem: TargetSystem, Result: body, Replayed: replayed, ErrorCode: errorCode(v)}
+	return Worded(r, v), nil
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/internal/ctxsleep"
 	"github.com/idemgate/idemgate/operation"
 )
 
@@ -39,20 +40,12 @@ func (r *retryRun) admit() error {
 	}
 	d := r.admission.Delay()
 	if d > r.w.admitInline() {
-		e := adapters.NewError(adapters.CodeClientRateLimit, adapters.Retry,
-			fmt.Errorf("rate limit: the call's turn comes in %v; nothing sent", d.Round(time.Millisecond)))
-		e.RetryAfter = d
+		e := adapters.RateLimited(d, fmt.Errorf("rate limit: the call's turn comes in %v; nothing sent", d.Round(time.Millisecond)))
 		r.last = e
 		return e
 	}
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			return backoff.Permanent(errStopped{})
-		}
+	if d > 0 && !ctxsleep.For(r.ctx, d) {
+		return backoff.Permanent(errStopped{})
 	}
 	return nil
 }
@@ -86,15 +79,9 @@ func waitTurn(ctx context.Context, a adapters.Adapter, op operation.Operation) (
 	if adm == nil {
 		return ctx, func() {}
 	}
-	if d := adm.Delay(); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			adm.Cancel()
-			return ctx, func() {}
-		}
+	if d := adm.Delay(); d > 0 && !ctxsleep.For(ctx, d) {
+		adm.Cancel()
+		return ctx, func() {}
 	}
 	return adm.Bind(ctx), adm.Cancel
 }

@@ -58,12 +58,11 @@ func (w *Worker) completionFailed(j *job, err error) {
 	w.nak(j, w.cfg.LeaseTTL)
 }
 
+// resultFromRecord is the result of j's command for the journal row rec:
+// its facts with the next_action and reason every face gives for it.
 func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) operation.Result {
-	r := operation.Result{
-		OperationKey: rec.Key, EventID: j.op.EventID, Operation: j.op.Type, TargetSystem: rec.TargetSystem,
-		TargetObjectID: rec.TargetObjectID, Result: operation.CurrentResult(rec.Result), ErrorCode: rec.ErrorCode,
-		Attempts: rec.AttemptCount, Replayed: replayed, Status: resultStatus(rec.Status),
-	}
+	r := w.d.Answers.ResultFor(rec, time.Now())
+	r.EventID, r.Operation, r.Replayed = j.op.EventID, j.op.Type, replayed
 	return r
 }
 
@@ -71,16 +70,22 @@ func (w *Worker) resultFromRecord(j *job, rec journal.Record, replayed bool) ope
 // acked once JetStream has acknowledged it (consumer.Delivery.Answer).
 func (w *Worker) publishAndAck(j *job, r operation.Result) { j.d.Answer(r) }
 
-// publishPendingAndNak tells the agent the outcome is being settled, and
-// brings the command back after delay.
-func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, attempts int) {
-	j.d.AnswerThenNak(w.pendingResult(j, attempts), delay)
+// publishPendingAndNak tells the agent the outcome is being settled, as
+// the journal row rec says, and brings the command back after delay.
+func (w *Worker) publishPendingAndNak(j *job, delay time.Duration, rec journal.Record) {
+	j.d.AnswerThenNak(w.pendingResult(j, rec), delay)
 }
 
-// pendingResult says the outcome of j's operation is being settled.
-func (w *Worker) pendingResult(j *job, attempts int) operation.Result {
-	return operation.Result{OperationKey: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type,
-		Status: operation.ResultPending, TargetSystem: j.op.TargetSystem, Attempts: attempts}
+// pendingResult says the outcome of j's operation is being settled, in
+// the words of its journal row rec (a row still pending: a final one is
+// answered by resultFromRecord).
+func (w *Worker) pendingResult(j *job, rec journal.Record) operation.Result {
+	if rec.Status.Terminal() || rec.Status == "" {
+		rec.Status = journal.StatusStarted
+	}
+	r := w.resultFromRecord(j, rec, false)
+	r.TargetObjectID, r.Result = "", nil
+	return r
 }
 
 // nak returns the command to JetStream after delay and releases its slot.
@@ -107,6 +112,8 @@ func (w *Worker) reject(j *job, err error) {
 	}
 	r := de.RejectedResult()
 	r.CommandSeq = j.d.StreamSeq()
+	a := w.d.Answers.Rejected(r.OperationKey, r.Operation, r.ErrorCode, r.Reason)
+	r.NextAction, r.Reason = string(a.NextAction), a.Reason
 	if r.EventID == "" && (de.Code == operation.CodeNotJSON || de.Code == operation.CodeTooLarge) {
 		// The envelope was not read; its Nats-Msg-Id is the event id by
 		// contract, and is used when it is a safe one.

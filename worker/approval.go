@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/startstop"
@@ -22,6 +23,9 @@ type Approvals struct {
 	URL func(key string) string
 	// NATS is the consumer configuration (the parked stream's name).
 	NATS consumer.Config
+	// Tokens verifies pre-signed approval tokens (approvals.tokens); nil:
+	// a command carrying one is rejected, since nobody here could check it.
+	Tokens *approval.Verifier
 }
 
 // gate asks the journal whether j's intent may be claimed. It reports true
@@ -31,6 +35,12 @@ type Approvals struct {
 // approval under its key, or the journal failed (the command comes back).
 func (w *Worker) gate(j *job) bool {
 	ap := w.d.Approvals
+	var tok *approval.TokenApproval
+	if j.op.ApprovalToken != "" {
+		if tok = w.verifyToken(j); tok == nil {
+			return false
+		}
+	}
 	if ap == nil {
 		return true
 	}
@@ -49,10 +59,28 @@ func (w *Worker) gate(j *job) bool {
 		requester = "source:" + j.d.Header(wire.HeaderSource)
 	}
 	key := j.op.Key.String()
-	g, a, err := w.d.Store.RequestApproval(w.work, journal.ApprovalRequest{
+	req := journal.ApprovalRequest{
 		Key: key, OperationType: j.op.Type, RequestHash: j.op.Fingerprint, TargetSystem: j.op.TargetSystem,
 		EventID: j.op.EventID, RequestedBy: requester, Display: display, Approvers: need.Approvers, TTL: need.TTL,
-	})
+	}
+	var (
+		g journal.Gate
+		a journal.Approval
+	)
+	if tok != nil {
+		g, a, err = w.d.Store.ApproveByToken(w.work, journal.TokenDecision{Request: req, Issuer: tok.Issuer, TokenID: tok.ID})
+		if errors.Is(err, journal.ErrApprovalRefused) {
+			w.m.approvalTokens.WithLabelValues("refused").Inc()
+			w.rejectToken(j, tokenRefusal(err))
+			return false
+		}
+		if err == nil {
+			w.m.approvalTokens.WithLabelValues("accepted").Inc()
+			w.log.Info("approved by a pre-signed token", "operation_key", key, "issuer", tok.Issuer, "jti", tok.ID, "gate", string(g))
+		}
+	} else {
+		g, a, err = w.d.Store.RequestApproval(w.work, req)
+	}
 	if err != nil {
 		w.log.Error("approval request failed: the command will be redelivered", "operation_key", key, "error", err.Error())
 		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
@@ -78,6 +106,51 @@ func (w *Worker) gate(j *job) bool {
 	return false
 }
 
+// verifyToken checks j's approval token; a refused one rejects j
+// (fix_input: nothing executed, the same intent may be sent again with a
+// good token) and returns nil.
+func (w *Worker) verifyToken(j *job) *approval.TokenApproval {
+	var v *approval.Verifier
+	if w.d.Approvals != nil {
+		v = w.d.Approvals.Tokens
+	}
+	if v == nil {
+		w.m.approvalTokens.WithLabelValues("refused").Inc()
+		w.rejectToken(j, "this daemon takes no approval tokens (approvals.tokens.issuers is empty); send the command without one")
+		return nil
+	}
+	t, err := v.Verify(j.op.ApprovalToken, j.op)
+	if err != nil {
+		w.m.approvalTokens.WithLabelValues("refused").Inc()
+		var te *approval.TokenError
+		reason := "refused"
+		if errors.As(err, &te) {
+			reason = te.Reason
+		}
+		w.rejectToken(j, reason)
+		return nil
+	}
+	return &t
+}
+
+// tokenRefusal is the safe reason of a journal's refusal of a token.
+func tokenRefusal(err error) string {
+	switch {
+	case errors.Is(err, journal.ErrTokenReused):
+		return "its jti already approved another intent: one token approves one intent"
+	case errors.Is(err, journal.ErrSelfApproval):
+		return "its issuer submitted the command; the requester cannot approve their own command"
+	}
+	return "the journal refused it"
+}
+
+// rejectToken rejects j for its approval token: nothing executed, nothing
+// of the token in the result or the log.
+func (w *Worker) rejectToken(j *job, reason string) {
+	w.reject(j, &operation.DecodeError{Code: operation.CodeInvalidField, Field: "approval_token", Msg: reason,
+		Key: j.op.Key.String(), EventID: j.op.EventID, Operation: j.op.Type})
+}
+
 // AwaitingResult is the pending answer of an intent that waits for a
 // person's approval.
 func AwaitingResult(op operation.Operation, a journal.Approval, url func(string) string) operation.Result {
@@ -85,8 +158,9 @@ func AwaitingResult(op operation.Operation, a journal.Approval, url func(string)
 	if url != nil {
 		wait.URL = url(a.Key)
 	}
-	return operation.Result{OperationKey: a.Key, EventID: op.EventID, Operation: op.Type, Status: operation.ResultPending,
-		TargetSystem: op.TargetSystem, Reason: "awaiting a person's approval; nothing has executed", Approval: wait}
+	r := answer.Thresholds{}.Of(answer.StateAwaitingApproval, answer.Facts{Operation: op.Type, TargetSystem: op.TargetSystem}).Envelope(op.EventID)
+	r.OperationKey, r.Approval = a.Key, wait
+	return r
 }
 
 // ApprovalSweeperConfig tunes the approval sweeper.

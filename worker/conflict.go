@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -12,16 +12,7 @@ import (
 // carried and told, so that a conflict on money is never read as "nothing
 // was charged".
 func conflictResult(op operation.Operation, rec journal.Record, fields []string) operation.Result {
-	ex := existingOf(rec)
-	return operation.Result{
-		OperationKey: rec.Key, EventID: op.EventID, Operation: op.Type,
-		Status: operation.ResultConflict, TargetSystem: op.TargetSystem,
-		ErrorCode: adapters.CodeKeyPayloadMismatch, Reason: operation.ConflictReason(op.TargetSystem, fields, ex),
-		Attempts: rec.AttemptCount, ConflictFields: fields, Existing: ex,
-	}
-}
-
-// existingOf is the outcome of the journal row's request.
-func existingOf(rec journal.Record) *operation.Existing {
-	return &operation.Existing{Status: resultStatus(rec.Status), TargetObjectID: rec.TargetObjectID, ErrorCode: rec.ErrorCode}
+	r := answer.Thresholds{}.Conflict(rec, fields).Envelope(op.EventID)
+	r.Operation, r.TargetSystem = op.Type, op.TargetSystem
+	return r
 }

@@ -16,7 +16,7 @@
 // the first attempt) belongs to the intent, and waits spend none of it: a
 // call's turn in the client-side rate limit (admit.go), a target's refusal
 // for its own limit, a lookup's settle time (budget.go). Short waits run
-// in-lease (backoff.RetryNotify over the policy), longer ones release the
+// in-lease (backoff.Retry over the policy), longer ones release the
 // command (NakWithDelay). An answer that may come after the target committed
 // is never retried before a lookup by key, and an intent whose outcome was
 // ever unknown is looked up before it may end failed_final. Rules classify

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/idemgate/idemgate/adapters"
 	"github.com/idemgate/idemgate/internal/crashpoint"
@@ -16,7 +16,7 @@ import (
 
 // execute calls the target under the lease, retrying retry-class failures
 // inside the claim while the policy's next delay fits in retry.in_lease. It
-// is a backoff.RetryNotify loop over one attempt at a time:
+// is a backoff.Retry loop over one attempt at a time:
 //
 //   - the BackOff is the retry policy (NextRetry of the journal's attempt
 //     number, at least the target's Retry-After), and Stop when the intent's
@@ -45,7 +45,9 @@ func (w *Worker) execute(j *job) {
 	r.rules = w.rules[r.adapter.Name()]
 	r.fresh = r.startsFresh()
 	keep := w.beats.track(j, "", 0) // the command's AckWait, through the waits
-	out, err := backoff.RetryNotifyWithData(r.attempt, r, r.waiting)
+	// No elapsed-time limit of the library's (v5 defaults to 15 minutes): the
+	// policy's in-lease bound and the intent's budget end the loop (Stop).
+	out, err := backoff.Retry(r.ctx, r.attempt, backoff.WithBackOff(r), backoff.WithNotify(r.waiting), backoff.WithMaxElapsedTime(0))
 	w.beats.untrack(keep)
 	if r.admission != nil {
 		r.admission.Cancel() // a place no call took is given back
@@ -246,12 +248,10 @@ func (r *retryRun) spent(d time.Duration) bool {
 }
 
 // Reset is part of backoff.BackOff; the schedule follows the journal's
-// attempt number, not a count of its own.
+// attempt number, not a count of its own. (The loop runs in r.ctx: a wait
+// ends early when the worker shuts down past its drain, or when a hold
+// failed to record.)
 func (r *retryRun) Reset() {}
-
-// Context makes the run a backoff.BackOffContext: a wait ends early when
-// the worker shuts down past its drain, or when a hold failed to record.
-func (r *retryRun) Context() context.Context { return r.ctx }
 
 // waiting records the failed attempt with its hold before the in-lease wait.
 // If it cannot be recorded the wait is cut short and the loop ends.
@@ -322,7 +322,7 @@ func (r *retryRun) finish(out adapters.Outcome, err error) {
 		// command comes back and the journal decides who acts.
 		r.log().Warn("the lease ran out before the call: nothing sent", "lease_token", j.claim.Token)
 		w.nak(j, time.Second)
-	case errors.Is(err, errStopped{}) || errors.Is(err, context.Canceled):
+	case errors.Is(err, errStopped{}) || errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown):
 		// Cut short by shutdown: the attempt was recorded with its hold
 		// (or its lease expires into reconciliation); the command comes
 		// back after it.
@@ -409,7 +409,9 @@ func (r *retryRun) unknown(ae *adapters.Error, note string) {
 		w.completionFailed(j, err)
 		return
 	}
-	w.publishPendingAndNak(j, back, j.claim.Attempt)
+	rec := j.claim.Record
+	rec.Status, rec.ErrorCode, rec.AttemptCount = journal.StatusUnknown, ae.Code, j.claim.Attempt
+	w.publishPendingAndNak(j, back, rec)
 }
 
 // fenced handles a call whose lease was taken over while it ran: the new

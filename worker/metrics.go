@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -20,6 +21,7 @@ type Metrics struct {
 	// (approved, denied, expired), and the wait from request to decision.
 	awaitingApproval  prometheus.Counter
 	approvalDecisions *prometheus.CounterVec
+	approvalTokens    *prometheus.CounterVec
 	approvalWait      prometheus.Histogram
 	fetched           prometheus.Counter
 	executed          prometheus.Counter
@@ -39,8 +41,7 @@ type Metrics struct {
 	reconciled    *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
 	fenced        *prometheus.CounterVec
-	unresolved    prometheus.Gauge
-	idleRetryable prometheus.Gauge
+	unresolved    *prometheus.GaugeVec
 	latency       prometheus.Histogram
 	calls         *prometheus.HistogramVec
 	callsByClass  *prometheus.CounterVec
@@ -83,6 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		awaitingApproval: c("commands_awaiting_approval_total", "Command deliveries answered pending because their intent waits for a person's approval (its command parked)."),
 		approvalDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_decisions_total",
 			Help: "Approval records decided, by state: approved, denied, expired (counted where the decision is carried out)."}, []string{"state"}),
+		approvalTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_tokens_total",
+			Help: "Commands carrying a pre-signed approval token, by outcome: accepted (the approval recorded) or refused (the command rejected, nothing executed)."}, []string{"outcome"}),
 		approvalWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "approval_wait_seconds",
 			Help: "From an intent's approval request to its decision (approved, denied or expired).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
 		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
@@ -107,10 +110,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "completions_fenced_total",
 			Help: "Completions refused for a stale fencing token (another owner took the operation over): fencing working as designed."},
 			[]string{"by"}),
-		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
-			Help: "Unknown operations raised for review after too many unsettled reconcile rounds."}),
-		idleRetryable: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_retry_idle",
-			Help: "Retryable failures no delivery has retried for reconciler.idle_after: the agent must resend them."}),
+		unresolved: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idemgate", Name: "operations_unresolved",
+			Help: "Unresolved operations, by kind: unknown (an unknown outcome after reconciler.review_after lookups: a person checks the target) " +
+				"and idle_retry (a retryable failure untouched for reconciler.idle_after: the agent must resend it)."}, []string{"kind"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "command_duration_seconds",
 			Help: "From fetch to ack/nak/term of a delivery.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idemgate", Name: "adapter_call_duration_seconds",
@@ -156,11 +158,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}
 			return 0
 		})
+	for _, k := range answer.Kinds() {
+		m.unresolved.WithLabelValues(string(k))
+	}
 	if reg != nil {
 		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
-			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.idleRetryable, m.latency, m.calls,
+			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.latency, m.calls,
 			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp,
-			m.awaitingApproval, m.approvalDecisions, m.approvalWait)
+			m.awaitingApproval, m.approvalDecisions, m.approvalTokens, m.approvalWait)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -148,29 +149,29 @@ type Rules struct {
 	NeverRetry           []string `mapstructure:"never_retry"`
 }
 
-// DefaultRules are the article's example rules, refined: only answers that
-// prove the request was not processed are retried blindly (connection refused
-// or reset before the request was written, 429, 503 — the target's own
-// "not processed"). An answer that may come after the target committed — a
-// gateway's 502 or 504, a 500 after the request was written, a timeout or a
-// connection lost while waiting — is looked up by key first
-// (reconcile_before_retry): a key dropped on the way would otherwise turn a
-// re-send into a second effect.
+// DefaultRules are the article's example rules, refined: every shared safe
+// code with the class adapters.DefaultClasses gives it (the one table, which
+// the adapters' own HTTP answers follow too). Only answers that prove the
+// request was not processed are retried blindly; an answer that may come
+// after the target committed — a gateway's 502 or 504, a 500 after the
+// request was written, a timeout or a connection lost while waiting — is
+// looked up by key first.
 func DefaultRules() Rules {
-	return Rules{
-		Retry: []string{
-			adapters.CodeConnectionResetBeforeResponse, adapters.CodeConnectionRefused,
-			adapters.CodeHTTP429, adapters.CodeHTTP503,
-		},
-		ReconcileBeforeRetry: []string{
-			adapters.CodeTimeoutAfterRequestSent, adapters.CodeConnectionLostWhileWaiting,
-			adapters.CodeHTTP500, adapters.CodeHTTP502, adapters.CodeHTTP504, adapters.CodeUnexpectedResponse,
-		},
-		NeverRetry: []string{
-			adapters.CodeValidation, adapters.CodeAuthorizationDenied,
-			adapters.CodeKeyPayloadMismatch, adapters.CodeInsufficientFunds, adapters.CodeDeclined,
-		},
+	var r Rules
+	for code, class := range adapters.DefaultClasses() {
+		switch class {
+		case adapters.Retry:
+			r.Retry = append(r.Retry, code)
+		case adapters.ReconcileBeforeRetry:
+			r.ReconcileBeforeRetry = append(r.ReconcileBeforeRetry, code)
+		case adapters.NeverRetry:
+			r.NeverRetry = append(r.NeverRetry, code)
+		}
 	}
+	slices.Sort(r.Retry)
+	slices.Sort(r.ReconcileBeforeRetry)
+	slices.Sort(r.NeverRetry)
+	return r
 }
 
 // noLookupRules is laid over the rules for an adapter that cannot look up

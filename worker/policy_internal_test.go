@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -173,6 +173,16 @@ func TestRulesPerAdapter(t *testing.T) {
 	_, err = adapterRules(Config{Rules: DefaultRules(), RulesByAdapter: map[string]Rules{"nobody": {}}},
 		map[string]adapters.Adapter{"payment.charge": lookup})
 	require.ErrorContains(t, err, "rules_by_adapter.nobody")
+}
+
+// TestDefaultRulesFollowTheClassTable: the worker's default rules give every
+// shared code the class the adapters' table gives it, and nothing else.
+func TestDefaultRulesFollowTheClassTable(t *testing.T) {
+	t.Parallel()
+	c, err := DefaultRules().compile()
+	require.NoError(t, err)
+	require.Equal(t, adapters.DefaultClasses(), map[string]adapters.Class(c))
+	require.Equal(t, adapters.ReconcileBeforeRetry, c[adapters.CodeHTTP502], "a gateway's 502 may follow a commit upstream")
 }
 
 func TestHorizonsRefused(t *testing.T) {

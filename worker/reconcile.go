@@ -300,7 +300,12 @@ func (w *Worker) reconcile(j *job) {
 			w.completionFailed(j, err)
 			return
 		}
-		w.publishPendingAndNak(j, delay+holdSlack, j.claim.Attempt)
+		now := rec
+		now.Status, now.AttemptCount = journal.StatusUnknown, j.claim.Attempt
+		if !v.settling {
+			now.ReconcileRounds++
+		}
+		w.publishPendingAndNak(j, delay+holdSlack, now)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/internal/startstop"
@@ -22,21 +23,29 @@ type ReconcilerConfig struct {
 	Interval time.Duration `mapstructure:"interval"`
 	// Batch is how many operations one scan takes over. Default 100.
 	Batch int `mapstructure:"batch"`
-	// ReviewAfter raises an unknown operation for an operator after this many
-	// unsettled lookups (metric, log, `idemgate trace --unresolved`). Default 5.
+	// ReviewAfter: an unknown operation with this many unsettled lookups is
+	// unresolved: raised for an operator (metric, log, every face's answer
+	// human_review, `idemgate trace --unresolved`). Default
+	// answer.DefaultReviewAfter (5).
 	ReviewAfter int `mapstructure:"review_after"`
-	// IdleAfter reports a retryable failure nobody has retried for this
-	// long (its command's deliveries may have run out): metric, log and
-	// `idemgate trace --unresolved`. Default 1h.
+	// IdleAfter: a retryable failure nobody has retried for this long (its
+	// command's deliveries may have run out) is unresolved: the agent must
+	// resend it (metric, log, every face's answer retry_same_intent,
+	// `idemgate trace --unresolved`). Default answer.DefaultIdleAfter (1h).
 	IdleAfter time.Duration `mapstructure:"idle_after"`
+}
+
+// Thresholds are the answers' thresholds this configuration sets.
+func (c ReconcilerConfig) Thresholds() answer.Thresholds {
+	return answer.Thresholds{ReviewAfter: c.ReviewAfter, IdleAfter: c.IdleAfter}.WithDefaults()
 }
 
 // WithDefaults fills zero fields.
 func (c ReconcilerConfig) WithDefaults() ReconcilerConfig {
 	c.Interval = cmp.Or(c.Interval, 5*time.Second)
 	c.Batch = cmp.Or(c.Batch, 100)
-	c.ReviewAfter = cmp.Or(c.ReviewAfter, 5)
-	c.IdleAfter = cmp.Or(c.IdleAfter, time.Hour)
+	c.ReviewAfter = cmp.Or(c.ReviewAfter, answer.DefaultReviewAfter)
+	c.IdleAfter = cmp.Or(c.IdleAfter, answer.DefaultIdleAfter)
 	return c
 }
 
@@ -69,6 +78,7 @@ func NewReconciler(cfg ReconcilerConfig, wcfg Config, d Deps) (*Reconciler, erro
 		return nil, errors.New("reconciler: a journal is required")
 	}
 	wcfg = wcfg.WithDefaults()
+	d.Answers.ReviewAfter, d.Answers.IdleAfter = cfg.ReviewAfter, cfg.IdleAfter
 	fillDeps(&d)
 	rules, err := adapterRules(wcfg, d.Adapters)
 	if err != nil {
@@ -163,23 +173,20 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Settled, error) {
 		}()
 	}
 	wg.Wait()
-	if list, err := r.d.Store.ListUnresolved(ctx, r.cfg.ReviewAfter, 1000); err == nil {
-		r.d.Metrics.unresolved.Set(float64(len(list)))
-		s.Raised = r.raise(ctx, list)
-	} else {
+	l, err := r.cfg.Thresholds().ListUnresolved(ctx, r.d.Store, 1000)
+	if err != nil {
 		s.Failed++
 		r.d.Log.Error("unresolved operations not read", "error", err.Error())
+		return s, nil
 	}
-	if idle, err := r.d.Store.ListIdleRetryable(ctx, r.cfg.IdleAfter, 1000); err != nil {
-		s.Failed++
-		r.d.Log.Error("idle retryable operations not read", "error", err.Error())
-	} else {
-		r.d.Metrics.idleRetryable.Set(float64(len(idle)))
-		s.IdleRetryable = len(idle)
-		if len(idle) > 0 {
-			r.d.Log.Warn("retryable operations wait for a command delivery that has not come: the agent must resend them (idemgate trace --unresolved)",
-				"operations", len(idle), "idle_after", r.cfg.IdleAfter.String(), "oldest", idle[0].Key)
-		}
+	for _, k := range answer.Kinds() {
+		r.d.Metrics.unresolved.WithLabelValues(string(k)).Set(float64(len(l.Of(k))))
+	}
+	s.Raised = r.raise(ctx, l.Unknown)
+	s.IdleRetryable = len(l.IdleRetry)
+	if idle := l.IdleRetry; len(idle) > 0 {
+		r.d.Log.Warn("retryable operations wait for a command delivery that has not come: the agent must resend them (idemgate trace --unresolved)",
+			"operations", len(idle), "idle_after", r.cfg.IdleAfter.String(), "oldest", idle[0].Key)
 	}
 	return s, nil
 }
@@ -338,38 +345,17 @@ func publishRecord(ctx context.Context, d Deps, rec journal.Record) error {
 	if d.JS == nil {
 		return nil
 	}
-	status, err := publishResult(ctx, d.JS, rec)
-	if err != nil {
+	res := d.Answers.ResultFor(rec, time.Now())
+	if err := consumer.PublishResult(ctx, d.JS, res); err != nil {
 		return err
 	}
-	d.Metrics.results.WithLabelValues(string(status)).Inc()
+	d.Metrics.results.WithLabelValues(string(res.Status)).Inc()
 	return nil
 }
 
 // PublishResult publishes a journal row's outcome as its command's result
-// (pending while it is not final), e.g. after an operator's decision was
-// recorded by a tool that holds no Deps.
-func PublishResult(ctx context.Context, js consumer.JetStream, rec journal.Record) error {
-	_, err := publishResult(ctx, js, rec)
-	return err
-}
-
-func publishResult(ctx context.Context, js consumer.JetStream, rec journal.Record) (operation.ResultStatus, error) {
-	res := operation.Result{OperationKey: rec.Key, EventID: rec.EventID, Operation: rec.OperationType,
-		TargetSystem: rec.TargetSystem, TargetObjectID: rec.TargetObjectID, Result: rec.Result,
-		ErrorCode: rec.ErrorCode, Attempts: rec.AttemptCount, Status: resultStatus(rec.Status)}
-	return res.Status, consumer.PublishResult(ctx, js, res)
-}
-
-// resultStatus is the result status of a journal status: pending while it
-// is not final.
-func resultStatus(s journal.Status) operation.ResultStatus {
-	switch s {
-	case journal.StatusSucceeded:
-		return operation.ResultSucceeded
-	case journal.StatusFailedFinal:
-		return operation.ResultFailedFinal
-	default:
-		return operation.ResultPending
-	}
+// (pending while it is not final), worded by th, e.g. after an operator's
+// decision was recorded by a tool that holds no Deps.
+func PublishResult(ctx context.Context, js consumer.JetStream, th answer.Thresholds, rec journal.Record) error {
+	return consumer.PublishResult(ctx, js, th.WithDefaults().ResultFor(rec, time.Now()))
 }

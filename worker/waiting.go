@@ -197,7 +197,7 @@ func (w *Worker) wait(j *job) bool {
 	room.parked++ // the place is taken now; the pending answer is sent unlocked
 	room.mu.Unlock()
 	w.m.waited.Inc()
-	j.d.Tell(w.pendingResult(j, j.claim.Record.AttemptCount))
+	j.d.Tell(w.pendingResult(j, j.claim.Record))
 	beat := w.beats.track(j, key, 0)
 	room.mu.Lock()
 	if kw := room.keys[key]; kw != nil && kw.owners > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/internal/startstop"
@@ -37,6 +38,10 @@ type Deps struct {
 	// Approvals gates intents by the approval policy (approval.go); nil:
 	// no intent waits for a person.
 	Approvals *Approvals
+	// Answers are the thresholds the published results are worded by
+	// (review_after, idle_after): the reconciler's configuration. Zero
+	// fields take answer's defaults.
+	Answers answer.Thresholds
 }
 
 // Worker decides what becomes of each command its consumer.Router fetches:
@@ -328,7 +333,7 @@ func (w *Worker) dispatch(j *job) {
 		// lookup re-claimed and met another owner) gives it up first: it
 		// must never wait for its own settle.
 		if (!crashpoint.Broken(crashpoint.UnboundedWait) && w.disown(j)) || !w.wait(j) {
-			w.publishPendingAndNak(j, w.comeBackIn(j), c.Record.AttemptCount)
+			w.publishPendingAndNak(j, w.comeBackIn(j), c.Record)
 		}
 	default:
 		w.log.Error("unknown claim decision", "decision", string(c.Decision), "operation_key", j.op.Key.String())
@@ -387,4 +392,5 @@ func fillDeps(d *Deps) {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
 	}
+	d.Answers = d.Answers.WithDefaults()
 }

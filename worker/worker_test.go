@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
@@ -662,13 +663,27 @@ func TestReconcilerReportsIdleRetryable(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, journal.CompleteOne(ctx, b.store, journal.Completion{Key: "test:payment.charge:evt-idle:v1", Token: c.Token,
 		Status: journal.StatusFailedRetryable, ErrorCode: adapters.CodeHTTP503}))
+	reg := prometheus.NewRegistry()
+	unresolved := func(kind string) float64 {
+		return series(t, reg, "idemgate_operations_unresolved", map[string]string{"kind": kind})
+	}
 	r, err := worker.NewReconciler(worker.ReconcilerConfig{IdleAfter: time.Millisecond}, worker.Config{Owner: "rec"},
-		worker.Deps{Store: b.store, Adapters: map[string]adapters.Adapter{"payment.charge": b.target}})
+		worker.Deps{Store: b.store, Adapters: map[string]adapters.Adapter{"payment.charge": b.target}, Metrics: worker.NewMetrics(reg)})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		s, err := r.RunOnce(ctx)
 		return err == nil && s.IdleRetryable == 1
 	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1.0, unresolved("idle_retry"), "idemgate_operations_unresolved{kind=\"idle_retry\"} counts it")
+	require.Zero(t, unresolved("unknown"))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		require.NotEqual(t, "idemgate_operations_retry_idle", mf.GetName(), "one metric of the unresolved, by kind")
+		if mf.GetName() == "idemgate_operations_unresolved" {
+			require.Len(t, mf.GetMetric(), 2, "both kinds exported, the empty one as 0")
+		}
+	}
 	rec, err := b.store.Get(ctx, "test:payment.charge:evt-idle:v1")
 	require.NoError(t, err)
 	require.Equal(t, journal.StatusFailedRetryable, rec.Status, "reported, not changed")

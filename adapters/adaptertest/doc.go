@@ -11,7 +11,7 @@
 //     effects stay 1;
 //   - a reset before processing → no effect, Lookup not found, then a clean
 //     Execute;
-//   - 429/503 → retry with Retry-After carried; 502 → the declared class;
+//   - 429/503 → retry with Retry-After carried; 502 → reconcile_before_retry;
 //   - validation → never_retry validation_error, no effect;
 //   - same key, other payload → never_retry idempotency_key_payload_mismatch
 //     (or the declared, tested divergence);

@@ -25,24 +25,14 @@ import (
 )
 
 func dealOp(intent string, variant int) operation.Operation {
-	return operation.Operation{
-		Key: adaptertest.Key(bitrix24.OpDealCreate, intent), Type: bitrix24.OpDealCreate, TargetSystem: "crm",
-		Fields: map[string]any{
-			"title": "Deal " + intent, "customer_id": "17", "amount_minor": int64(100000 + variant*100), "currency": "RUB",
-		},
-		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
-	}
+	return adaptertest.Op(bitrix24.OpDealCreate, intent, map[string]any{
+		"title": "Deal " + intent, "customer_id": "17", "amount_minor": 100000 + variant*100, "currency": "RUB"})
 }
 
 func taskOp(intent string, variant int) operation.Operation {
-	return operation.Operation{
-		Key: adaptertest.Key(bitrix24.OpTaskCreate, intent), Type: bitrix24.OpTaskCreate, TargetSystem: "crm",
-		Fields: map[string]any{
-			"title": fmt.Sprintf("Call back %s v%d", intent, variant), "responsible_id": "5", "customer_id": "17",
-			"deadline": time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC), "description": "callback",
-		},
-		Fingerprint: fmt.Sprintf("fp-%s-%d", intent, variant),
-	}
+	return adaptertest.Op(bitrix24.OpTaskCreate, intent, map[string]any{
+		"title": fmt.Sprintf("Call back %s v%d", intent, variant), "responsible_id": "5", "customer_id": "17",
+		"deadline": time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC), "description": "callback"})
 }
 
 func setup(t *testing.T, opts sb.Options) (*bitrix24.Adapter, *sb.Server) {

@@ -57,7 +57,6 @@ func TestCancelContract(t *testing.T) {
 		// of the same invoice is refused by the invoice itself (already
 		// cancelled): one effect.
 		IgnoreKeyEffects: 1,
-		BadGatewayClass:  adapters.ReconcileBeforeRetry,
 		ConcurrentDedup:  true,
 	})
 }

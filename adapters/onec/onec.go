@@ -188,10 +188,6 @@ func (a *Adapter) serviceError(resp *adapters.HTTPResponse) *adapters.Error {
 		e := adapters.StatusError(resp, now)
 		e.RetryAfter = retryAfterOf(resp, se, now)
 		return e
-	case resp.StatusCode == http.StatusBadGateway && !resp.EarlyAnswer:
-		// The web server in front of 1C gave up; the 1C process may have
-		// committed before it gave up: reconcile.
-		return adapters.NewError(adapters.CodeHTTP502, adapters.ReconcileBeforeRetry, errors.New("onec: HTTP 502 from the web server"))
 	}
 	return adapters.StatusError(resp, now)
 }

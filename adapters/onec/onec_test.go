@@ -73,7 +73,6 @@ func TestContractHTTPService(t *testing.T) {
 		// recognise the replay: the residual double-write window. Its lookup
 		// finds the first invoice by the comment marker, and only that one.
 		IgnoreKeyEffects: 2,
-		BadGatewayClass:  adapters.ReconcileBeforeRetry,
 		ConcurrentDedup:  true,
 	})
 }
@@ -97,7 +96,6 @@ func TestContractOData(t *testing.T) {
 		// The connector drops the attribute; the comment marker is found
 		// (substringof) and the replay returns the document.
 		IgnoreKeyEffects: 1,
-		BadGatewayClass:  adapters.ReconcileBeforeRetry,
 		ConcurrentDedup:  true,
 	})
 }

@@ -18,7 +18,8 @@
 //     declined PaymentIntent is a final business failure for Lookup too);
 //     429 (rate_limit, lock_timeout) → retry with Retry-After; 500 (Stripe
 //     caches it and replays it for the key) → reconcile_before_retry;
-//     502/503 → retry unless Stripe-Should-Retry: false; 504 → reconcile;
+//     503 → retry unless Stripe-Should-Retry: false; 502, 504 → reconcile
+//     unless Stripe-Should-Retry: true;
 //     400/404 → validation / not_found; 401/403 → authorization_denied;
 //   - net/http would re-send a POST carrying Idempotency-Key by itself when a
 //     reused connection closes before any answer; requests are built with

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/adapters/adaptertest"
 	"github.com/idemgate/idemgate/adapters/tbank/tbanktoken"
-	"github.com/idemgate/idemgate/operation"
 )
 
 // The documented example: Amount, Description, OrderId, Password and
@@ -62,8 +62,7 @@ func FuzzExecute(f *testing.F) {
 	defer srv.Close()
 	a, err := New(Config{BaseURL: srv.URL, TerminalKey: "T", Password: adapters.Password{Value: "p"}, HTTPConfig: adapters.HTTPConfig{Timeout: 2 * time.Second}})
 	require.NoError(f, err)
-	op := operation.Operation{Key: operation.Key{Env: "t", Operation: OpCharge, IntentID: "i", Version: "v1"}, Type: OpCharge,
-		Fields: map[string]any{"account_id": "1", "order_id": "o", "amount_minor": int64(100), "currency": "RUB"}}
+	op := adaptertest.Op(OpCharge, "i", map[string]any{"account_id": "1", "order_id": "o", "amount_minor": 100, "currency": "RUB"})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		body.Store(b)
 		out, err := a.Execute(context.Background(), op)

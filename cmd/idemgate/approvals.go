@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,10 +31,49 @@ type approvalsConfig struct {
 	// SweepInterval is how often waits are expired and decisions carried
 	// out. Default 1s.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
-	// URL is the base of the approval links handed to agents
-	// ("https://idemgate.example/ui/approvals/"; the key is appended,
-	// escaped). "" gives no link.
+	// BaseURL is where people reach the console ("https://idemgate.example"):
+	// each waiting intent's pending answer links its approval page,
+	// BaseURL + "/ui/approval?key=<key>". Default: the admin listener's
+	// address when the console is on (http://<admin.addr>); "" and no
+	// console give no link.
+	BaseURL string `mapstructure:"base_url"`
+	// URL, when set, is a link prefix of your own that the key is appended
+	// to (escaped), in place of the console's page: an approval portal of
+	// yours. It wins over BaseURL.
 	URL string `mapstructure:"url"`
+	// Tokens are the issuers of pre-signed approval tokens and their keys
+	// (approval.TokenConfig); none: a command carrying a token is rejected.
+	Tokens approval.TokenConfig `mapstructure:"tokens"`
+}
+
+// approvalPage is the console's approval page of a key, under a base URL.
+func approvalPage(base, key string) string {
+	return strings.TrimSuffix(base, "/") + "/ui/approval?key=" + url.QueryEscape(key)
+}
+
+// approvalLinks returns the approval link of a key, or nil when there is
+// none to give (no url, no base_url, no console).
+func (c Config) approvalLinks() func(string) string {
+	a := c.Approvals
+	switch {
+	case a.URL != "":
+		return a.url
+	case a.BaseURL != "":
+		return func(k string) string { return approvalPage(a.BaseURL, k) }
+	case c.Console.Enabled && c.Admin.Addr != "":
+		base := "http://" + c.Admin.Addr
+		return func(k string) string { return approvalPage(base, k) }
+	}
+	return nil
+}
+
+// tokenVerifier loads the approval tokens' keys (nil when no issuer is
+// configured).
+func (a approvalsConfig) tokenVerifier() (*approval.Verifier, error) {
+	if !a.Tokens.Enabled() {
+		return nil, nil
+	}
+	return approval.NewVerifier(a.Tokens, os.Getenv)
 }
 
 func (a approvalsConfig) policy(reg *operation.Registry) (*operation.ApprovalPolicy, error) {
@@ -68,6 +108,32 @@ func (c Config) validateApprovals() []error {
 	if c.Approvals.URL != "" {
 		if u, err := url.Parse(c.Approvals.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("approvals.url %q: an http(s) URL", c.Approvals.URL))
+		}
+	}
+	if c.Approvals.BaseURL != "" {
+		if u, err := url.Parse(c.Approvals.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("approvals.base_url %q: an http(s) URL without a query", c.Approvals.BaseURL))
+		}
+	}
+	// The tokens' keys are loaded, and so checked, only with approvals on
+	// (as the daemon then uses them).
+	if c.Approvals.Enabled && c.Approvals.Tokens.Enabled() {
+		if _, err := approval.NewVerifier(c.Approvals.Tokens, os.Getenv); err != nil {
+			errs = append(errs, err)
+		}
+		life := c.Approvals.Tokens.MaxLifetime
+		if life == 0 {
+			life = approval.DefaultTokenMaxLifetime
+		}
+		if c.Journal.Retention > 0 && c.Journal.Retention < life {
+			errs = append(errs, fmt.Errorf("unsafe: journal.retention %v is shorter than approvals.tokens.max_lifetime %v: a token's jti could approve a second intent once the first is purged", c.Journal.Retention, life))
+		}
+		for _, is := range c.Approvals.Tokens.Issuers {
+			for _, ap := range c.Approvals.Approvers {
+				if ap.Name == is.Name {
+					errs = append(errs, fmt.Errorf("approvals.tokens.issuers: %s is also an approver's name: the trail could not tell a token from the person", is.Name))
+				}
+			}
 		}
 	}
 	if err := approval.ValidateApprovers(c.Approvals.Approvers, policy, reg.Names(),

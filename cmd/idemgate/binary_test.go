@@ -27,6 +27,19 @@ func TestVersionCommand(t *testing.T) {
 	}
 }
 
+// TestMCPReportsTheStampedVersion: the version packaging stamps with
+// -X main.version is what `idemgate version` prints and what the MCP server
+// reports in serverInfo. (Not parallel: it sets the package's version.)
+func TestMCPReportsTheStampedVersion(t *testing.T) {
+	old := version
+	t.Cleanup(func() { version = old })
+	version = "v9.9.9-stamped"
+	var out bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"version"}, &out, io.Discard))
+	require.Contains(t, out.String(), "idemgate v9.9.9-stamped,")
+	require.Equal(t, "v9.9.9-stamped", mcpOptions(Config{}, nil).Version)
+}
+
 // TestConfigFileSearch: the file is --config, else $IDEMGATE_CONFIG, else
 // ./idemgate.yaml (or .yml), then <user config dir>/idemgate/config.yaml,
 // then /etc/idemgate/config.yaml — never an extensionless ./idemgate, which

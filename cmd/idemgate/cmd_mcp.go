@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -167,7 +166,7 @@ and a browser's request is served only from mcp.allowed_origins.`,
 			return err
 		}
 		defer g.Close()
-		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log, TaskWait: c.MCP.TaskWait})
+		srv, err := gwmcp.NewServer(g, mcpOptions(c, log))
 		if err != nil {
 			return configError(err)
 		}
@@ -251,7 +250,7 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 	}
 	f.gw = g
 	if c.MCP.Listener.Enabled {
-		srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: gatewayVersion(), Log: log, TaskWait: c.MCP.TaskWait})
+		srv, err := gwmcp.NewServer(g, mcpOptions(c, log))
 		if err != nil {
 			return f, configError(err)
 		}
@@ -304,13 +303,11 @@ func (f *faces) serve(name string, fc faceConfig, path string, h http.Handler, a
 	return nil
 }
 
-// gatewayVersion is the module version the binary was built from, as
-// reported to MCP clients.
-func gatewayVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
+// mcpOptions are the MCP server's options, the same for stdio and the
+// listener: it reports the version `idemgate version` prints (packaging's
+// -X main.version wins over the module version).
+func mcpOptions(c Config, log *slog.Logger) gwmcp.Options {
+	return gwmcp.Options{Version: readBuildInfo().Version, Log: log, TaskWait: c.MCP.TaskWait}
 }
 
 // stop closes the listeners (in-flight calls get a moment to answer) and

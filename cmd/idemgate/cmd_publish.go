@@ -74,7 +74,13 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.WaitOptions{
 				MsgID:     producer.MsgID(parsed),
-				OnPending: func(r operation.Result) { fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey) },
+				OnPending: func(r operation.Result) {
+					if r.NextAction == "" {
+						fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
+						return
+					}
+					fmt.Fprintf(stderr, "pending: %s next_action=%s reason=%s\n", r.OperationKey, r.NextAction, r.Reason)
+				},
 				// Said within two seconds, instead of waiting out --timeout
 				// in silence when no daemon runs.
 				Consumers:   map[string]string{c.NATS.CommandsStream: c.NATS.Durable, c.NATS.ProcessesStream: c.NATS.ProcessDurable},

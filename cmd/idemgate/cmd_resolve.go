@@ -37,7 +37,7 @@ decision; the trail then records what the call found.`,
 			if who == "" {
 				who = os.Getenv("USER")
 			}
-			rec, err := worker.Resolve(cmd.Context(), worker.Deps{Store: st}, journal.Resolution{Key: args[0], Status: journal.Status(as),
+			rec, err := worker.Resolve(cmd.Context(), worker.Deps{Store: st, Answers: c.Reconciler.Thresholds()}, journal.Resolution{Key: args[0], Status: journal.Status(as),
 				TargetObjectID: object, ErrorCode: code, Evidence: evidence, Operator: who, Force: force})
 			switch {
 			case errors.Is(err, journal.ErrNotFound):
@@ -77,5 +77,5 @@ func publishResolved(ctx context.Context, c Config, rec journal.Record) error {
 	defer nc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return worker.PublishResult(pctx, js, rec)
+	return worker.PublishResult(pctx, js, c.Reconciler.Thresholds(), rec)
 }

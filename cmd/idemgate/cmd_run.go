@@ -294,14 +294,18 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 		Decoder: &operation.Decoder{Env: c.Env, Registry: r.opTypes},
 		// Redact left nil: the worker's own redaction, done as each
 		// result is written, lets it keep results by business status.
-		Adapters: r.routes, Log: r.log, Metrics: r.metrics,
+		Adapters: r.routes, Log: r.log, Metrics: r.metrics, Answers: c.Reconciler.Thresholds(),
 	}
 	if c.Approvals.Enabled {
 		policy, err := c.Approvals.policy(r.opTypes)
 		if err != nil {
 			return nil, configError(err)
 		}
-		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.Approvals.url, NATS: c.NATS.Config}
+		tokens, err := c.Approvals.tokenVerifier()
+		if err != nil {
+			return nil, configError(err)
+		}
+		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.approvalLinks(), NATS: c.NATS.Config, Tokens: tokens}
 	}
 	w, err := worker.New(c.Worker, c.NATS.Config, deps)
 	if err != nil {

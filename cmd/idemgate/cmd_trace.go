@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -34,20 +35,17 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 			}
 			defer st.Close()
 			if unresolved {
-				list, err := st.ListUnresolved(cmd.Context(), 1, 1000)
+				l, err := c.Reconciler.Thresholds().ListUnresolved(cmd.Context(), st, 1000)
 				if err != nil {
 					return err
 				}
-				idle, err := st.ListIdleRetryable(cmd.Context(), c.Reconciler.IdleAfter, 1000)
-				if err != nil {
-					return err
-				}
+				list, idle := l.Unknown, l.IdleRetry
 				review, err := processesForReview(cmd.Context(), st)
 				if err != nil {
 					return err
 				}
 				if asJSON {
-					return writeJSON(stdout, unresolvedJSON{Unknown: each(list, operationOf), IdleRetryable: each(idle, operationOf),
+					return writeJSON(stdout, unresolvedJSON{Unknown: each(list, operationOf), IdleRetry: each(idle, operationOf),
 						ProcessesNeedsReview: each(review, processOf)})
 				}
 				tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -95,20 +93,21 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			traces := attemptTraces(cmd.Context(), st, args[0])
+			a := c.Reconciler.Thresholds().FromRecord(rec, time.Now())
 			if asJSON {
-				return writeJSON(stdout, traceJSON{Operation: operationOf(rec), Attempts: each(atts, attemptOf), AttemptTraceIDs: traces})
+				return writeJSON(stdout, traceJSON{Operation: operationOf(rec), Answer: answerOf(a), Attempts: each(atts, attemptOf), AttemptTraceIDs: traces})
 			}
-			return printTrace(stdout, rec, atts, traces)
+			return printTrace(stdout, rec, a, atts, traces)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
-	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list unknown operations reconciliation could not settle, and processes left for review")
+	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list the unresolved (unknown outcomes after review_after lookups, retryable failures idle for idle_after) and processes left for review")
 	return cmd
 }
 
 // printTrace prints an operation and its attempts; traces are the attempts'
 // trace ids by lease token (none when tracing was off).
-func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, traces map[int64]string) error {
+func printTrace(w io.Writer, rec journal.Record, a answer.Answer, atts []journal.Attempt, traces map[int64]string) error {
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -118,6 +117,7 @@ func printTrace(w io.Writer, rec journal.Record, atts []journal.Attempt, traces 
 	fmt.Fprintf(w, "operation  %s\n", rec.Key)
 	fmt.Fprintf(w, "type       %s → %s\n", rec.OperationType, rec.TargetSystem)
 	fmt.Fprintf(w, "status     %s\n", rec.Status)
+	fmt.Fprintf(w, "answer     %s, next action %s: %s\n", a.Status, a.NextAction, a.Reason)
 	fmt.Fprintf(w, "object     %s\n", orDash(rec.TargetObjectID))
 	fmt.Fprintf(w, "result     %s\n", orDash(string(rec.Result)))
 	fmt.Fprintf(w, "error      %s\n", orDash(rec.ErrorCode))

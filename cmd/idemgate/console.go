@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -36,10 +37,19 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore
 	if err != nil {
 		return nil, err
 	}
+	var approvals *approval.Service
+	if c.Approvals.Enabled {
+		policy, err := c.Approvals.policy(types)
+		if err != nil {
+			return nil, err
+		}
+		approvals = &approval.Service{Store: store, Policy: policy, Approvers: c.Approvals.Approvers}
+	}
 	return console.New(c.Console, console.Deps{
-		Store: store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), IdleAfter: c.Reconciler.IdleAfter, Log: log,
+		Approvals: approvals,
+		Store:     store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), Answers: c.Reconciler.Thresholds(), Log: log,
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
-			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics}, r)
+			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics, Answers: c.Reconciler.Thresholds()}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
 				return rec, fmt.Errorf("%w: %w", console.ErrNotPublished, err)
 			}

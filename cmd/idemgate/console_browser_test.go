@@ -103,6 +103,10 @@ func TestConsoleInChromium(t *testing.T) {
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sbURL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}
 	c.Console.Enabled = true
 	c.Console.Users = []console.User{{Name: "alice", Role: console.RoleOperator, TokenSHA256: console.HashToken(token)}}
+	// The lost charge is unresolved after one lookup that could not
+	// settle it: the Unresolved page lists it from then on.
+	c.Reconciler.ReviewAfter = 1
+	c.Reconciler.Interval = 200 * time.Millisecond
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
 	base := "http://" + d.adminAddr
 
@@ -139,7 +143,8 @@ func TestConsoleInChromium(t *testing.T) {
 
 	// A charge whose answer is lost after the sandbox committed it, and
 	// every later request (lookups) fails: its outcome stays unknown. The
-	// agent waits for it.
+	// agent waits for it; the reconciler's lookups fail too, and after
+	// review_after of them it is unresolved.
 	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultLoseResponseClose, Scope: sandbox.ScopeCreate, Count: 1}))
 	require.NoError(t, sb.InjectFault(sandbox.Fault{Kind: sandbox.FaultHTTP503, Scope: sandbox.ScopeAny}))
 	lostKey := "test:payment.charge:evt-ui-lost:v1"
@@ -152,8 +157,8 @@ func TestConsoleInChromium(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		rec, err := d.store.Get(ctx, lostKey)
-		return err == nil && rec.Status == journal.StatusUnknown
-	}, 30*time.Second, 50*time.Millisecond)
+		return err == nil && rec.Status == journal.StatusUnknown && rec.ReconcileRounds >= c.Reconciler.ReviewAfter
+	}, 30*time.Second, 50*time.Millisecond, "unknown, then looked up review_after times without an answer")
 	require.Equal(t, 2, sb.TotalEffects())
 	var lostObject string
 	for _, e := range sb.Ledger().Effects() {
@@ -216,7 +221,7 @@ func TestConsoleInChromium(t *testing.T) {
 	require.Equal(t, "alice", text("#user"))
 	counts := text("#counts")
 	require.Contains(t, counts, "payment.charge")
-	require.Regexp(t, `^1\s+unknown outcomes`, text("#tile-unresolved"))
+	require.Regexp(t, `^1\s+unresolved unknown outcomes\s+after 1 lookups`, text("#tile-unresolved"))
 	require.Regexp(t, `^\d+\s+commands waiting\s+\d+ in flight, \d+ redelivered$`, text("#tile-backlog"), "the consumer's backlog, read from JetStream")
 	require.Regexp(t, `^1\s+conflicts`, text("#tile-conflicts"), "counted from claim_decisions_total")
 	shot("02-overview")

@@ -28,6 +28,7 @@ import (
 	"github.com/idemgate/idemgate/producer"
 	"github.com/idemgate/idemgate/redact"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
+	"github.com/idemgate/idemgate/worker"
 )
 
 func flagsWith(t *testing.T, args ...string) *pflag.FlagSet {
@@ -55,7 +56,10 @@ func TestExampleConfigIsValid(t *testing.T) {
 	require.Equal(t, "yookassa", c.Routes["payment.charge"])
 	require.NotNil(t, c.Adapters.YooKassa)
 	require.Equal(t, 4, c.Worker.Retry.MaxAttempts)
-	require.Contains(t, c.Worker.Rules.NeverRetry, "idempotency_key_payload_mismatch")
+	d := worker.DefaultRules()
+	require.ElementsMatch(t, d.Retry, c.Worker.Rules.Retry, "the example lists the default rules")
+	require.ElementsMatch(t, d.ReconcileBeforeRetry, c.Worker.Rules.ReconcileBeforeRetry, "the example lists the default rules")
+	require.ElementsMatch(t, d.NeverRetry, c.Worker.Rules.NeverRetry, "the example lists the default rules")
 }
 
 func TestUnknownKeyIsAnError(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/process"
 )
@@ -22,16 +23,20 @@ import (
 // traceJSON is `trace KEY --json` for an operation.
 type traceJSON struct {
 	Operation operationJSON `json:"operation"`
-	Attempts  []attemptJSON `json:"attempts"`
+	// Answer is what every face answers for the operation.
+	Answer   answerJSON    `json:"answer"`
+	Attempts []attemptJSON `json:"attempts"`
 	// AttemptTraceIDs are the attempts' trace ids by lease token (null when
 	// tracing was off).
 	AttemptTraceIDs map[int64]string `json:"attempt_trace_ids"`
 }
 
-// unresolvedJSON is `trace --unresolved --json`.
+// unresolvedJSON is `trace --unresolved --json`: the unresolved by kind
+// (answer.KindUnknown, answer.KindIdleRetry), and the processes left for
+// review.
 type unresolvedJSON struct {
 	Unknown              []operationJSON `json:"unknown"`
-	IdleRetryable        []operationJSON `json:"idle_retryable"`
+	IdleRetry            []operationJSON `json:"idle_retry"`
 	ProcessesNeedsReview []processJSON   `json:"processes_needs_review"`
 }
 
@@ -40,6 +45,17 @@ type processTraceJSON struct {
 	Process  processJSON        `json:"process"`
 	Steps    []process.StepView `json:"steps"`
 	Timeline []timelineEntry    `json:"timeline"`
+}
+
+// answerJSON is the answer's status, next action and reason (answer.Answer).
+type answerJSON struct {
+	Status     string `json:"status"`
+	NextAction string `json:"next_action"`
+	Reason     string `json:"reason"`
+}
+
+func answerOf(a answer.Answer) answerJSON {
+	return answerJSON{Status: a.Status, NextAction: string(a.NextAction), Reason: a.Reason}
 }
 
 // operationJSON is a journal.Record.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 )
 
@@ -34,11 +35,12 @@ func TestTraceJSONContract(t *testing.T) {
 		doc  any
 		want string
 	}{
-		"operation, every field set": {traceJSON{Operation: operationOf(rec), Attempts: each([]journal.Attempt{att, {}}, attemptOf),
-			AttemptTraceIDs: map[int64]string{7: "abc"}}, `{"operation":{"key":"test:payment.charge:evt-1:v1","operation_type":"payment.charge","request_hash":"h1","status":"succeeded","target_system":"payments","target_object_id":"pay-1","result":{"business_status":"succeeded"},"error_code":"e","attempt_count":2,"event_id":"evt-1","approval_id":"appr-1","lease_owner":"w-1","lease_token":7,"lease_until":"2026-12-04T07:11:12.3456789Z","reconcile_rounds":1,"reconcile_rounds_total":3,"raised_at":"2026-12-04T07:11:13.3456789Z","effect_possible":true,"created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:14.3456789Z","completed_at":"2026-12-04T07:11:15.3456789Z"},"attempts":[{"key":"k","attempt":1,"token":7,"worker":"w","kind":"execute","started_at":"2026-12-04T07:11:12.3456789Z","finished_at":"2026-12-04T07:11:12.3456789Z","outcome":"succeeded","error_code":"x","target_request_id":"r","note":"n"},{"key":null,"attempt":0,"token":0,"worker":null,"kind":null,"started_at":null,"finished_at":null,"outcome":null,"error_code":null,"target_request_id":null,"note":null}],"attempt_trace_ids":{"7":"abc"}}`},
-		"operation, nothing set": {traceJSON{Operation: operationOf(journal.Record{}), Attempts: each([]journal.Attempt(nil), attemptOf)}, `{"operation":{"key":null,"operation_type":null,"request_hash":null,"status":null,"target_system":null,"target_object_id":null,"result":null,"error_code":null,"attempt_count":0,"event_id":null,"approval_id":null,"lease_owner":null,"lease_token":0,"lease_until":null,"reconcile_rounds":0,"reconcile_rounds_total":0,"raised_at":null,"effect_possible":false,"created_at":null,"updated_at":null,"completed_at":null},"attempts":[],"attempt_trace_ids":null}`},
-		"unresolved": {unresolvedJSON{Unknown: each([]journal.Record{rec}, operationOf), IdleRetryable: each([]journal.Record(nil), operationOf),
-			ProcessesNeedsReview: each([]journal.ProcessRecord{pr, {}}, processOf)}, `{"unknown":[{"key":"test:payment.charge:evt-1:v1","operation_type":"payment.charge","request_hash":"h1","status":"succeeded","target_system":"payments","target_object_id":"pay-1","result":{"business_status":"succeeded"},"error_code":"e","attempt_count":2,"event_id":"evt-1","approval_id":"appr-1","lease_owner":"w-1","lease_token":7,"lease_until":"2026-12-04T07:11:12.3456789Z","reconcile_rounds":1,"reconcile_rounds_total":3,"raised_at":"2026-12-04T07:11:13.3456789Z","effect_possible":true,"created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:14.3456789Z","completed_at":"2026-12-04T07:11:15.3456789Z"}],"idle_retryable":[],"processes_needs_review":[{"key":"p","name":"n","request_hash":"h","digest":"d","status":"running","step":-1,"failed_step":"f","error_code":"e","event_id":"ev","approval_id":"a","lease_owner":"o","lease_token":3,"lease_until":"2026-12-04T07:11:12.3456789Z","created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:12.3456789Z","completed_at":"2026-12-04T07:11:12.3456789Z"},{"key":null,"name":null,"request_hash":null,"digest":null,"status":null,"step":0,"failed_step":null,"error_code":null,"event_id":null,"approval_id":null,"lease_owner":null,"lease_token":0,"lease_until":null,"created_at":null,"updated_at":null,"completed_at":null}]}`},
+		"operation, every field set": {traceJSON{Operation: operationOf(rec),
+			Answer: answerOf(answer.Answer{Status: "succeeded", NextAction: answer.Done, Reason: "the target holds the object"}), Attempts: each([]journal.Attempt{att, {}}, attemptOf),
+			AttemptTraceIDs: map[int64]string{7: "abc"}}, `{"operation":{"key":"test:payment.charge:evt-1:v1","operation_type":"payment.charge","request_hash":"h1","status":"succeeded","target_system":"payments","target_object_id":"pay-1","result":{"business_status":"succeeded"},"error_code":"e","attempt_count":2,"event_id":"evt-1","approval_id":"appr-1","lease_owner":"w-1","lease_token":7,"lease_until":"2026-12-04T07:11:12.3456789Z","reconcile_rounds":1,"reconcile_rounds_total":3,"raised_at":"2026-12-04T07:11:13.3456789Z","effect_possible":true,"created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:14.3456789Z","completed_at":"2026-12-04T07:11:15.3456789Z"},"answer":{"status":"succeeded","next_action":"done","reason":"the target holds the object"},"attempts":[{"key":"k","attempt":1,"token":7,"worker":"w","kind":"execute","started_at":"2026-12-04T07:11:12.3456789Z","finished_at":"2026-12-04T07:11:12.3456789Z","outcome":"succeeded","error_code":"x","target_request_id":"r","note":"n"},{"key":null,"attempt":0,"token":0,"worker":null,"kind":null,"started_at":null,"finished_at":null,"outcome":null,"error_code":null,"target_request_id":null,"note":null}],"attempt_trace_ids":{"7":"abc"}}`},
+		"operation, nothing set": {traceJSON{Operation: operationOf(journal.Record{}), Attempts: each([]journal.Attempt(nil), attemptOf)}, `{"operation":{"key":null,"operation_type":null,"request_hash":null,"status":null,"target_system":null,"target_object_id":null,"result":null,"error_code":null,"attempt_count":0,"event_id":null,"approval_id":null,"lease_owner":null,"lease_token":0,"lease_until":null,"reconcile_rounds":0,"reconcile_rounds_total":0,"raised_at":null,"effect_possible":false,"created_at":null,"updated_at":null,"completed_at":null},"answer":{"status":"","next_action":"","reason":""},"attempts":[],"attempt_trace_ids":null}`},
+		"unresolved": {unresolvedJSON{Unknown: each([]journal.Record{rec}, operationOf), IdleRetry: each([]journal.Record(nil), operationOf),
+			ProcessesNeedsReview: each([]journal.ProcessRecord{pr, {}}, processOf)}, `{"unknown":[{"key":"test:payment.charge:evt-1:v1","operation_type":"payment.charge","request_hash":"h1","status":"succeeded","target_system":"payments","target_object_id":"pay-1","result":{"business_status":"succeeded"},"error_code":"e","attempt_count":2,"event_id":"evt-1","approval_id":"appr-1","lease_owner":"w-1","lease_token":7,"lease_until":"2026-12-04T07:11:12.3456789Z","reconcile_rounds":1,"reconcile_rounds_total":3,"raised_at":"2026-12-04T07:11:13.3456789Z","effect_possible":true,"created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:14.3456789Z","completed_at":"2026-12-04T07:11:15.3456789Z"}],"idle_retry":[],"processes_needs_review":[{"key":"p","name":"n","request_hash":"h","digest":"d","status":"running","step":-1,"failed_step":"f","error_code":"e","event_id":"ev","approval_id":"a","lease_owner":"o","lease_token":3,"lease_until":"2026-12-04T07:11:12.3456789Z","created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:12.3456789Z","completed_at":"2026-12-04T07:11:12.3456789Z"},{"key":null,"name":null,"request_hash":null,"digest":null,"status":null,"step":0,"failed_step":null,"error_code":null,"event_id":null,"approval_id":null,"lease_owner":null,"lease_token":0,"lease_until":null,"created_at":null,"updated_at":null,"completed_at":null}]}`},
 		"process": {processTraceJSON{Process: processOf(pr)}, `{"process":{"key":"p","name":"n","request_hash":"h","digest":"d","status":"running","step":-1,"failed_step":"f","error_code":"e","event_id":"ev","approval_id":"a","lease_owner":"o","lease_token":3,"lease_until":"2026-12-04T07:11:12.3456789Z","created_at":"2026-12-04T07:11:12.3456789Z","updated_at":"2026-12-04T07:11:12.3456789Z","completed_at":"2026-12-04T07:11:12.3456789Z"},"steps":null,"timeline":null}`},
 	} {
 		var b bytes.Buffer
@@ -69,6 +71,19 @@ func TestTraceJSONShowsEveryJournalField(t *testing.T) {
 			have = append(have, tag)
 		}
 		require.Equal(t, want, have, "%v as %v", tc.journal, tc.json)
+	}
+}
+
+// TestUnresolvedJSONNamesTheKinds: trace --unresolved --json names its
+// lists by the unresolved kinds, as the metric operations_unresolved{kind}
+// and every face do.
+func TestUnresolvedJSONNamesTheKinds(t *testing.T) {
+	t.Parallel()
+	ty := reflect.TypeFor[unresolvedJSON]()
+	for field, kind := range map[string]answer.Kind{"Unknown": answer.KindUnknown, "IdleRetry": answer.KindIdleRetry} {
+		f, ok := ty.FieldByName(field)
+		require.True(t, ok, field)
+		require.Equal(t, string(kind), f.Tag.Get("json"))
 	}
 }
 

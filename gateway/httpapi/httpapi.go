@@ -7,8 +7,8 @@
 //	GET  /v1/processes/{key}
 //
 // The Idempotency-Key is the intent id (a structured-field string, quoted,
-// or a bare token); the approval comes in Idempotency-Approval or an
-// approval_id member of the body; Prefer: wait=N bounds the wait. A final
+// or a bare token); Idempotency-Approval carries a pre-signed approval
+// token (a compact JWS) or an approval_id, which may come in the body too; Prefer: wait=N bounds the wait. A final
 // outcome is 200 with gateway.Answer as the body (the same document MCP
 // returns as structured content), pending is 202 with Location and
 // Retry-After, a key reused with another payload is 409, a rejected command
@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
@@ -45,7 +46,8 @@ import (
 // Headers.
 const (
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderApproval carries approval_id (for money-moving operations).
+	// HeaderApproval carries a pre-signed approval token (a compact JWS,
+	// approval.LooksLikeToken) or, for anything else, approval_id.
 	HeaderApproval = "Idempotency-Approval"
 	// HeaderReplayed is "true" on an answer that already existed.
 	HeaderReplayed = "Idempotent-Replayed"
@@ -115,17 +117,14 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 // a process's "process.<name>").
 func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string) {
 	if !s.g.Known(opType) {
-		a := gateway.Answer{Status: gateway.StatusRejected, Operation: "", ErrorCode: string(operation.CodeUnknownOperation),
-			NextAction: gateway.FixInput, Reason: "Rejected: no such operation type; known types: " + strings.Join(s.names(), ", ") + "."}
+		a := answer.Rejected("", "", string(operation.CodeUnknownOperation), "no such operation type; known types: "+strings.Join(s.names(), ", "))
 		writeProblem(w, r, http.StatusNotFound, "unknown-operation", "Unknown operation", a.Reason, &a)
 		return
 	}
 	intent, bad := intentHeader(r.Header)
 	if bad != nil {
-		a := gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: bad.code,
-			NextAction: gateway.FixInput,
-			Reason: "Rejected, nothing was executed (" + bad.what + "); send the intent id in one Idempotency-Key header: " +
-				"one per business intent, reused unchanged on every retry."}
+		a := answer.Rejected("", opType, bad.code, bad.what+"; send the intent id in one Idempotency-Key header: "+
+			"one per business intent, reused unchanged on every retry")
 		writeProblem(w, r, http.StatusBadRequest, bad.kind, bad.title, a.Reason, &a)
 		return
 	}
@@ -154,7 +153,11 @@ func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string)
 		writeProblem(w, r, http.StatusBadRequest, "bad-body", "Unreadable body", "The request body could not be read.", nil)
 		return
 	}
-	payload, approval, badApproval := splitApproval(body, r.Header.Get(HeaderApproval))
+	header, token := r.Header.Get(HeaderApproval), ""
+	if approval.LooksLikeToken(header) {
+		header, token = "", header
+	}
+	payload, approvalID, badApproval := splitApproval(body, header)
 	if badApproval != "" {
 		a := rejected(opType, string(operation.CodeInvalidField), badApproval)
 		writeProblem(w, r, http.StatusUnprocessableEntity, "rejected", "Rejected", a.Reason, &a)
@@ -170,7 +173,7 @@ func (s *server) submitAs(w http.ResponseWriter, r *http.Request, opType string)
 	}
 	// An agent's traceparent is continued: the command's publish is its child.
 	ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
-	a := s.g.Submit(ctx, gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approval, Payload: payload, Wait: wait})
+	a := s.g.Submit(ctx, gateway.Request{Operation: opType, IntentID: intent, ApprovalID: approvalID, ApprovalToken: token, Payload: payload, Wait: wait})
 	if a.Replayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}
@@ -187,7 +190,6 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, a gateway.Answer
 		if p, ok := processLocation(a); ok {
 			loc = p
 		}
-		a = a.PollBy("GET " + loc + " (the Location header)")
 		w.Header().Set("Location", loc)
 		w.Header().Set("Retry-After", retryAfter(a.RetryAfterMS))
 		status := http.StatusAccepted
@@ -230,8 +232,7 @@ func (s *server) names() []string {
 }
 
 func rejected(opType, code, what string) gateway.Answer {
-	return gateway.Answer{Status: gateway.StatusRejected, Operation: opType, ErrorCode: code, NextAction: gateway.FixInput,
-		Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the request and send it again — the same Idempotency-Key may be reused.", what)}
+	return answer.Rejected("", opType, code, what)
 }
 
 // headerError is why the Idempotency-Key header cannot be used: a problem

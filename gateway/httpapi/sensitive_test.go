@@ -139,13 +139,14 @@ func TestHTTPErrorBodiesHoldNoSecret(t *testing.T) {
 	require.Equal(t, 0, b.d.YooKassa.TotalEffects(), "no card number or key reached YooKassa")
 }
 
-// TestHTTPPendingSaysHowToPollOverHTTP: a pending answer names this face's
-// way to poll, GET on its Location, not MCP's get_operation tool.
+// TestHTTPPendingSaysHowToPollOverHTTP: a pending answer's reason is the
+// one every face gives (look it up again by its operation_key), naming no
+// face's own tool; the Location header gives this face's URL.
 func TestHTTPPendingSaysHowToPollOverHTTP(t *testing.T) {
 	b := setup(t, daemontest.SQLite, gateway.Config{Wait: time.Second})
 	r := post(t, b, "payment.charge", "poll-1", chargeBody("order-1", 100), "Idempotency-Approval", "a", "Prefer", "wait=0")
 	require.Equal(t, http.StatusAccepted, r.code, "%+v", r)
 	require.Equal(t, gateway.Poll, r.answer.NextAction)
-	require.Contains(t, r.answer.Reason, "GET /v1/operations/test:payment.charge:poll-1:v1 (the Location header)")
+	require.Contains(t, r.answer.Reason, "look it up again by its operation_key", "the reason every face gives; the Location header names the URL")
 	require.NotContains(t, r.answer.Reason, "get_operation")
 }

@@ -128,7 +128,9 @@ func TestToolsListSchemas(t *testing.T) {
 			require.Equal(t, typ.RequiresApproval, slices.Contains(required, "approval_id"))
 			require.Contains(t, props, "approval_id")
 			require.Contains(t, props["intent_id"].(map[string]any)["description"], "reused unchanged on every retry")
-			require.Len(t, props, len(typ.Fields)+2)
+			require.Contains(t, props, "approval_token", "a pre-signed approval token may come with any call")
+			require.NotContains(t, required, "approval_token")
+			require.Len(t, props, len(typ.Fields)+3)
 			for _, f := range typ.Fields {
 				p, ok := props[f.Name].(map[string]any)
 				require.True(t, ok, "field %s", f.Name)
@@ -353,7 +355,8 @@ func TestGetOperationArguments(t *testing.T) {
 // TestListUnresolved: list_unresolved names what needs someone, with the
 // next_action the journal row calls for: an unknown outcome past
 // review_after lookups (human_review), a retryable failure nobody retries
-// (retry_same_intent).
+// (retry_same_intent) — and not an unknown outcome still under
+// review_after, which answers poll.
 func TestListUnresolved(t *testing.T) {
 	ns := natstest.Start(t)
 	nc, _ := ns.Connect(t)
@@ -375,6 +378,10 @@ func TestListUnresolved(t *testing.T) {
 	require.Len(t, again, 1)
 	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: lost.Record.Key, Token: again[0].Token,
 		Status: journal.StatusUnknown, Reconciled: true, ErrorCode: "lookup_indeterminate"}))
+	// One lookup, under review_after: still being settled, not unresolved.
+	settling := claim("test:payment.charge:settling-1:v1")
+	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: settling.Record.Key, Token: settling.Token,
+		Status: journal.StatusUnknown, Reconciled: true, ErrorCode: "timeout_after_request_sent"}))
 	idle := claim("test:payment.charge:idle-1:v1")
 	require.NoError(t, journal.CompleteOne(ctx, store, journal.Completion{Key: idle.Record.Key, Token: idle.Token,
 		Status: journal.StatusFailedRetryable, ErrorCode: "http_503"}))
@@ -405,7 +412,7 @@ func TestListUnresolved(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the idle retry must age past idle_after on the journal's clock
 	}
-	require.Len(t, out.Operations, 2)
+	require.Len(t, out.Operations, 2, "the unknown outcome with one lookup (review_after 2) is not listed")
 	byKey := map[string]gateway.Answer{}
 	for _, a := range out.Operations {
 		byKey[a.OperationKey] = a

@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -173,8 +174,7 @@ func safeName(name string) string {
 }
 
 func rejectedArgs(bad string) gateway.Answer {
-	return gateway.Answer{Status: gateway.StatusRejected, ErrorCode: string(operation.CodeInvalidField), NextAction: gateway.FixInput,
-		Reason: fmt.Sprintf("Rejected, nothing was read (%s); fix the arguments and call again.", bad)}
+	return answer.Rejected("", "", string(operation.CodeInvalidField), bad)
 }
 
 func unresolvedFailure(a gateway.Answer) UnresolvedOutput {

@@ -16,8 +16,9 @@ const maxSafeInteger = 1<<53 - 1
 
 // Argument names every operation tool takes beside the type's fields.
 const (
-	argIntentID   = "intent_id"
-	argApprovalID = "approval_id"
+	argIntentID      = "intent_id"
+	argApprovalID    = "approval_id"
+	argApprovalToken = "approval_token"
 )
 
 // idPattern is the alphabet of keys and ids.
@@ -56,8 +57,14 @@ func InputSchema(env string, t operation.Type) (*jsonschema.Schema, error) {
 		s.Required = append(s.Required, argApprovalID)
 	}
 	s.Properties[argApprovalID] = approval
+	s.Properties[argApprovalToken] = &jsonschema.Schema{
+		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxApprovalTokenLen),
+		Description: "Optional: a pre-signed approval token your user's own system issued for exactly this request " +
+			"(a signed JWT naming this operation, its operation_key and fingerprint). Pass it unchanged if you were given one; " +
+			"never make one up. Without it, an operation that needs a person's approval waits for one.",
+	}
 	for _, f := range t.Fields {
-		if f.Name == argIntentID || f.Name == argApprovalID {
+		if f.Name == argIntentID || f.Name == argApprovalID || f.Name == argApprovalToken {
 			return nil, fmt.Errorf("operation %s: field %s clashes with the tool's own argument", t.Name, f.Name)
 		}
 		s.Properties[f.Name] = fieldSchema(f)
@@ -65,7 +72,7 @@ func InputSchema(env string, t operation.Type) (*jsonschema.Schema, error) {
 			s.Required = append(s.Required, f.Name)
 		}
 	}
-	s.PropertyOrder = append([]string{argIntentID, argApprovalID}, fieldNames(t)...)
+	s.PropertyOrder = append([]string{argIntentID, argApprovalID, argApprovalToken}, fieldNames(t)...)
 	return s, nil
 }
 

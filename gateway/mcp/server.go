@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/internal/telemetry"
 	"github.com/idemgate/idemgate/operation"
@@ -108,9 +109,7 @@ func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		r, bad := request(t.Name, req.Params.Arguments)
 		if bad != "" {
-			return toolResult(gateway.Answer{Status: gateway.StatusRejected, Operation: t.Name,
-				ErrorCode: string(operation.CodeInvalidField), NextAction: gateway.FixInput,
-				Reason: fmt.Sprintf("Rejected, nothing was executed (%s); fix the input and call again — the same intent_id may be reused.", bad)})
+			return toolResult(answer.Rejected("", t.Name, string(operation.CodeInvalidField), bad))
 		}
 		if tc := asTask(ctx); tc != nil {
 			r.Wait = tc.wait
@@ -167,6 +166,9 @@ func request(opType string, raw json.RawMessage) (r gateway.Request, bad string)
 	}
 	if r.ApprovalID, ok = str(argApprovalID); !ok {
 		return r, "approval_id: must be a string"
+	}
+	if r.ApprovalToken, ok = str(argApprovalToken); !ok {
+		return r, "approval_token: must be a string"
 	}
 	payload, err := json.Marshal(args)
 	if err != nil {

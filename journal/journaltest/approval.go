@@ -207,6 +207,119 @@ func exerciseApprovals(t *testing.T, newStore NewStore, _ Features) {
 	})
 }
 
+// exerciseTokenApprovals checks approvals given by pre-signed tokens: a
+// token approves its intent at once (the issuer recorded as approver, with
+// the jti), copies with it proceed, its jti cannot approve another intent,
+// a token for a pending record decides it, a record needing two approvers
+// keeps waiting for a person, and the issuer cannot approve what it
+// submitted.
+func exerciseTokenApprovals(t *testing.T, newStore NewStore, _ Features) {
+	tok := func(k, hash, jti string, approvers int) journal.TokenDecision {
+		return journal.TokenDecision{Request: approvalReq(k, hash, approvers, time.Hour), Issuer: "shop.example", TokenID: jti}
+	}
+	parallel(t, newStore, "TokenApprovesAtOnce", func(t *testing.T, s journal.Store) {
+		k := key(t)
+		g, a, err := s.ApproveByToken(ctx(t), tok(k, hashA, "jti-"+k, 1))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateProceed, g)
+		require.Equal(t, journal.ApprovalApproved, a.State)
+		require.Len(t, a.Votes, 1)
+		require.Equal(t, "shop.example", a.Votes[0].Approver)
+		require.Equal(t, "jti-"+k, a.Votes[0].TokenID)
+		require.Equal(t, journal.TokenReason, a.Votes[0].Reason)
+		require.Equal(t, hashA, a.Votes[0].RequestHash)
+		rel, err := s.ApprovalsToRelease(ctx(t), 0)
+		require.NoError(t, err)
+		require.NotContains(t, keysOf(rel), k, "nothing parked to hand back: the command at hand carries it out")
+		// A copy with the same token proceeds; the claims execute once.
+		g, _, err = s.ApproveByToken(ctx(t), tok(k, hashA, "jti-"+k, 1))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateProceed, g)
+		c, err := journal.ClaimOne(ctx(t), s, req(k, hashA, owner, 30*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, journal.Execute, c.Decision)
+		c, err = journal.ClaimOne(ctx(t), s, req(k, hashA, owner+"b", 30*time.Second))
+		require.NoError(t, err)
+		require.NotEqual(t, journal.Execute, c.Decision)
+		// The jti for another intent: refused, nothing recorded for it.
+		k2 := key(t)
+		_, _, err = s.ApproveByToken(ctx(t), tok(k2, hashA, "jti-"+k, 1))
+		require.ErrorIs(t, err, journal.ErrTokenReused)
+		require.ErrorIs(t, err, journal.ErrApprovalRefused)
+		_, err = s.Approval(ctx(t), k2)
+		require.ErrorIs(t, err, journal.ErrNotFound, "a refused token leaves no record")
+		// Another fingerprint under the approved key is a conflict.
+		k3 := key(t)
+		_, _, err = s.ApproveByToken(ctx(t), tok(k3, hashA, "jti-"+k3, 1))
+		require.NoError(t, err)
+		g, _, err = s.ApproveByToken(ctx(t), tok(k3, hashB, "jti-other-"+k3, 1))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateConflict, g)
+	})
+	parallel(t, newStore, "TokenDecidesAWait", func(t *testing.T, s journal.Store) {
+		k := awaiting(t, s, 1, time.Hour)
+		g, a, err := s.ApproveByToken(ctx(t), tok(k, hashA, "jti-"+k, 1))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateProceed, g)
+		require.Equal(t, journal.ApprovalApproved, a.State)
+		_, err = decide(s, t, k, journal.VoteApprove, "alice")
+		require.ErrorIs(t, err, journal.ErrApprovalRefused, "already approved by the token")
+		// Four eyes: a token is one approver; a person must add the other.
+		k2 := awaiting(t, s, 2, time.Hour)
+		g, a, err = s.ApproveByToken(ctx(t), tok(k2, hashA, "jti-"+k2, 2))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateAwait, g)
+		require.Equal(t, journal.ApprovalPending, a.State)
+		require.Equal(t, 1, a.Approved())
+		g, _, err = s.ApproveByToken(ctx(t), tok(k2, hashA, "jti-2-"+k2, 2))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateAwait, g, "the issuer counts once")
+		a, err = decide(s, t, k2, journal.VoteApprove, "alice")
+		require.NoError(t, err)
+		require.Equal(t, journal.ApprovalApproved, a.State)
+		// The issuer cannot approve what it submitted.
+		self := tok(key(t), hashA, "jti-self", 1)
+		self.Request.RequestedBy = "shop.example"
+		_, _, err = s.ApproveByToken(ctx(t), self)
+		require.ErrorIs(t, err, journal.ErrSelfApproval)
+		// A token after a denial proceeds to the claim, which replays it.
+		k3 := awaiting(t, s, 1, time.Hour)
+		_, err = decide(s, t, k3, journal.VoteDeny, "alice")
+		require.NoError(t, err)
+		g, _, err = s.ApproveByToken(ctx(t), tok(k3, hashA, "jti-"+k3, 1))
+		require.NoError(t, err)
+		require.Equal(t, journal.GateProceed, g)
+		c, err := journal.ClaimOne(ctx(t), s, req(k3, hashA, owner, 30*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, journal.ReplayFailed, c.Decision, "nothing executes after a denial")
+	})
+	parallel(t, newStore, "TokenConcurrentCopies", func(t *testing.T, s journal.Store) {
+		k := key(t)
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			proceed int
+		)
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g, _, err := s.ApproveByToken(ctx(t), tok(k, hashA, "jti-"+k, 1))
+				if assertNoError(t, err) && g == journal.GateProceed {
+					mu.Lock()
+					proceed++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, 10, proceed)
+		a, err := s.Approval(ctx(t), k)
+		require.NoError(t, err)
+		require.Len(t, a.Votes, 1, "one vote however many copies")
+	})
+}
+
 func keysOf(as []journal.Approval) []string {
 	out := make([]string, len(as))
 	for i, a := range as {

@@ -144,6 +144,7 @@ func Exercise(t *testing.T, newStore NewStore, f Features) {
 	exerciseProcesses(t, newStore, f)
 	exerciseCancel(t, newStore, f)
 	exerciseApprovals(t, newStore, f)
+	exerciseTokenApprovals(t, newStore, f)
 }
 
 func completion(k string, token int64, st journal.Status) journal.Completion {

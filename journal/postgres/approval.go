@@ -19,15 +19,16 @@ var approvalSQL = sqljournal.ApprovalSQL{
 	// approvers at once, an approval against the sweeper's expiry).
 	Lock:   `SELECT ` + approvalColumns + ` FROM agent_operation_approvals WHERE operation_key = $1 FOR UPDATE`,
 	Select: `SELECT ` + approvalColumns + ` FROM agent_operation_approvals WHERE operation_key = $1`,
-	Votes: `SELECT approver, vote, reason, request_hash, decided_at FROM agent_operation_approval_votes
+	Votes: `SELECT approver, vote, reason, request_hash, decided_at, coalesce(token_id, '') FROM agent_operation_approval_votes
 WHERE operation_key = $1 ORDER BY decided_at, approver`,
 	Insert: `INSERT INTO agent_operation_approvals (operation_key, operation_type, request_hash, target_system, event_id,
     requested_by, display, approvers, state, requested_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, 'pending', $9, $10)
 ON CONFLICT (operation_key) DO NOTHING`,
-	AddVote: `INSERT INTO agent_operation_approval_votes (operation_key, approver, vote, reason, request_hash, decided_at)
-VALUES ($1, $2, $3, $4, $5, $6)`,
-	SetState: `UPDATE agent_operation_approvals SET state = $2, decided_at = $3 WHERE operation_key = $1 AND state = 'pending'`,
+	AddVote: `INSERT INTO agent_operation_approval_votes (operation_key, approver, vote, reason, request_hash, decided_at, token_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+	TokenUsedFor: `SELECT operation_key FROM agent_operation_approval_votes WHERE approver = $1 AND token_id = $2`,
+	SetState:     `UPDATE agent_operation_approvals SET state = $2, decided_at = $3 WHERE operation_key = $1 AND state = 'pending'`,
 	// EndLog: a failed_final row with no attempt; the denial or expiry is
 	// the outcome every face replays.
 	EndLog: `INSERT INTO agent_operation_log (operation_key, operation_type, request_hash, status, target_system,
@@ -77,6 +78,11 @@ func (s *Store) inApproval(ctx context.Context, key string) func(fn func(tx *app
 // RequestApproval implements journal.Store.
 func (s *Store) RequestApproval(ctx context.Context, r journal.ApprovalRequest) (journal.Gate, journal.Approval, error) {
 	return sqljournal.RequestApproval(r, s.inApproval(ctx, r.Key))
+}
+
+// ApproveByToken implements journal.Store.
+func (s *Store) ApproveByToken(ctx context.Context, d journal.TokenDecision) (journal.Gate, journal.Approval, error) {
+	return sqljournal.ApproveByToken(d, s.inApproval(ctx, d.Request.Key))
 }
 
 // DecideApproval implements journal.Store.

@@ -15,15 +15,16 @@ var approvalSQL = sqljournal.ApprovalSQL{
 	LogStatus: `SELECT status FROM agent_operation_log WHERE operation_key = ?1`,
 	Lock:      `SELECT ` + sqljournal.ApprovalColumns + ` FROM agent_operation_approvals WHERE operation_key = ?1`,
 	Select:    `SELECT ` + sqljournal.ApprovalColumns + ` FROM agent_operation_approvals WHERE operation_key = ?1`,
-	Votes: `SELECT approver, vote, reason, request_hash, decided_at FROM agent_operation_approval_votes
+	Votes: `SELECT approver, vote, reason, request_hash, decided_at, coalesce(token_id, '') FROM agent_operation_approval_votes
 WHERE operation_key = ?1 ORDER BY decided_at, approver`,
 	Insert: `INSERT INTO agent_operation_approvals (operation_key, operation_type, request_hash, target_system, event_id,
     requested_by, display, approvers, state, requested_at, expires_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)
 ON CONFLICT (operation_key) DO NOTHING`,
-	AddVote: `INSERT INTO agent_operation_approval_votes (operation_key, approver, vote, reason, request_hash, decided_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
-	SetState: `UPDATE agent_operation_approvals SET state = ?2, decided_at = ?3 WHERE operation_key = ?1 AND state = 'pending'`,
+	AddVote: `INSERT INTO agent_operation_approval_votes (operation_key, approver, vote, reason, request_hash, decided_at, token_id)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
+	TokenUsedFor: `SELECT operation_key FROM agent_operation_approval_votes WHERE approver = ?1 AND token_id = ?2`,
+	SetState:     `UPDATE agent_operation_approvals SET state = ?2, decided_at = ?3 WHERE operation_key = ?1 AND state = 'pending'`,
 	EndLog: `INSERT INTO agent_operation_log (operation_key, operation_type, request_hash, status, target_system,
     error_code, attempt_count, event_id, created_at, updated_at, completed_at)
 VALUES (?1, ?2, ?3, 'failed_final', ?4, ?6, 0, ?5, ?7, ?7, ?7)
@@ -67,6 +68,15 @@ func (s *Store) RequestApproval(ctx context.Context, r journal.ApprovalRequest) 
 		return "", journal.Approval{}, err
 	}
 	return sqljournal.RequestApproval(r, s.inApproval(ctx, r.Key))
+}
+
+// ApproveByToken implements journal.Store.
+func (s *Store) ApproveByToken(ctx context.Context, d journal.TokenDecision) (journal.Gate, journal.Approval, error) {
+	if err := checkTexts(d.Request.Key, "key", d.Request.Key, "requested by", d.Request.RequestedBy, "event id", d.Request.EventID,
+		"issuer", d.Issuer, "token id", d.TokenID); err != nil {
+		return "", journal.Approval{}, err
+	}
+	return sqljournal.ApproveByToken(d, s.inApproval(ctx, d.Request.Key))
 }
 
 // DecideApproval implements journal.Store.

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/internal/testkit/daemontest"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -77,6 +78,19 @@ func (o order) command(eventID string) operation.Command {
 		"currency": "RUB", "responsible_id": o.responsible,
 	})
 	return operation.Command{EventID: eventID, Operation: "process.order.checkout", IntentID: o.intent, ApprovalID: "appr-" + o.intent, Payload: payload}
+}
+
+// requireWorded: a process result on NATS carries the next_action and
+// reason of the answer table for the process's state, as the worker's
+// results do for an operation's — the words every face gives.
+func requireWorded(t *testing.T, r operation.Result, next answer.NextAction, reason string) {
+	t.Helper()
+	require.Equal(t, string(next), r.NextAction, "%+v", r)
+	require.Contains(t, r.Reason, reason)
+	a := process.Answer(answer.Thresholds{}, view(t, r), r.Operation)
+	require.Equal(t, string(a.NextAction), r.NextAction)
+	require.Equal(t, a.Reason, r.Reason)
+	require.Equal(t, a.Status, string(r.Status))
 }
 
 // send publishes the order's process command (event id evt) and waits for
@@ -174,6 +188,18 @@ func TestCheckout(t *testing.T) {
 					require.NotEmpty(t, s.TargetObjectID, s.Name)
 				}
 				require.Equal(t, happyEffects, b.effects(t, o))
+				requireWorded(t, r, answer.Done, "every step made its effect once (invoice: ")
+
+				// The same intent with other input: a conflict, worded by
+				// the conflict rule; nothing more runs.
+				changed := o
+				changed.account = cardDecline
+				c := b.send(t, changed, "evt-"+o.intent+"-changed")
+				require.Equal(t, operation.ResultConflict, c.Status, "%+v", c)
+				require.Equal(t, string(answer.NewIntentRequired), c.NextAction)
+				require.Equal(t, answer.CodeKeyPayloadMismatch, c.ErrorCode)
+				require.Contains(t, c.Reason, "nothing was executed for this one")
+				require.Equal(t, happyEffects, b.effects(t, o))
 			})
 
 			t.Run("DeclinedCharge", func(t *testing.T) {
@@ -181,6 +207,7 @@ func TestCheckout(t *testing.T) {
 				r := b.send(t, o, "evt-"+o.intent)
 				require.Equal(t, operation.ResultFailedFinal, r.Status, "%+v", r)
 				require.Equal(t, "declined", r.ErrorCode)
+				requireWorded(t, r, answer.HumanReview, "step charge was refused for good (declined) and the steps before it were compensated (invoice: ")
 				v := view(t, r)
 				require.Equal(t, journal.ProcessCompensated, v.Status)
 				require.Equal(t, "charge", v.FailedStep)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/consumer"
 	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/journal"
@@ -200,6 +201,8 @@ func (c *Coordinator) reject(d *consumer.Delivery, err error) {
 	}
 	r := de.RejectedResult()
 	r.CommandSeq = d.StreamSeq()
+	a := answer.Rejected(r.OperationKey, r.Operation, r.ErrorCode, r.Reason)
+	r.NextAction, r.Reason = string(a.NextAction), a.Reason
 	c.log.Warn("process command rejected", "reason", string(de.Code), "field", de.Field, "detail", de.Msg,
 		"process_key", r.OperationKey, "event_id", r.EventID)
 	d.Reject(r, string(de.Code))
@@ -225,7 +228,8 @@ func (c *Coordinator) pending(d *consumer.Delivery, def *process.Definition, rec
 		d.Nak(wait)
 		return
 	}
-	r.Status = operation.ResultPending
+	// The process is not at rest: its answer (process.Result) is pending,
+	// with the next_action and reason of its state.
 	d.AnswerThenNak(r, wait)
 }
 
@@ -239,14 +243,13 @@ func (c *Coordinator) result(def *process.Definition, rec journal.ProcessRecord,
 	return process.Result(v, op.EventID, replayed)
 }
 
-// conflictResult answers a process key reused with another input.
+// conflictResult answers a process key reused with another input: the
+// conflict rule of answer, as the worker answers an operation's.
 func conflictResult(op operation.Operation, rec journal.ProcessRecord) operation.Result {
-	return operation.Result{
-		OperationKey: rec.Key, EventID: op.EventID, Operation: op.Type, Status: operation.ResultConflict,
-		TargetSystem: process.TargetSystem, ErrorCode: "idempotency_key_payload_mismatch",
-		Reason:   "This process intent already exists with other input; nothing was run for this request. A changed request needs a new intent_id.",
-		Existing: &operation.Existing{Status: processResultStatus(rec.Status), ErrorCode: rec.ErrorCode},
-	}
+	a := answer.Thresholds{}.Of(answer.StateConflict, answer.Facts{Operation: op.Type, TargetSystem: process.TargetSystem,
+		ErrorCode: answer.CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processResultStatus(rec.Status), ErrorCode: rec.ErrorCode}})
+	a.OperationKey = rec.Key
+	return a.Envelope(op.EventID)
 }
 
 func processResultStatus(s journal.ProcessStatus) operation.ResultStatus {

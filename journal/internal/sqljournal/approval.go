@@ -28,8 +28,12 @@ type ApprovalSQL struct {
 	// request hash, target, event id, requested by, display, approvers,
 	// now, expires at.
 	Insert string
-	// AddVote: key, approver, vote, reason, request hash, now.
+	// AddVote: key, approver, vote, reason, request hash, now, token id
+	// (NULL for a person's vote).
 	AddVote string
+	// TokenUsedFor reads the key an issuer's token id approved: approver,
+	// token id.
+	TokenUsedFor string
 	// SetState: key, state, now.
 	SetState string
 	// EndLog inserts the failed_final log row of a denial or expiry: key,
@@ -92,7 +96,30 @@ func (t *ApprovalTx[T, P]) Insert(r journal.ApprovalRequest) error {
 
 // AddVote implements journal.ApprovalRow.
 func (t *ApprovalTx[T, P]) AddVote(v journal.ApprovalVote) error {
-	return t.Exec(t.Ctx, t.SQL.AddVote, t.Key, v.Approver, string(v.Vote), v.Reason, v.RequestHash, t.At(t.Now))
+	var token any
+	if v.TokenID != "" {
+		token = v.TokenID
+	}
+	return t.Exec(t.Ctx, t.SQL.AddVote, t.Key, v.Approver, string(v.Vote), v.Reason, v.RequestHash, t.At(t.Now), token)
+}
+
+// TokenUsedFor implements journal.ApprovalRow.
+func (t *ApprovalTx[T, P]) TokenUsedFor(issuer, tokenID string) (key string, found bool, err error) {
+	err = t.Q(t.Ctx, t.SQL.TokenUsedFor, []any{issuer, tokenID}, func(rows Rows) error {
+		if rows.Next() {
+			found = true
+			if err := rows.Scan(&key); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	return key, found, err
+}
+
+// MarkReleased implements journal.ApprovalRow.
+func (t *ApprovalTx[T, P]) MarkReleased() error {
+	return t.Exec(t.Ctx, t.SQL.MarkReleased, t.Key, t.At(t.Now))
 }
 
 // SetState implements journal.ApprovalRow.
@@ -130,7 +157,7 @@ func readApproval[T any, P TimeColumn[T]](ctx context.Context, q Query, s *Appro
 			var v journal.ApprovalVote
 			var vote string
 			var at T
-			if err := rows.Scan(&v.Approver, &vote, &v.Reason, &v.RequestHash, P(&at).Dest()); err != nil {
+			if err := rows.Scan(&v.Approver, &vote, &v.Reason, &v.RequestHash, P(&at).Dest(), &v.TokenID); err != nil {
 				return err
 			}
 			v.Vote, v.At = journal.Vote(vote), P(&at).Time()
@@ -169,6 +196,40 @@ func RequestApproval[T any, P TimeColumn[T]](r journal.ApprovalRequest, run func
 	})
 	if err != nil {
 		return "", journal.Approval{}, fmt.Errorf("request approval %s: %w", r.Key, err)
+	}
+	return g, a, nil
+}
+
+// errRefusedToken carries a token decision's refusal out of the
+// transaction, which it rolls back.
+type errRefusedToken struct{ err error }
+
+func (e errRefusedToken) Error() string { return e.err.Error() }
+
+// ApproveByToken runs journal.ApproveByTokenIn in run's transaction; a
+// refusal rolls it back and is returned as is.
+func ApproveByToken[T any, P TimeColumn[T]](d journal.TokenDecision, run func(fn func(tx *ApprovalTx[T, P]) error) error) (journal.Gate, journal.Approval, error) {
+	if err := d.Validate(); err != nil {
+		return "", journal.Approval{}, err
+	}
+	var (
+		g journal.Gate
+		a journal.Approval
+	)
+	err := run(func(tx *ApprovalTx[T, P]) error {
+		var refused, err error
+		g, a, refused, err = journal.ApproveByTokenIn(tx, d)
+		if err == nil && refused != nil {
+			return errRefusedToken{refused}
+		}
+		return err
+	})
+	var rt errRefusedToken
+	if errors.As(err, &rt) {
+		return "", journal.Approval{}, rt.err
+	}
+	if err != nil {
+		return "", journal.Approval{}, fmt.Errorf("approve by token %s: %w", d.Request.Key, err)
 	}
 	return g, a, nil
 }
