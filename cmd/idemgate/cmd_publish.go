@@ -73,7 +73,7 @@ func publishCmd(stdout, stderr io.Writer) *cobra.Command {
 				return nil
 			}
 			res, err := cl.PublishAndWaitWith(ctx, command, parsed.Key.String(), producer.WaitOptions{
-				MsgID:     producer.MsgID(parsed),
+				MsgID: producer.MsgID(parsed),
 				OnPending: func(r operation.Result) {
 					if r.NextAction == "" {
 						fmt.Fprintf(stderr, "pending: %s\n", r.OperationKey)
