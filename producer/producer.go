@@ -8,6 +8,8 @@ package producer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,7 +102,20 @@ func (c *Client) msgWith(cmd operation.Command, opts PublishOptions) (*nats.Msg,
 // same payload) is the same message, which the stream's duplicate window
 // drops; a changed payload is another message, which reaches the daemon to
 // be answered conflict.
-func MsgID(op operation.Operation) string { return op.Key.String() + "#" + op.Fingerprint }
+//
+// A pre-signed approval token is outside the fingerprint but not outside
+// the message: a command resent with another token (the way to recover
+// from a refused one) is another message, which must reach the daemon to
+// be verified, not be dropped as a copy of the refused one. The token is
+// named by a digest, never by itself.
+func MsgID(op operation.Operation) string {
+	id := op.Key.String() + "#" + op.Fingerprint
+	if op.ApprovalToken != "" {
+		sum := sha256.Sum256([]byte(op.ApprovalToken))
+		id += "#approval-" + hex.EncodeToString(sum[:12])
+	}
+	return id
+}
 
 // ErrNoStream: no JetStream stream takes commands on the command's subject
 // (the daemon creates the streams when it starts).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +242,30 @@ func TestPublishAndWaitIgnoresOtherCommandsResults(t *testing.T) {
 	var we *producer.WaitError
 	require.True(t, errors.As(err, &we), "answered with another command's result: %+v", r)
 	require.False(t, we.Duplicate)
+}
+
+// TestMsgIDNamesTheApprovalToken: a copy of a command is the same message;
+// a changed payload, or the same request with another approval token (the
+// way to recover from a refused one), is another; the id names a token by
+// a digest, never by itself.
+func TestMsgIDNamesTheApprovalToken(t *testing.T) {
+	dec := &operation.Decoder{Env: "test"}
+	op := func(amount int, token string) operation.Operation {
+		o, err := dec.DecodeCommand(operation.Command{EventID: "msgid-1", Operation: "payment.charge", IntentID: "msgid-1",
+			ApprovalToken: token, Payload: json.RawMessage(fmt.Sprintf(`{"account_id":"a-1","order_id":"o-1","amount_minor":%d,"currency":"RUB"}`, amount))})
+		require.NoError(t, err)
+		return o
+	}
+	const tokA, tokB = "eyJhbGciOiJIUzI1NiJ9.eyJpc3MiOiJhIn0.c2lnbmF0dXJlLWE", "eyJhbGciOiJIUzI1NiJ9.eyJpc3MiOiJiIn0.c2lnbmF0dXJlLWI"
+	require.Equal(t, producer.MsgID(op(100, "")), producer.MsgID(op(100, "")), "a copy")
+	require.NotEqual(t, producer.MsgID(op(100, "")), producer.MsgID(op(101, "")), "a changed payload")
+	require.Equal(t, producer.MsgID(op(100, tokA)), producer.MsgID(op(100, tokA)), "a copy with its token")
+	require.NotEqual(t, producer.MsgID(op(100, tokA)), producer.MsgID(op(100, tokB)), "another token")
+	require.NotEqual(t, producer.MsgID(op(100, "")), producer.MsgID(op(100, tokA)), "a token added")
+	for _, tok := range []string{tokA, tokB} {
+		id := producer.MsgID(op(100, tok))
+		require.NotContains(t, id, tok)
+		require.NotContains(t, id, "c2lnbmF0dXJl", "no part of the token's signature")
+		require.True(t, strings.HasPrefix(id, op(100, tok).Key.String()+"#"), id)
+	}
 }

@@ -92,7 +92,7 @@ func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 		d.startTargets(tb)
 	}
 	if opts.Approvals {
-		d.gateApprovals(tb)
+		d.gateApprovals(tb, opts.Tokens)
 	}
 	d.Run(tb)
 	if opts.Approvals {

@@ -34,10 +34,13 @@ type Options struct {
 	// (payment.charge and payment.refund wait for one approver), with the
 	// parked stream and a sweeper; Daemon.Approvals decides.
 	Approvals bool
+	// Tokens, with Approvals, verifies pre-signed approval tokens: a
+	// command carrying a good one executes at once.
+	Tokens *approval.Verifier
 }
 
 // gateApprovals readies the built-in approval policy for the worker.
-func (d *Daemon) gateApprovals(tb testing.TB) {
+func (d *Daemon) gateApprovals(tb testing.TB, tokens *approval.Verifier) {
 	tb.Helper()
 	policy, err := operation.CompileApprovalPolicy(nil, nil)
 	if err != nil {
@@ -46,7 +49,7 @@ func (d *Daemon) gateApprovals(tb testing.TB) {
 	if err := consumer.EnsureParked(context.Background(), d.JS, d.Consumer, time.Hour); err != nil {
 		tb.Fatalf("parked stream: %v", err)
 	}
-	d.approvals = &worker.Approvals{Policy: policy, URL: func(k string) string { return "https://idemgate.example/ui/approvals/" + k }, NATS: d.Consumer}
+	d.approvals = &worker.Approvals{Policy: policy, URL: func(k string) string { return "https://idemgate.example/ui/approvals/" + k }, NATS: d.Consumer, Tokens: tokens}
 	d.Approvals = &approval.Service{Store: d.Journal, Policy: policy}
 }
 
