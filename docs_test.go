@@ -141,3 +141,30 @@ func TestEveryDocPageIsLinked(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeCitesNoUnnamedSource: comments in the code say what a rule is,
+// or point at the page of docs/ that says it; none leans on "the article".
+func TestCodeCitesNoUnnamedSource(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || path == "docs_test.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(strings.ToLower(string(b)), "the article")  {
+			t.Errorf("%s cites an unnamed article: say what it teaches, or name the docs/ page", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

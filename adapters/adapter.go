@@ -181,7 +181,7 @@ type LookupResult struct {
 // Class says what may be done after an error.
 type Class string
 
-// Error classes, from the article's retry rules.
+// Error classes, as docs/concepts.md defines them.
 const (
 	// Retry: the request failed before it could have had an effect (not sent,
 	// 429, 503): it may be sent again with the same key.

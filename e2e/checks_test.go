@@ -16,7 +16,7 @@ import (
 	"github.com/idemgate/idemgate/sandbox"
 )
 
-// TestArticleChecks runs the article's eight checks ("Проверка результата")
+// TestArticleChecks runs the eight acceptance checks (docs/testing.md)
 // against two daemon replicas for each kind of target, then the faults a
 // production fleet meets: the lease owner killed (SIGKILL) after the target
 // committed (9), an uncertain failure without effect (10), a graceful drain
@@ -103,7 +103,7 @@ func (s *checks) send(t *testing.T) {
 	key := c.key(intentDemo)
 	require.Equal(t, "test:"+c.tgt.operation+":order-demo-1:v1", key)
 	if c.tgt.operation == "invoice.create" {
-		require.Equal(t, "test:invoice.create:order-demo-1:v1", key, "the article's key")
+		require.Equal(t, "test:invoice.create:order-demo-1:v1", key, "the documented key format")
 	}
 	s.first = c.send(c.command("evt-demo-1", intentDemo, false))
 	require.Equal(t, operation.ResultSucceeded, s.first.Status, "%+v", s.first)

@@ -13,7 +13,7 @@ import (
 	"github.com/idemgate/idemgate/sandbox/generic"
 )
 
-// The article's checks also run on a target and an operation type that
+// The eight acceptance checks also run on a target and an operation type that
 // exist only in the configuration: shipment.create, declared under
 // operations:, on docs/declared-targets.md's warehouse API declared under adapters.http
 // (a unique externalCode, lookup by code, the marker as the fallback),

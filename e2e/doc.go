@@ -1,4 +1,4 @@
-// Package e2e is idemgate's acceptance suite: the source article's eight
+// Package e2e is idemgate's acceptance suite: the eight
 // checks ("Проверка результата") and a SIGKILL take-over, run end to end
 // against the real binary.
 //

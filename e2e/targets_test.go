@@ -21,7 +21,7 @@ import (
 	"github.com/idemgate/idemgate/sandbox/yookassa"
 )
 
-// targets are the article's three kinds of target: an invoice in 1C, a
+// targets are the three kinds of target: an invoice in 1C, a
 // payment (YooKassa with its Idempotence-Key, T-Bank with OrderId lookup),
 // a CRM task (Bitrix24, external id without uniqueness).
 var targets = []target{

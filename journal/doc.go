@@ -1,5 +1,5 @@
 // Package journal is the operation journal's contract: the Store interface,
-// the article's state machine (started, succeeded, failed_retryable,
+// the journal's state machine (started, succeeded, failed_retryable,
 // failed_final, unknown), claim decisions and fencing tokens, and the rules
 // every engine applies the same way (decide.go, migrate.go).
 //

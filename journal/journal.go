@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Status is the state of an operation in the journal, exactly the article's.
+// Status is the state of an operation in the journal (docs/concepts.md).
 //
 //	started ──────────► succeeded
 //	   ├──────────────► failed_final

@@ -86,7 +86,7 @@ func (e *KeyError) Is(target error) bool { return target == ErrBadKey }
 // env, operation, intent_id and key_version. env is the first part
 // (ValidateEnv), operation the second (ValidateOperationName), key_version the
 // last (ValidateVersion), and intent_id everything in between, so an intent
-// may itself contain ':' (as in the article's "prod:crm.callback:create:event-90173:v1")
+// may itself contain ':' (as in "prod:crm.callback:create:event-90173:v1")
 // but no empty segment. The key must not look like it holds a card number or
 // a secret (see ValidateKey).
 //

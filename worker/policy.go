@@ -11,7 +11,7 @@ import (
 	"github.com/idemgate/idemgate/adapters"
 )
 
-// RetryPolicy is the article's retry block and idemgate's one retry
+// RetryPolicy is idemgate's one retry
 // schedule. NextRetry gives the delay after a failed attempt (River's
 // ClientRetryPolicy shape); everything that waits uses it: the in-lease loop
 // (as a backoff.BackOff), the journal's hold on a retryable failure (the next
@@ -140,7 +140,7 @@ func (p RetryPolicy) Horizon(maxDeliver int, ackWait time.Duration) time.Duratio
 	return total
 }
 
-// Rules map safe error codes to classes: the article's rules block. A code
+// Rules map safe error codes to classes: the rules block (docs/concepts.md). A code
 // not listed keeps the class its adapter gave; an error of no known class is
 // treated as reconcile_before_retry, the only safe guess.
 type Rules struct {
@@ -149,7 +149,7 @@ type Rules struct {
 	NeverRetry           []string `mapstructure:"never_retry"`
 }
 
-// DefaultRules are the article's example rules, refined: every shared safe
+// DefaultRules are the built-in rules, derived from adapters.DefaultClasses: every shared safe
 // code with the class adapters.DefaultClasses gives it (the one table, which
 // the adapters' own HTTP answers follow too). Only answers that prove the
 // request was not processed are retried blindly; an answer that may come

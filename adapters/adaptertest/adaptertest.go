@@ -68,7 +68,7 @@ type Harness struct {
 	MismatchEffects int
 	// IgnoreKeyEffects is how many effects two Executes of one key make
 	// behind a connector that drops the key: 1 when the adapter catches it,
-	// 2 for the residual double-write window (article, "limitations").
+	// 2 for the residual double-write window (docs/concepts.md, limits).
 	IgnoreKeyEffects int
 	// ReportsDuplicates: when the connector let a second effect through
 	// (IgnoreKeyEffects 2), Lookup by key alone reports it
@@ -439,7 +439,7 @@ func (s *suite) ignoreKey(t *testing.T) {
 		want = 2
 	}
 	require.Equal(t, want, st.Sandbox.Effects(s.h.ledgerKey(op)),
-		"effects behind a connector that drops the key (2 = the article's residual double-write window)")
+		"effects behind a connector that drops the key (2 = the documented residual double-write window)")
 	if want < 2 || !s.h.ReportsDuplicates {
 		return
 	}

@@ -17,7 +17,7 @@
 //     (or the declared, tested divergence);
 //   - Lookup of an unknown key → not_found;
 //   - an ignore-key connector → caught, or the residual double-write window
-//     of the article's limitations, shown by counting effects (and reported
+//     of the documented limits, shown by counting effects (and reported
 //     by Lookup as a duplicate where declared); either way Lookup finds the
 //     object the connector created without our key, by key alone too;
 //   - a 500 after the whole request was written → reconcile_before_retry

@@ -1,7 +1,7 @@
 // Package onec is the idemgate adapter for 1C:Enterprise 8.3 (target system
 // "1c"). It performs invoice.create in one of two configurable modes:
 //
-//   - ModeHTTPService (default, the article's step 6): POST
+//   - ModeHTTPService (default): POST
 //     <base>/hs/integration/invoices with the operation key in
 //     Idempotency-Key; the integration HTTP service on the 1C side keeps the
 //     key unique in an information register under a managed lock, answers a
@@ -50,7 +50,7 @@
 // drops Idempotency-Key, the service stores the invoice without our key:
 // the adapter notices the missing key echo and logs it, and the service's
 // lookup (our contract) finds the invoice by the marker, but a replay makes
-// a second invoice — the residual double-write window of the article's
+// a second invoice — the residual double-write window of the documented
 // limitations, which only the journal narrows.
 //
 // Imports: adapters, operation, redact (its Secret type) and the standard

@@ -57,7 +57,7 @@
 //     business failure: never_retry insufficient_funds or declined, and
 //     Lookup says Final with the same code;
 //   - a connector that drops Idempotence-Key cannot be detected from the
-//     answers: two Executes then make two payments (the article's residual
+//     answers: two Executes then make two payments (the documented residual
 //     window), which Lookup and the retried Execute report when the
 //     connector is declared (connector_drops_key); metadata passes such a
 //     connector, so Lookup finds the payment it created either way;

@@ -53,7 +53,7 @@ func exercisePurge(t *testing.T, newStore NewStore, f Features) {
 		n, err = s.Purge(ctx(t), "", now.Add(time.Second))
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
-		// A purged key is a new operation again (the article's retention warning).
+		// A purged key is a new operation again (the retention horizon's warning, docs/concepts.md).
 		require.Equal(t, journal.Execute, claim(t, s, req(byStatus[journal.StatusSucceeded], hashA, owner, time.Minute)).Decision)
 	})
 }

@@ -5,7 +5,7 @@ import "github.com/idemgate/idemgate/journal/internal/sqljournal"
 // The journal's SQL, as static named queries. Batches travel as parallel
 // arrays unnested on the server, so a batch of any size is one statement.
 
-// claimInsert is the article's atomic claim (step 5) for a batch: a new key is
+// claimInsert is the atomic claim for a batch: a new key is
 // inserted as started with a lease; an existing key is left alone (ON CONFLICT
 // DO NOTHING) and decided by the statements that follow. Keys arrive sorted so
 // that concurrent batches lock in one order.

@@ -66,7 +66,7 @@ FROM agent_operation_log WHERE operation_key IN (SELECT value FROM json_each(?1)
 const selectRecord = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log WHERE operation_key = ?1`
 
-// claimInsert is the article's atomic claim (step 5) for the keys a write
+// claimInsert is the atomic claim for the keys a write
 // transaction found absent: each is inserted as started with a lease. ON
 // CONFLICT DO NOTHING keeps the claim atomic even so. ?1 is a JSON array of
 // [key, operation_type, request_hash, target_system, event_id, approval_id,
