@@ -159,7 +159,7 @@ func TestCodeCitesNoUnnamedSource(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(strings.ToLower(string(b)), "the article")  {
+		if strings.Contains(strings.ToLower(string(b)), "the article") {
 			t.Errorf("%s cites an unnamed article: say what it teaches, or name the docs/ page", path)
 		}
 		return nil
