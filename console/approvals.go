@@ -147,18 +147,28 @@ func (c *Console) checkForm(v approvalView, r *http.Request) string {
 	return ""
 }
 
-// approvalConfirm shows the decision with exactly what it covers, for a
-// second look; nothing is recorded yet.
-func (c *Console) approvalConfirm(w http.ResponseWriter, r *http.Request, _ session) {
+// postedApproval is the request a confirm or decide form names, with the
+// form checked against what the page showed; false when it has answered.
+func (c *Console) postedApproval(w http.ResponseWriter, r *http.Request) (approvalView, bool) {
 	if c.approvalsOff(w, r) {
-		return
+		return approvalView{}, false
 	}
 	v, ok := c.loadApproval(w, r)
 	if !ok {
-		return
+		return v, false
 	}
 	if msg := c.checkForm(v, r); msg != "" {
 		c.render(w, r, http.StatusBadRequest, "approval.html", view{Title: "Approval " + v.A.Key, Nav: "approvals", Error: msg, Data: v})
+		return v, false
+	}
+	return v, true
+}
+
+// approvalConfirm shows the decision with exactly what it covers, for a
+// second look; nothing is recorded yet.
+func (c *Console) approvalConfirm(w http.ResponseWriter, r *http.Request, _ session) {
+	v, ok := c.postedApproval(w, r)
+	if !ok {
 		return
 	}
 	c.render(w, r, http.StatusOK, "approval_confirm.html", view{Title: "Confirm", Nav: "approvals", Data: v})
@@ -166,15 +176,8 @@ func (c *Console) approvalConfirm(w http.ResponseWriter, r *http.Request, _ sess
 
 // approvalDecide records the confirmed decision under the person's name.
 func (c *Console) approvalDecide(w http.ResponseWriter, r *http.Request, se session) {
-	if c.approvalsOff(w, r) {
-		return
-	}
-	v, ok := c.loadApproval(w, r)
+	v, ok := c.postedApproval(w, r)
 	if !ok {
-		return
-	}
-	if msg := c.checkForm(v, r); msg != "" {
-		c.render(w, r, http.StatusBadRequest, "approval.html", view{Title: "Approval " + v.A.Key, Nav: "approvals", Error: msg, Data: v})
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
