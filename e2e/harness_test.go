@@ -200,6 +200,10 @@ worker:
     in_lease: %s
 reconciler:
   interval: %s
+# The guarantees under faults, not a person's approval (worker and cmd tests
+# hold those): charges execute at once.
+approvals:
+  enabled: false
 routes:
   %s: %s
 adapters:

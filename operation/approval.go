@@ -216,7 +216,8 @@ func (p *ApprovalPolicy) Rule(typ string) ApprovalRule {
 
 // Requires decides what op needs before it may execute. An above rule
 // compares the intent's normalised amount (minor units) with its
-// currency's threshold; a currency without one needs no approval.
+// currency's threshold; a currency without one waits (a threshold missing
+// from the file never lets money through).
 func (p *ApprovalPolicy) Requires(op Operation) Requirement {
 	r := p.Rule(op.Type)
 	amount, _ := op.Fields["amount_minor"].(int64)
@@ -224,8 +225,9 @@ func (p *ApprovalPolicy) Requires(op Operation) Requirement {
 	switch r.Mode {
 	case ApprovalRequired:
 	case ApprovalAbove:
-		limit, ok := r.Above[cur]
-		if !ok || amount <= limit {
+		// A currency without a threshold waits: a threshold missing from
+		// the file never lets money through.
+		if limit, ok := r.Above[cur]; ok && amount <= limit {
 			return Requirement{}
 		}
 	default:

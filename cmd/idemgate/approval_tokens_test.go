@@ -40,7 +40,7 @@ func TestApprovalTokenKeysRefusedAtStart(t *testing.T) {
 	// With approvals off the tokens are not used, and their keys not read.
 	good := filepath.Join(dir, "good.key")
 	require.NoError(t, os.WriteFile(good, []byte(strings.Repeat("s", 40)), 0o600))
-	off, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "env: test\napprovals:\n  tokens:\n    issuers:\n      - {name: shop.example, alg: HS256, key_env: IDEMGATE_TEST_NO_SUCH_SECRET}\n")))
+	off, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "env: test\napprovals:\n  enabled: false\n  tokens:\n    issuers:\n      - {name: shop.example, alg: HS256, key_env: IDEMGATE_TEST_NO_SUCH_SECRET}\n")))
 	require.NoError(t, err)
 	require.NoError(t, off.validate())
 	c, err := loadConfig(flagsWith(t, "--config", writeConfig(t, "env: test\napprovals:\n  enabled: true\n  tokens:\n    issuers:\n      - {name: shop.example, alg: HS256, key_file: "+good+"}\n")))

@@ -20,7 +20,9 @@ import (
 type approvalsConfig struct {
 	// Enabled gates intents by the policy: with it, payment.charge and
 	// payment.refund wait for a person by default (Types may say
-	// otherwise). Default false.
+	// otherwise). Default true: letting an agent move money on its own is
+	// a decision a configuration states (enabled: false, or approval: none
+	// per type), never one it inherits.
 	Enabled bool `mapstructure:"enabled"`
 	// Types is the policy per operation type (operation.ApprovalRule);
 	// a type left out takes the built-in default.
@@ -151,10 +153,10 @@ func (c Config) validateApprovals() []error {
 // carries it out (approved: executes once; denied: failed_final).
 func approveCmd(stdout io.Writer, vote journal.Vote) *cobra.Command {
 	var reason, who string
-	verb := "approve"
+	verb, done := "approve", "approved"
 	short := "Approve an intent that awaits a person's approval; the daemon then executes it once"
 	if vote == journal.VoteDeny {
-		verb = "deny"
+		verb, done = "deny", "denied"
 		short = "Deny an intent that awaits a person's approval; it ends failed_final (approval_denied), nothing executed"
 	}
 	cmd := &cobra.Command{
@@ -198,7 +200,7 @@ an operation that is not waiting is refused with the reason.`,
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(stdout, "%s: %s by %s (%d of %d approvals); state %s\n", a.Key, verb, who, a.Approved(), a.Approvers, a.State)
+			fmt.Fprintf(stdout, "%s: %s by %s (%d of %d approvals); state %s\n", a.Key, done, who, a.Approved(), a.Approvers, a.State)
 			if a.State != journal.ApprovalPending {
 				fmt.Fprintln(stdout, "the daemon carries the decision out at its next approvals sweep")
 			}

@@ -269,8 +269,18 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) Config {
 		operation.TypeTaskCreate:    bitrix24.DefaultName,
 		operation.TypeDealCreate:    bitrix24.DefaultName,
 	}
+	// Money above 50,000.00 RUB waits for a person (the scenario "a
+	// charge waits for a person"); the other scenarios' amounts are below.
+	above := map[string]int64{"RUB": demoApprovalAbove}
+	c.Approvals.Types = map[string]operation.ApprovalRule{
+		operation.TypePaymentCharge: {Mode: operation.ApprovalAbove, Above: above},
+		operation.TypePaymentRefund: {Mode: operation.ApprovalAbove, Above: above},
+	}
 	return c
 }
+
+// demoApprovalAbove is the demo's approval threshold in kopecks.
+const demoApprovalAbove = 5_000_000
 
 // startReplica runs a daemon with c until the demo ends or it is stopped.
 func (s *demoSystem) startReplica(c Config) (*replica, error) {

@@ -40,7 +40,7 @@ func startGatewayDaemon(t *testing.T, tune func(*Config)) *gatewayDaemon {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = yk.Close() })
 	shop, secret := yk.Credentials()
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""

@@ -223,6 +223,17 @@ func checkSandboxConfigPath(path string) error {
 // emulators: every address the daemon listens on is written out, with the
 // key that moves it, and the agents' faces are on. The addresses are the
 // defaults (defaults()), on loopback, so no token is needed.
+// sandboxApprovals is the approval policy the sandbox's file states: money
+// above 50,000.00 RUB waits for a person, smaller amounts execute at once
+// (the built-in default, without this, gates every charge and refund).
+const sandboxApprovals = `# A person's approval (docs/approvals.md): a charge or refund above 50,000.00 RUB
+# waits (next_action: await_approval) until ` + "`idemgate approve KEY --reason …`" + `.
+approvals:
+  types:
+    payment.charge: {approval: above, above: {RUB: 5000000}}
+    payment.refund: {approval: above, above: {RUB: 5000000}}
+`
+
 func sandboxConfig(infos []sandboxes.TargetInfo) []byte {
 	d := defaults()
 	var b strings.Builder
@@ -249,5 +260,6 @@ func sandboxConfig(infos []sandboxes.TargetInfo) []byte {
 		}
 	}
 	sandboxes.WriteAdapters(&b, infos)
+	b.WriteString(sandboxApprovals)
 	return []byte(b.String())
 }

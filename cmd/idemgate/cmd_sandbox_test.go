@@ -210,7 +210,8 @@ func TestSandboxWriteConfig(t *testing.T) {
 	require.Equal(t, exitOK, stop2())
 
 	// Someone's own configuration is left alone.
-	own := writeConfig(t, "env: prod\n")
+	own := filepath.Join(t.TempDir(), "own.yaml")
+	require.NoError(t, os.WriteFile(own, []byte("env: prod\n"), 0o600))
 	var errOut strings.Builder
 	code := run(context.Background(), []string{"sandbox", "--quiet", "--write-config", own}, io.Discard, &errOut)
 	require.Equal(t, exitUsage, code)

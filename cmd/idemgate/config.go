@@ -121,6 +121,9 @@ func defaults() Config {
 	c.Ingest.Config = ingest.Config{}.WithDefaults()
 	c.Routes = map[string]string{}
 	c.Replicas = 1
+	// Money waits for a person unless the file says otherwise: an agent
+	// cannot charge or refund on its own by default (docs/approvals.md).
+	c.Approvals.Enabled = true
 	faceDefaults(&c)
 	return c
 }

@@ -68,6 +68,34 @@ func fileKeys(v any, prefix string, out map[string]bool) {
 	}
 }
 
+// commentedItemKey reports whether key, an item key of a list the example
+// leaves empty (a.b.list[].leaf), is documented by the commented item
+// right under `list: []`: a list whose items would be refused as they
+// stand (approvals.tokens.issuers names key files) is shown that way.
+func commentedItemKey(text, key string) bool {
+	list, leaf, ok := strings.Cut(key, "[].")
+	if !ok || strings.Contains(leaf, ".") {
+		return false
+	}
+	name := list[strings.LastIndex(list, ".")+1:]
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), name+": []") {
+			continue
+		}
+		for _, c := range lines[i+1:] {
+			body, isComment := strings.CutPrefix(strings.TrimSpace(c), "#")
+			if !isComment {
+				break
+			}
+			if strings.HasPrefix(strings.TrimLeft(strings.TrimSpace(body), "- "), leaf+":") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TestExampleConfigDocumentsEveryKey: every key the configuration accepts
 // — each adapter's, each ingest source's, route's and payload mapping's —
 // appears in configs/idemgate.example.yaml.
@@ -80,9 +108,11 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 	require.NoError(t, v.ReadInConfig())
 	have := map[string]bool{}
 	fileKeys(v.AllSettings(), "", have)
+	raw, err := os.ReadFile(exampleConfig)
+	require.NoError(t, err)
 	var missing []string
 	for k := range want {
-		if !have[k] {
+		if !have[k] && !commentedItemKey(string(raw), k) {
 			missing = append(missing, k)
 		}
 	}

@@ -324,7 +324,7 @@ func TestConsoleInChromium(t *testing.T) {
 // its operation type is routed to, when that adapter knows its page.
 func TestConsoleObjectLinks(t *testing.T) {
 	t.Parallel()
-	c := defaults()
+	c := testDefaults()
 	c.Routes = map[string]string{"crm.deal.create": "bitrix24", "payment.charge": "yookassa"}
 	c.Adapters.Bitrix24 = &bitrix24.Config{PortalURL: "https://example.bitrix24.ru", UserID: "1", WebhookCode: adapters.WebhookCode{Value: redact.Secret("code")}}
 	c.Adapters.YooKassa = &yookassa.Config{ShopID: "1", SecretKey: adapters.SecretKey{Value: redact.Secret("k")}}
@@ -356,7 +356,7 @@ func TestConsoleSaysWhenTheDecisionWasNotPublished(t *testing.T) {
 	nc, js := ns.Connect(t)
 	nc.Close() // the broker is out of reach
 
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.Console.Enabled = true
 	c.Console.Users = []console.User{{Name: "olga", Role: console.RoleOperator, TokenSHA256: console.HashToken("tok-olga")}}

@@ -145,7 +145,7 @@ func TestConflictsPageSaysSinceWhen(t *testing.T) {
 	defer cancel()
 	ns := natstest.Start(t)
 	nc, js := ns.Connect(t)
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.Console.Enabled = true
 	c.Console.Users = consoleUsers()
@@ -200,7 +200,7 @@ func TestConsoleLooksUpAndChecksTheObjectID(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	shop, secret := sb.Credentials()
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.Routes = map[string]string{"payment.charge": "yookassa"}
 	c.Adapters.YooKassa = &yookassa.Config{BaseURL: sbURL, ShopID: shop, SecretKey: adapters.SecretKey{Value: redact.Secret(secret)}}

@@ -41,8 +41,24 @@ func flagsWith(t *testing.T, args ...string) *pflag.FlagSet {
 	return fs
 }
 
+// testDefaults is defaults() with approvals off, for the in-process
+// daemons of the tests that are not about approvals: they send charges and
+// refunds, which by default wait for a person.
+func testDefaults() Config {
+	c := defaults()
+	c.Approvals.Enabled = false
+	return c
+}
+
+// writeConfig writes yaml as a daemon's file. A file without an
+// approvals: section gets `approvals: {enabled: false}`: the tests that
+// are not about approvals send charges and refunds, which by default wait
+// for a person (TestMoneyWaitsForAPersonByDefault holds the default).
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
+	if !strings.Contains(yaml, "approvals:") {
+		yaml = strings.TrimRight(yaml, "\n") + "\napprovals:\n  enabled: false\n"
+	}
 	p := filepath.Join(t.TempDir(), "idemgate.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(yaml), 0o600))
 	return p
@@ -181,7 +197,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 			t.Cleanup(func() { _ = sb.Close() })
 			shop, secret := sb.Credentials()
 
-			c := defaults()
+			c := testDefaults()
 			c.Env = "test"
 			c.DataDir = t.TempDir()
 			c.Admin.Addr = "127.0.0.1:0"

@@ -68,7 +68,7 @@ func TestMigrateUp(t *testing.T) {
 			t.Parallel()
 			var where []string
 			var n int
-			c := defaults()
+			c := testDefaults()
 			c.Env = "test"
 			if engine == "postgres" {
 				c.Journal.URL = emptySchema(t)

@@ -136,7 +136,7 @@ func TestPublishAgainstDaemon(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sb.Close() })
 	shop, secret := sb.Credentials()
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = ""

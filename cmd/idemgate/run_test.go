@@ -44,7 +44,7 @@ func startDaemon(t *testing.T, c Config, logs *lockedWriter) *daemon {
 }
 
 func testDaemonConfig(t *testing.T) Config {
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.DataDir = t.TempDir()
 	c.Admin.Addr = "127.0.0.1:0"

@@ -20,7 +20,7 @@ import (
 func TestTraceJSONIsSnakeCaseWithNulls(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	c := defaults()
+	c := testDefaults()
 	c.Env = "test"
 	c.DataDir = dir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

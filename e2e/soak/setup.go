@@ -197,6 +197,8 @@ worker:
     max_elapsed: 8s
 reconciler:
   interval: 1s
+approvals:
+  enabled: false
 %s
 routes:
   invoice.create: onec

@@ -125,7 +125,7 @@ func TestToolsListSchemas(t *testing.T) {
 			props := schema["properties"].(map[string]any)
 			required := toStrings(schema["required"])
 			require.Contains(t, required, "intent_id")
-			require.Equal(t, typ.RequiresApproval, slices.Contains(required, "approval_id"))
+			require.NotContains(t, required, "approval_id", "a reference of the caller's authorises nothing: never required")
 			require.Contains(t, props, "approval_id")
 			require.Contains(t, props["intent_id"].(map[string]any)["description"], "reused unchanged on every retry")
 			require.Contains(t, props, "approval_token", "a pre-signed approval token may come with any call")

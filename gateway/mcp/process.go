@@ -48,7 +48,7 @@ func processDescription(def *process.Definition) string {
 	}
 	money := ""
 	if def.Input.RequiresApproval {
-		money = " Moves money: approval_id is required and covers every step and compensation of this intent."
+		money = " Moves money: a step may wait for a person's approval (its state says await_approval); keep polling, never start the process again with a new intent_id."
 	}
 	return fmt.Sprintf("Run the business process %s: %s. Steps run in order, each made at most once; "+
 		"if a step is refused for good, the steps before it are compensated newest first (a cancelling document, a refund), never deleted. "+

@@ -61,7 +61,7 @@ func TestProcessTool(t *testing.T) {
 		} `json:"properties"`
 	}
 	require.NoError(t, json.Unmarshal(schema, &in))
-	require.ElementsMatch(t, []string{"intent_id", "approval_id", "order_id", "customer_id", "account_id", "amount_minor", "currency", "responsible_id"}, in.Required)
+	require.ElementsMatch(t, []string{"intent_id", "order_id", "customer_id", "account_id", "amount_minor", "currency", "responsible_id"}, in.Required)
 	require.Equal(t, def.MaxIntentLen(daemontest.Env), in.Properties["intent_id"].MaxLength)
 
 	args := func(intent, account string) map[string]any {

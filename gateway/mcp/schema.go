@@ -27,7 +27,7 @@ const idPattern = `^[A-Za-z0-9._~:-]+$`
 func ptr[T any](v T) *T { return &v }
 
 // InputSchema is the input schema of an operation type's tool: intent_id,
-// approval_id (required when the type moves money) and the type's fields
+// approval_id (the caller's optional reference) and the type's fields
 // with their kinds — money as integer minor units, currency as a 3-letter
 // code, dates and times with their formats. Nothing else is accepted.
 // env is the gateway's: intent_id's maxLength is what the operation key
@@ -47,16 +47,16 @@ func InputSchema(env string, t operation.Type) (*jsonschema.Schema, error) {
 			"The same intent_id with the same fields is answered with the stored outcome and never executes twice; " +
 			"changed fields under the same intent_id are refused as a conflict. Letters, digits and . _ ~ : - only; no card numbers or personal data.",
 	}
-	approval := &jsonschema.Schema{
+	// approval_id is the caller's own reference, stored and traced; it
+	// approves nothing (a person's approval is recorded by idemgate), so it
+	// is never required: a schema that demanded one would teach a model to
+	// make one up.
+	s.Properties[argApprovalID] = &jsonschema.Schema{
 		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxKeyLen), Pattern: idPattern,
-		Description: "The approval of this operation (who allowed it). Not part of the intent's fingerprint: a retry needs no new approval.",
+		Description: "Optional: your own reference for the approval process this call belongs to (a ticket, a chat thread), kept in the trail. " +
+			"It authorises nothing: where a person must approve, the answer says next_action await_approval and gives the link. " +
+			"Not part of the intent's fingerprint.",
 	}
-	if t.RequiresApproval {
-		approval.Description = "Required: this operation moves money and needs the approval that allowed it. " +
-			"A retry reuses the same approval; a changed amount is a new intent and needs a new approval."
-		s.Required = append(s.Required, argApprovalID)
-	}
-	s.Properties[argApprovalID] = approval
 	s.Properties[argApprovalToken] = &jsonschema.Schema{
 		Type: "string", MinLength: ptr(1), MaxLength: ptr(operation.MaxApprovalTokenLen),
 		Description: "Optional: a pre-signed approval token your user's own system issued for exactly this request " +
@@ -202,8 +202,9 @@ func description(t operation.Type) string {
 		}
 	}
 	if movesMoney(t) {
-		first += " A retry of this payment MUST reuse its intent_id (and approval_id): a call with a new intent_id is another payment, " +
-			"even after a timeout, an error or a pending answer."
+		first += " A retry of this payment MUST reuse its intent_id: a call with a new intent_id is another payment, " +
+			"even after a timeout, an error or a pending answer. It may wait for a person's approval (next_action await_approval): " +
+			"hand the approval link to your user and poll with get_operation; never resend with a new intent_id."
 	}
 	return first + " idemgate makes at most one business effect per intent: give one intent_id per business intent and reuse it on every retry — " +
 		"calling again with the same intent_id and fields is safe and returns the stored outcome (replayed: true); " +

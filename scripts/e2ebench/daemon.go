@@ -39,6 +39,8 @@ nats:
   url: %s
 journal:
   url: %q
+approvals:
+  enabled: false
 routes:
   payment.charge: yookassa
 adapters:

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgate/idemgate/gateway"
+	"github.com/idemgate/idemgate/operation"
+)
+
+// TestMoneyWaitsForAPersonByDefault: a configuration that says nothing of
+// approvals gates payment.charge and payment.refund (and no other built-in
+// type); a daemon run with it answers a charge await_approval and sends
+// nothing to the payment provider until a person approves with `idemgate
+// approve`, then charges once; the same intent again is a replay.
+func TestMoneyWaitsForAPersonByDefault(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "idemgate.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("env: test\n"), 0o600)) // not writeConfig: it turns approvals off
+	c, err := loadConfig(flagsWith(t, "--config", p))
+	require.NoError(t, err)
+	require.True(t, c.Approvals.Enabled)
+	reg, err := c.registry()
+	require.NoError(t, err)
+	policy, err := c.Approvals.policy(reg)
+	require.NoError(t, err)
+	for _, typ := range reg.Names() {
+		want := typ == operation.TypePaymentCharge || typ == operation.TypePaymentRefund
+		require.Equal(t, want, policy.Requires(operation.Operation{Type: typ, Fields: map[string]any{"amount_minor": int64(1), "currency": "RUB"}}).Required, typ)
+	}
+
+	gd := startGatewayDaemon(t, func(c *Config) {
+		c.Approvals = defaults().Approvals
+		c.HTTPAPI = faceConfig{Enabled: true, Addr: "127.0.0.1:0", MaxBody: 64 << 10}
+	})
+	defer gd.stop()
+	api := "http://" + gd.d.faces.httpAddr + "/v1/operations/payment.charge"
+	post := func() (int, gateway.Answer, http.Header) {
+		req, err := http.NewRequest(http.MethodPost, api, strings.NewReader(
+			`{"account_id":"merchant-account-17","order_id":"order-default-1","amount_minor":100,"currency":"RUB"}`))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", `"default-1"`)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Prefer", "wait=2")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var a gateway.Answer
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&a))
+		return resp.StatusCode, a, resp.Header
+	}
+	code, a, _ := post()
+	require.Equal(t, http.StatusAccepted, code, "%+v", a)
+	require.Equal(t, "await_approval", string(a.NextAction), "%+v", a)
+	key := a.OperationKey
+	require.Equal(t, "test:payment.charge:default-1:v1", key)
+	time.Sleep(300 * time.Millisecond) // room for a wrong execution to reach the provider
+	require.Zero(t, gd.yk.TotalEffects(), "no charge before a person approves")
+
+	cfgPath := writeConfig(t, fmt.Sprintf("env: test\ndata_dir: %s\nnats:\n  embedded_addr: %s\nlog:\n  level: warn\napprovals:\n  enabled: true\n",
+		gd.cfg.DataDir, gd.cfg.NATS.EmbeddedAddr))
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"approve", key, "--reason", "the order is paid for", "--as", "alice", "--config", cfgPath}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "approved by alice")
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, a, _ = post()
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		require.Equal(t, "await_approval", string(a.NextAction), "%+v", a)
+	}
+	require.Equal(t, http.StatusOK, code, "%+v", a)
+	require.Equal(t, "done", string(a.NextAction))
+	code, again, h := post()
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "true", h.Get("Idempotent-Replayed"))
+	require.Equal(t, a.TargetObjectID, again.TargetObjectID)
+	require.Equal(t, 1, gd.yk.TotalEffects(), "one charge, after the approval")
+}
