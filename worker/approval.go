@@ -28,6 +28,12 @@ type Approvals struct {
 	Tokens *approval.Verifier
 }
 
+// The outcomes of approval tokens (metric idemgate_approval_tokens_total).
+const (
+	tokenAccepted = "accepted"
+	tokenRefused  = "refused"
+)
+
 // gate asks the journal whether j's intent may be claimed. It reports true
 // when j goes on to the claim; otherwise it has answered j: the intent
 // waits for approval (its command parked, a pending answer with
@@ -70,12 +76,12 @@ func (w *Worker) gate(j *job) bool {
 	if tok != nil {
 		g, a, err = w.d.Store.ApproveByToken(w.work, journal.TokenDecision{Request: req, Issuer: tok.Issuer, TokenID: tok.ID})
 		if errors.Is(err, journal.ErrApprovalRefused) {
-			w.m.approvalTokens.WithLabelValues("refused").Inc()
+			w.m.approvalTokens.WithLabelValues(tokenRefused).Inc()
 			w.rejectToken(j, tokenRefusal(err))
 			return false
 		}
 		if err == nil {
-			w.m.approvalTokens.WithLabelValues("accepted").Inc()
+			w.m.approvalTokens.WithLabelValues(tokenAccepted).Inc()
 			w.log.Info("approved by a pre-signed token", "operation_key", key, "issuer", tok.Issuer, "jti", tok.ID, "gate", string(g))
 		}
 	} else {
@@ -115,13 +121,13 @@ func (w *Worker) verifyToken(j *job) *approval.TokenApproval {
 		v = w.d.Approvals.Tokens
 	}
 	if v == nil {
-		w.m.approvalTokens.WithLabelValues("refused").Inc()
+		w.m.approvalTokens.WithLabelValues(tokenRefused).Inc()
 		w.rejectToken(j, "this daemon takes no approval tokens (approvals.tokens.issuers is empty); send the command without one")
 		return nil
 	}
 	t, err := v.Verify(j.op.ApprovalToken, j.op)
 	if err != nil {
-		w.m.approvalTokens.WithLabelValues("refused").Inc()
+		w.m.approvalTokens.WithLabelValues(tokenRefused).Inc()
 		var te *approval.TokenError
 		reason := "refused"
 		if errors.As(err, &te) {

@@ -161,6 +161,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, k := range answer.Kinds() {
 		m.unresolved.WithLabelValues(string(k))
 	}
+	// Every series is there from the start: a dashboard's rate() and an
+	// alert see 0, not nothing, before the first decision.
+	for _, st := range []journal.ApprovalState{journal.ApprovalApproved, journal.ApprovalDenied, journal.ApprovalExpired} {
+		m.approvalDecisions.WithLabelValues(string(st))
+	}
+	for _, o := range []string{tokenAccepted, tokenRefused} {
+		m.approvalTokens.WithLabelValues(o)
+	}
 	if reg != nil {
 		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.latency, m.calls,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // healthCollector exports, at scrape time, what alerts need and no event
-// counts: the age of the oldest unknown operation, from the journal. Each
-// replica reports the same shared value; alerts take their max.
+// counts: the age of the oldest unknown operation, and how many intents
+// wait for a person's approval and since when, from the journal. Each
+// replica reports the same shared values; alerts take their max.
 type healthCollector struct {
 	store journal.Store
 }
@@ -24,10 +26,20 @@ const healthScrapeTimeout = 2 * time.Second
 var (
 	descOldestUnknown = prometheus.NewDesc("idemgate_operations_unknown_oldest_age_seconds",
 		"Age of the oldest operation whose outcome is unknown (0 when none): how long the longest reconciliation has been going on, counted from the operation's creation.", nil, nil)
+	descApprovalsPending = prometheus.NewDesc("idemgate_approvals_pending",
+		fmt.Sprintf("Intents waiting for a person's approval (awaiting_approval), counted up to %d.", approvalsCountedUpTo), nil, nil)
+	descApprovalsOldest = prometheus.NewDesc("idemgate_approvals_pending_oldest_age_seconds",
+		"How long the longest-waiting intent has waited for a person's approval (0 when none).", nil, nil)
 )
+
+// approvalsCountedUpTo bounds the rows a scrape reads to count the pending
+// approvals: beyond it the gauge says this many plus one.
+const approvalsCountedUpTo = 1000
 
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOldestUnknown
+	ch <- descApprovalsPending
+	ch <- descApprovalsOldest
 }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
@@ -42,6 +54,16 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 			ch <- prometheus.MustNewConstMetric(descOldestUnknown, prometheus.GaugeValue, age)
+		}
+		if pending, err := c.store.PendingApprovals(ctx, approvalsCountedUpTo+1); err == nil {
+			age := 0.0
+			if len(pending) > 0 {
+				if now, err := c.store.Now(ctx); err == nil {
+					age = max(0, now.Sub(pending[0].RequestedAt).Seconds())
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(descApprovalsPending, prometheus.GaugeValue, float64(len(pending)))
+			ch <- prometheus.MustNewConstMetric(descApprovalsOldest, prometheus.GaugeValue, age)
 		}
 	}
 }
