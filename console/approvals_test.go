@@ -186,6 +186,16 @@ func TestApprovalsPage(t *testing.T) {
 			return err == nil && rec.Status == journal.StatusSucceeded
 		})
 		require.Equal(t, 1, sb.Effects(key), "one charge after the approval")
+		// The operation's page shows the request and the decision: who,
+		// when, why, and the fingerprint it covers.
+		code, page, _ = ap.do("GET", "/ui/operation?key="+url.QueryEscape(key), nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, page, `id="op-approval"`)
+		require.Contains(t, page, "approval-approved")
+		require.Contains(t, page, "1 of 1 approvals")
+		require.Contains(t, page, "<td>petra</td><td>approve</td><td>order 77 confirmed by phone</td>")
+		require.Contains(t, page, a.RequestHash)
+		require.Contains(t, page, `id="op-approval-link"`)
 		// Approving again is refused with the reason, and charges nothing.
 		form.Set("reason", "again")
 		code, page, _ = ap.do("POST", "/ui/approval", form)

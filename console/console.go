@@ -67,14 +67,17 @@ type ReplicaCounters struct {
 // Replays are all the replays counted.
 func (n ReplicaCounters) Replays() int64 { return n.ReplaysSucceeded + n.ReplaysFailed }
 
-// Journal is what the console reads of the journal: an operation and its
-// attempts, the unknown and idle lists, the database clock, and the
+// Journal is what the console reads of the journal: an operation, its
+// attempts and its approval, the unknown and idle lists, the database clock, and the
 // searches and counts of journal.Browser. The console writes nothing there
 // but through Deps.Resolve.
 type Journal interface {
 	journal.Browser
 	Get(ctx context.Context, key string) (journal.Record, error)
 	Attempts(ctx context.Context, key string) ([]journal.Attempt, error)
+	// Approval is an intent's approval record (journal.ErrNotFound when it
+	// never needed one), shown on its operation page.
+	Approval(ctx context.Context, key string) (journal.Approval, error)
 	// answer.Journal: the lists of the unresolved.
 	answer.Journal
 	Now(ctx context.Context) (time.Time, error)

@@ -314,6 +314,11 @@ type operationData struct {
 	Link string
 	// Answer is what every face answers for the operation now.
 	Answer answer.Answer
+	// Approval is the intent's approval record with its decisions (nil
+	// when it never needed one).
+	Approval *journal.Approval
+	// Decide links the approval page (the Approvals page is on here).
+	Decide bool
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
@@ -332,6 +337,14 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 		c.failJournal(w, r, err)
 		return
 	}
+	var appr *journal.Approval
+	switch a, err := c.d.Store.Approval(r.Context(), key); {
+	case err == nil:
+		appr = &a
+	case !errors.Is(err, journal.ErrNotFound):
+		c.failJournal(w, r, err)
+		return
+	}
 	flash := ""
 	if r.URL.Query().Get("resolved") != "" {
 		flash = "Resolved as " + string(rec.Status) + ": written to the trail"
@@ -342,7 +355,8 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "operation.html", view{Title: rec.Key, Nav: "operations", Flash: flash,
-		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec), Answer: c.d.Answers.FromRecord(rec, time.Now())}})
+		Data: operationData{Rec: rec, Attempts: atts, Link: c.objectURL(rec), Answer: c.d.Answers.FromRecord(rec, time.Now()),
+			Approval: appr, Decide: c.d.Approvals != nil}})
 }
 
 func (c *Console) objectURL(rec journal.Record) string {

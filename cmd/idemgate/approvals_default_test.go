@@ -87,4 +87,25 @@ func TestMoneyWaitsForAPersonByDefault(t *testing.T) {
 	require.Equal(t, "true", h.Get("Idempotent-Replayed"))
 	require.Equal(t, a.TargetObjectID, again.TargetObjectID)
 	require.Equal(t, 1, gd.yk.TotalEffects(), "one charge, after the approval")
+
+	// The trace shows the request and the decision: who, when, why.
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"trace", key, "--config", cfgPath}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "approval   approved: 1 of 1 approvals")
+	require.Regexp(t, `(?m)^\S+Z\s+alice\s+approve\s+the order is paid for\s+[0-9a-f]{64}$`, out.String())
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"trace", key, "--json", "--config", cfgPath}, &out, &errOut), errOut.String())
+	var tr struct {
+		Approval struct {
+			State string `json:"state"`
+			Votes []struct {
+				Approver, Vote, Reason string
+			} `json:"votes"`
+		} `json:"approval"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &tr))
+	require.Equal(t, "approved", tr.Approval.State)
+	require.Len(t, tr.Approval.Votes, 1)
+	require.Equal(t, "alice", tr.Approval.Votes[0].Approver)
+	require.Equal(t, "the order is paid for", tr.Approval.Votes[0].Reason)
 }

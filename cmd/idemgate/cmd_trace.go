@@ -93,11 +93,19 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			traces := attemptTraces(cmd.Context(), st, args[0])
+			var appr *journal.Approval
+			switch ap, err := st.Approval(cmd.Context(), args[0]); {
+			case err == nil:
+				appr = &ap
+			case !errors.Is(err, journal.ErrNotFound):
+				return err
+			}
 			a := c.Reconciler.Thresholds().FromRecord(rec, time.Now())
 			if asJSON {
-				return writeJSON(stdout, traceJSON{Operation: operationOf(rec), Answer: answerOf(a), Attempts: each(atts, attemptOf), AttemptTraceIDs: traces})
+				return writeJSON(stdout, traceJSON{Operation: operationOf(rec), Answer: answerOf(a), Attempts: each(atts, attemptOf),
+					AttemptTraceIDs: traces, Approval: approvalOf(appr)})
 			}
-			return printTrace(stdout, rec, a, atts, traces)
+			return printTrace(stdout, rec, a, atts, traces, appr)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output for tools")
@@ -105,9 +113,10 @@ func traceCmd(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-// printTrace prints an operation and its attempts; traces are the attempts'
-// trace ids by lease token (none when tracing was off).
-func printTrace(w io.Writer, rec journal.Record, a answer.Answer, atts []journal.Attempt, traces map[int64]string) error {
+// printTrace prints an operation, its approval (nil: it needed none) and
+// its attempts; traces are the attempts' trace ids by lease token (none
+// when tracing was off).
+func printTrace(w io.Writer, rec journal.Record, a answer.Answer, atts []journal.Attempt, traces map[int64]string, appr *journal.Approval) error {
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -136,6 +145,25 @@ func printTrace(w io.Writer, rec journal.Record, a answer.Answer, atts []journal
 	}
 	fmt.Fprintf(w, "lease      owner %s token %d %s %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, until, ts(rec.LeaseUntil))
 	fmt.Fprintf(w, "created    %s   completed %s\n\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
+	if appr != nil {
+		fmt.Fprintf(w, "approval   %s: %d of %d approvals; requested by %s at %s, waits until %s\n", appr.State, appr.Approved(), appr.Approvers,
+			orDash(appr.RequestedBy), ts(appr.RequestedAt), ts(appr.ExpiresAt))
+		fmt.Fprintf(w, "           decided %s   carried out %s\n", ts(appr.DecidedAt), ts(appr.ReleasedAt))
+		fmt.Fprintf(w, "shown      %s\n", appr.Display)
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DECIDED\tBY\tDECISION\tREASON\tFINGERPRINT")
+		for _, v := range appr.Votes {
+			by := v.Approver
+			if v.TokenID != "" {
+				by += " (token " + v.TokenID + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(v.At), by, v.Vote, orDash(v.Reason), v.RequestHash)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tKIND\tWORKER\tTOKEN\tSTARTED\tFINISHED\tOUTCOME\tERROR\tTARGET REQUEST\tTRACE\tNOTE")
 	for _, a := range atts {

@@ -29,6 +29,55 @@ type traceJSON struct {
 	// AttemptTraceIDs are the attempts' trace ids by lease token (null when
 	// tracing was off).
 	AttemptTraceIDs map[int64]string `json:"attempt_trace_ids"`
+	// Approval is the intent's approval record with its decisions (null
+	// when it never needed one).
+	Approval *approvalJSON `json:"approval"`
+}
+
+// approvalJSON is a journal.Approval.
+type approvalJSON struct {
+	Key           nullString     `json:"key"`
+	OperationType nullString     `json:"operation_type"`
+	RequestHash   nullString     `json:"request_hash"`
+	TargetSystem  nullString     `json:"target_system"`
+	EventID       nullString     `json:"event_id"`
+	RequestedBy   nullString     `json:"requested_by"`
+	Display       nullRaw        `json:"display"`
+	Approvers     int            `json:"approvers"`
+	State         nullString     `json:"state"`
+	RequestedAt   nullTime       `json:"requested_at"`
+	ExpiresAt     nullTime       `json:"expires_at"`
+	DecidedAt     nullTime       `json:"decided_at"`
+	ReleasedAt    nullTime       `json:"released_at"`
+	Votes         []approvalVote `json:"votes"`
+}
+
+// approvalVote is a journal.ApprovalVote.
+type approvalVote struct {
+	Approver    nullString `json:"approver"`
+	Vote        nullString `json:"vote"`
+	Reason      nullString `json:"reason"`
+	RequestHash nullString `json:"request_hash"`
+	At          nullTime   `json:"at"`
+	TokenID     nullString `json:"token_id"`
+}
+
+// approvalOf is a's JSON, or nil for none.
+func approvalOf(a *journal.Approval) *approvalJSON {
+	if a == nil {
+		return nil
+	}
+	return &approvalJSON{
+		Key: nullString(a.Key), OperationType: nullString(a.OperationType), RequestHash: nullString(a.RequestHash),
+		TargetSystem: nullString(a.TargetSystem), EventID: nullString(a.EventID), RequestedBy: nullString(a.RequestedBy),
+		Display: nullRaw(a.Display), Approvers: a.Approvers, State: nullString(a.State),
+		RequestedAt: nullTime(a.RequestedAt), ExpiresAt: nullTime(a.ExpiresAt), DecidedAt: nullTime(a.DecidedAt),
+		ReleasedAt: nullTime(a.ReleasedAt),
+		Votes: each(a.Votes, func(v journal.ApprovalVote) approvalVote {
+			return approvalVote{Approver: nullString(v.Approver), Vote: nullString(v.Vote), Reason: nullString(v.Reason),
+				RequestHash: nullString(v.RequestHash), At: nullTime(v.At), TokenID: nullString(v.TokenID)}
+		}),
+	}
 }
 
 // unresolvedJSON is `trace --unresolved --json`: the unresolved by kind
