@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/adapters/bitrix24"
 	"github.com/idemgate/idemgate/adapters/onec"
 	"github.com/idemgate/idemgate/adapters/yookassa"
+	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -328,7 +329,23 @@ func (s *demoSystem) runtime() demo.Runtime {
 		JournalKind: kind, NATSKind: "embedded JetStream " + s.cfg.NATS.EmbeddedAddr,
 		MultiMachine: s.multiMachine(), Sandboxes: s.sb, Routes: s.cfg.Routes,
 		StartReplica: s.startOther,
+		Approve:      s.approve, ApprovalAbove: demoApprovalAbove,
 	}
+}
+
+// approve records a person's approval, as `idemgate approve` does.
+func (s *demoSystem) approve(ctx context.Context, key, who, reason string) error {
+	reg, err := s.cfg.registry()
+	if err != nil {
+		return err
+	}
+	policy, err := s.cfg.Approvals.policy(reg)
+	if err != nil {
+		return err
+	}
+	svc := &approval.Service{Store: s.store, Policy: policy, Approvers: s.cfg.Approvals.Approvers}
+	_, err = svc.Decide(ctx, who, key, journal.VoteApprove, reason)
+	return err
 }
 
 // startOther starts another replica sharing the journal and the durable

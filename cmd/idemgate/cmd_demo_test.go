@@ -94,6 +94,9 @@ func TestDemo(t *testing.T) {
 			require.Positive(t, race.replays, "copies not executed are answered from the journal")
 			require.Equal(t, demoRow{scenario: "an agent through MCP", sent: 4, intents: 2, effects: 2, replays: 1, conflicts: 1, reconciled: 1, verdict: "PASS"},
 				rows["an agent through MCP"])
+			require.Equal(t, demoRow{scenario: "a charge waits for a person", sent: 3, intents: 1, effects: 1, replays: 1, verdict: "PASS"},
+				rows["a charge waits for a person"], "two answers await_approval, no charge before the decision, one after")
+			require.Contains(t, text, "PASS  nothing charged while the intent waits: 0 payment(s)")
 			require.Contains(t, text, "demo-replica-2")
 			require.Contains(t, text, "PASS  Retry-After honoured")
 			if kind == "sqlite" {

@@ -45,6 +45,13 @@ type Runtime struct {
 	// journal and the durable consumer, named owner; stop drains it. Nil
 	// skips the racing scenario.
 	StartReplica func(ctx context.Context, owner string) (stop func() error, err error)
+	// Approve records a person's approval of the intent key, as `idemgate
+	// approve KEY --reason … --as who` does. Nil skips the approval
+	// scenario.
+	Approve func(ctx context.Context, key, who, reason string) error
+	// ApprovalAbove is the amount (minor units, RUB) above which a charge
+	// waits for a person in this daemon's policy.
+	ApprovalAbove int64
 }
 
 // Options tune a demo run.
@@ -215,6 +222,9 @@ func (s *session) skipReason(sc scenario) string {
 	}
 	if sc.needsReplica && s.rt.StartReplica == nil {
 		return "no second replica can be started here"
+	}
+	if sc.needsApproval && (s.rt.Approve == nil || s.rt.ApprovalAbove <= 0) {
+		return "no approval policy gates charges here"
 	}
 	return ""
 }

@@ -16,9 +16,9 @@ import (
 
 // scenario is one scripted part of the demo.
 type scenario struct {
-	id, name, target, op string
-	needsReplica         bool
-	run                  func(ctx context.Context, s *session, row *Row) error
+	id, name, target, op        string
+	needsReplica, needsApproval bool
+	run                         func(ctx context.Context, s *session, row *Row) error
 }
 
 // Operation types the scenarios send.
@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	{id: "crm-task", name: "CRM task (Bitrix24): duplicates, rate limit", target: "bitrix24", op: opTask, run: crmTaskScenario},
 	{id: "replicas", name: "two replicas racing", target: "yookassa", op: opCharge, needsReplica: true, run: replicasRacing},
 	{id: "mcp-agent", name: "an agent through MCP", target: "yookassa", op: opCharge, run: mcpAgent},
+	{id: "approval", name: "a charge waits for a person", target: "yookassa", op: opCharge, needsApproval: true, run: chargeWaitsForAPerson},
 }
 
 func chargePayload(order string, minor int64) map[string]any {
