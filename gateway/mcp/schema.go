@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/operation"
 )
@@ -124,13 +125,16 @@ func fieldSchema(f operation.Field) *jsonschema.Schema {
 	}
 }
 
-// answerSchema is the output schema of every tool: gateway.Answer.
-func answerSchema() *jsonschema.Schema {
+// AnswerSchema is the output schema of every tool, and the HTTP API's answer
+// body: gateway.Answer.
+func AnswerSchema() *jsonschema.Schema {
 	str := func(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
 	statuses := []any{gateway.StatusSucceeded, gateway.StatusFailedFinal, gateway.StatusConflict, gateway.StatusRejected,
 		gateway.StatusPending, gateway.StatusUnavailable, gateway.StatusNotFound}
-	actions := []any{string(gateway.Done), string(gateway.Poll), string(gateway.RetrySameIntent), string(gateway.FixInput),
-		string(gateway.NewIntentRequired), string(gateway.HumanReview)}
+	var actions []any
+	for _, a := range answer.NextActions() {
+		actions = append(actions, string(a))
+	}
 	step := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
 		"attempt": {Type: "integer"}, "kind": {Type: "string"}, "outcome": {Type: "string"},
 		"error_code": {Type: "string"}, "note": {Type: "string"},
@@ -157,6 +161,14 @@ func answerSchema() *jsonschema.Schema {
 					"target_object_id": str("The object the first request made."),
 					"error_code":       str("The first request's error code."),
 				}},
+			"approval": {Type: "object", Required: []string{"expires_at"},
+				Description: "While the intent waits for a person's approval (next_action await_approval): where a person decides and until when.",
+				Properties: map[string]*jsonschema.Schema{
+					"url":        str("A page that shows exactly what is approved; hand it to the user."),
+					"expires_at": {Type: "string", Format: "date-time", Description: "No decision by then ends the intent approval_expired, nothing executed."},
+					"approvers":  {Type: "integer", Minimum: ptr(1.0), Description: "Distinct approvers needed."},
+					"approved":   {Type: "integer", Minimum: ptr(0.0), Description: "Approvals given so far."},
+				}},
 			"attempts":       {Type: "integer", Minimum: ptr(0.0)},
 			"result":         {Type: "object", Description: "Normalised outcome: business status and safe details."},
 			"journal_status": str("The journal's status (get_operation)."),
@@ -170,6 +182,7 @@ func answerSchema() *jsonschema.Schema {
 // descriptions and the output schema.
 const nextActionHelp = "next_action: done = finished, the effect exists; " +
 	"poll = not settled yet, call get_operation with operation_key after retry_after_ms; " +
+	"await_approval = waits for a person's approval, nothing has run: hand approval.url to your user and call get_operation after retry_after_ms; " +
 	"retry_same_intent = safe to call the same tool again with the same intent_id and fields; " +
 	"fix_input = rejected before anything ran, fix the named field and call again; " +
 	"new_intent_required = this intent_id already exists with other content, a changed request needs a new intent_id (and, for money, a new approval); " +

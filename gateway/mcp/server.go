@@ -65,7 +65,7 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 	if err := addTaskMethods(srv, g); err != nil {
 		return nil, err
 	}
-	out := answerSchema()
+	out := AnswerSchema()
 	for _, t := range g.Types() {
 		in, err := InputSchema(g.Env(), t)
 		if err != nil {
