@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
+	"github.com/idemgate/idemgate/gateway/openapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/redact"
@@ -271,6 +272,12 @@ func startFaces(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 			}
 			hc.Approvals = &approval.Service{Store: store, Policy: policy, Approvers: c.Approvals.Approvers}
 		}
+		doc, err := openapi.Document(openapi.Spec{Env: c.Env, Version: readBuildInfo().Version, Types: g.Types(),
+			Processes: g.Processes(), Approvals: hc.Approvals != nil})
+		if err != nil {
+			return f, configError(err)
+		}
+		hc.OpenAPI = doc
 		h := httpapi.Handler(g, hc)
 		if err := f.serve("http_api", c.HTTPAPI, "/", h, &f.httpAddr); err != nil {
 			return f, err

@@ -64,7 +64,14 @@ type Config struct {
 	// approvers' tokens (approval.Approver.Token) only: an agent's token
 	// (Token) is refused 403, separation of duties.
 	Approvals *approval.Service
+	// OpenAPI is the API's OpenAPI document (package gateway/openapi),
+	// served at GET /v1/openapi.json behind the same token as the rest: it
+	// lists a deployment's operation types and processes. Nil: not served.
+	OpenAPI []byte
 }
+
+// OpenAPIPath is where the OpenAPI document is served.
+const OpenAPIPath = "/v1/openapi.json"
 
 // Prefix is where operations are served.
 const Prefix = "/v1/operations/"
@@ -79,6 +86,13 @@ func Handler(g *gateway.Gateway, cfg Config) http.Handler {
 	mux.HandleFunc("POST "+Prefix+"{operation}", s.submit)
 	mux.HandleFunc("GET "+Prefix+"{key}", s.get)
 	s.processRoutes(mux)
+	if cfg.OpenAPI != nil {
+		mux.HandleFunc("GET "+OpenAPIPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-cache")
+			_, _ = w.Write(cfg.OpenAPI)
+		})
+	}
 	mux.HandleFunc(Prefix+"{name}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		writeProblem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
