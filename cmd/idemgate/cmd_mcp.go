@@ -19,8 +19,8 @@ import (
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/gateway"
 	"github.com/idemgate/idemgate/gateway/httpapi"
-	"github.com/idemgate/idemgate/gateway/openapi"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
+	"github.com/idemgate/idemgate/gateway/openapi"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/redact"
 )
