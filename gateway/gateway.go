@@ -131,6 +131,9 @@ type Journal interface {
 	FieldDigests(ctx context.Context, key string) (string, error)
 	ListUnresolved(ctx context.Context, minRounds, limit int) ([]journal.Record, error)
 	ListIdleRetryable(ctx context.Context, idle time.Duration, limit int) ([]journal.Record, error)
+	// Approval reads the approval record of an intent that waits for a
+	// person (its wait's end and the approvals given so far).
+	Approval(ctx context.Context, key string) (journal.Approval, error)
 }
 
 // Deps are what the gateway works with.
@@ -159,6 +162,10 @@ type Deps struct {
 	// journal.CancelUnclaimed (the daemon's journal.Store satisfies it).
 	// Nil: tasks are never cancelled.
 	Cancels journal.Claimer
+	// ApprovalURL, when set, is the link of an intent's approval page (the
+	// daemon's approvals.base_url / url), carried in the answer of an
+	// intent that waits for a person. Nil: no link.
+	ApprovalURL func(key string) string
 	// Log receives the gateway's own failures; never payloads.
 	Log *slog.Logger
 	// Now is the clock (idle retries are judged by it). Default time.Now.
@@ -178,6 +185,8 @@ type Gateway struct {
 	nc     *nats.Conn
 	prod   *producer.Client
 	store  Journal
+	// approvalURL links an intent's approval page (Deps.ApprovalURL).
+	approvalURL func(string) string
 	// cancels is the journal writer of CancelTask (nil: none).
 	cancels journal.Claimer
 	log     *slog.Logger
@@ -238,7 +247,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg: cfg, rules: cfg.Thresholds(),
 		reg: d.Registry, procs: d.Processes, dec: &operation.Decoder{Env: cfg.Env, Registry: d.Registry, MaxSize: cfg.MaxSize},
-		nc: d.NC, prod: prod, store: d.Journal, cancels: d.Cancels, log: d.Log, now: d.Now,
+		nc: d.NC, prod: prod, store: d.Journal, approvalURL: d.ApprovalURL, cancels: d.Cancels, log: d.Log, now: d.Now,
 		inbox: d.NC.NewInbox(), done: make(chan struct{}), replies: map[string]chan operation.Result{}, watches: map[string]*watch{},
 	}
 	if d.Routed != nil {

@@ -262,3 +262,26 @@ func TestSubmitAnswersTheDaemonsKeylessRejection(t *testing.T) {
 	require.Equal(t, string(operation.CodeUnknownOperation), a.ErrorCode, "%+v", a)
 	require.Equal(t, 0, d.YooKassa.TotalEffects())
 }
+
+// TestSubmitAnswersAtOnceWhileAwaitingApproval: a call whose intent waits
+// for a person is answered await_approval, with the wait's end, as soon as
+// the worker says so, not at the call's bound (10 minutes here; the test's
+// own deadline is one minute, and a call cut short by its context would
+// answer poll); a copy of the same call is answered the same way, and
+// nothing reaches the provider.
+func TestSubmitAnswersAtOnceWhileAwaitingApproval(t *testing.T) {
+	d := daemontest.StartWith(t, daemontest.SQLite, daemontest.Options{Approvals: true})
+	g := newGateway(t, d, gateway.Config{Wait: 10 * time.Minute, MaxWait: 10 * time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := gateway.Request{Operation: "payment.charge", IntentID: "intent-waits", Payload: charge("order-waits", 125000)}
+	for i := range 2 {
+		a := g.Submit(ctx, req)
+		require.NoError(t, ctx.Err(), "call %d: answered before the test's deadline", i)
+		require.Equal(t, gateway.StatusPending, a.Status, "call %d: %+v", i, a)
+		require.Equal(t, gateway.AwaitApproval, a.NextAction, "call %d: %+v", i, a)
+		require.NotNil(t, a.Approval, "call %d: the wait's end and link", i)
+		require.False(t, a.Approval.ExpiresAt.IsZero(), "call %d", i)
+	}
+	require.Zero(t, d.YooKassa.TotalEffects())
+}

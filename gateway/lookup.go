@@ -44,6 +44,9 @@ func (g *Gateway) Lookup(ctx context.Context, key string, trail bool) Answer {
 		return g.rules.Unavailable(key, k.Operation, "read the journal")
 	}
 	a := g.rules.FromRecord(rec, g.now())
+	if rec.Status == journal.StatusAwaitingApproval {
+		a.Approval = g.approvalWait(ctx, key)
+	}
 	if trail {
 		atts, err := g.store.Attempts(ctx, key)
 		if err != nil {

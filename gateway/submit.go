@@ -103,11 +103,20 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 		if a, ok := g.settled(ctx, op, true); ok {
 			return a
 		}
+		if a, ok := g.awaiting(ctx, op); ok {
+			return a
+		}
 	}
 	for {
 		select {
 		case r := <-replies:
 			if r.Status == operation.ResultPending {
+				if r.Approval != nil {
+					// Waits for a person: nothing happens before a decision,
+					// so the call answers now (await_approval, with the
+					// link) instead of holding the caller for the bound.
+					return g.rules.FromResult(r)
+				}
 				continue
 			}
 			// The reply subject is this call's alone, so the result answers
@@ -123,6 +132,9 @@ func (g *Gateway) Submit(ctx context.Context, req Request) Answer {
 			// Any result for the key, maybe answering another request's
 			// payload: the journal row says what it means for this one.
 			if a, ok := g.settled(ctx, op, true); ok {
+				return a
+			}
+			if a, ok := g.awaiting(ctx, op); ok {
 				return a
 			}
 		case <-timer.C:
@@ -164,6 +176,38 @@ func (g *Gateway) settled(ctx context.Context, op operation.Operation, replayed 
 	res := resultOf(rec)
 	res.Replayed = replayed
 	return g.rules.FromResult(res), true
+}
+
+// awaiting answers a call whose intent waits for a person's approval (the
+// journal row says so, for this request's fingerprint): the call returns at
+// once, as nothing can happen before a decision.
+func (g *Gateway) awaiting(ctx context.Context, op operation.Operation) (Answer, bool) {
+	rec, err := g.store.Get(ctx, op.Key.String())
+	if err != nil || rec.RequestHash != op.Fingerprint || rec.Status != journal.StatusAwaitingApproval {
+		return Answer{}, false
+	}
+	a := g.rules.FromRecord(rec, g.now())
+	a.JournalStatus = ""
+	a.Approval = g.approvalWait(ctx, op.Key.String())
+	return a, true
+}
+
+// approvalWait is what an answer says of an intent's wait for a person:
+// until when, the approvals needed and given, the link. Nil when the
+// record cannot be read (the answer still says await_approval).
+func (g *Gateway) approvalWait(ctx context.Context, key string) *operation.ApprovalWait {
+	ap, err := g.store.Approval(ctx, key)
+	if err != nil {
+		if !errors.Is(err, journal.ErrNotFound) && ctx.Err() == nil {
+			g.log.Warn("gateway: approval read failed", "operation_key", key, "error", err.Error())
+		}
+		return nil
+	}
+	w := &operation.ApprovalWait{ExpiresAt: ap.ExpiresAt.UTC(), Approvers: ap.Approvers, Approved: ap.Approved()}
+	if g.approvalURL != nil {
+		w.URL = g.approvalURL(key)
+	}
+	return w
 }
 
 // conflictFields names the fields of op that differ from the key's first

@@ -69,6 +69,15 @@ func (c Config) approvalLinks() func(string) string {
 	return nil
 }
 
+// gatewayApprovalURL is the link the faces put in the answer of an intent
+// that waits for a person (nil with approvals off or no link to give).
+func (c Config) gatewayApprovalURL() func(string) string {
+	if !c.Approvals.Enabled {
+		return nil
+	}
+	return c.approvalLinks()
+}
+
 // tokenVerifier loads the approval tokens' keys (nil when no issuer is
 // configured).
 func (a approvalsConfig) tokenVerifier() (*approval.Verifier, error) {

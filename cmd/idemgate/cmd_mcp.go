@@ -210,7 +210,7 @@ func newGateway(c Config, nc *nats.Conn, store journal.Store, log *slog.Logger) 
 		return nil, configError(err)
 	}
 	g, err := gateway.New(c.gatewayConfig(), gateway.Deps{NC: nc, ResultsStream: c.NATS.ResultsStream, Journal: store, Cancels: store,
-		Log: log, Registry: reg, Routed: c.routedTypes(), Processes: procs})
+		Log: log, Registry: reg, Routed: c.routedTypes(), Processes: procs, ApprovalURL: c.gatewayApprovalURL()})
 	if err != nil {
 		return nil, configError(err)
 	}
