@@ -73,6 +73,8 @@ export interface CallOptions {
   retrySameIntent?: number;
   /** Keep polling while the intent waits for a person (until waitMs). Default false: raise AwaitApprovalError. */
   waitForApproval?: boolean;
+  /** How long the daemon may hold each request (Prefer: wait), in seconds. Default: up to 30, within waitMs; 0 answers at once and polls. */
+  preferWaitS?: number;
   signal?: AbortSignal;
 }
 

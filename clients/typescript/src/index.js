@@ -106,14 +106,14 @@ export class Client {
     if (typeof intentId !== "string" || intentId === "") {
       throw new TypeError("intentId is required: make it once per business intent (newIntentId) and reuse it on every retry");
     }
-    const { approval = "", waitMs = 60_000, retrySameIntent = 0, waitForApproval = false, signal } = opts;
+    const { approval = "", waitMs = 60_000, retrySameIntent = 0, waitForApproval = false, preferWaitS, signal } = opts;
     const deadline = Date.now() + waitMs;
     const headers = { "Idempotency-Key": JSON.stringify(intentId), "Content-Type": "application/json" };
     if (approval) headers["Idempotency-Approval"] = approval;
     const body = JSON.stringify(payload ?? {});
     let retries = 0;
     const submit = () => {
-      const left = Math.max(0, Math.min(30, Math.floor((deadline - Date.now()) / 1000)));
+      const left = Math.max(0, Math.min(preferWaitS ?? 30, Math.floor((deadline - Date.now()) / 1000)));
       return this.#request("POST", path, body, { ...headers, Prefer: `wait=${left}` }, signal);
     };
     let { answer, location } = await submit();

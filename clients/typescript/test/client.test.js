@@ -64,7 +64,12 @@ test("a lost answer from the provider is looked up and polled to done", async ()
   });
   assert.equal(res.status, 204);
   const intent = newIntentId("ts-lost");
-  const done = await client.call("payment.charge", intent, charge("ts-order-3", 99_000), { waitMs: 60_000 });
+  const seen = [];
+  const counting = new Client({ baseUrl: api, fetch: (url, init) => { seen.push(init.method); return fetch(url, init); } });
+  // preferWaitS 0: the daemon answers pending at once, the client polls.
+  const done = await counting.call("payment.charge", intent, charge("ts-order-3", 99_000), { waitMs: 60_000, preferWaitS: 0 });
+  assert.equal(seen[0], "POST");
+  assert.ok(seen.slice(1).every((m) => m === "GET") && seen.length >= 2, `polled: ${seen}`);
   assert.equal(done.status, "succeeded");
   assert.equal(await payments(), before + 1, "the payment made before the lost answer, once");
   const read = await client.get(done.operation_key);
