@@ -14,6 +14,9 @@ const (
 	ResultsStream  = "IDEMGATE_RESULTS"
 	// ParkedStream holds the commands waiting for a person's approval.
 	ParkedStream = "IDEMGATE_PARKED"
+	// NotifyStream holds the approval requests to announce
+	// (approvals.notify), one message per request.
+	NotifyStream = "IDEMGATE_NOTIFY"
 )
 
 // Subjects. A command for operation type T is published on CommandPrefix+T,
@@ -28,6 +31,8 @@ const (
 	ParkedPrefix   = "idemgate.parked."
 	ParkedSubjects = ParkedPrefix + ">"
 	ResultSubjects = ResultPrefix + ">"
+	// NotifySubject carries the approval requests to announce.
+	NotifySubject = "idemgate.notify.approval"
 	// RejectedSubject carries the rejected results of commands no operation
 	// key could be derived for (not JSON, too large, no event id, unknown
 	// operation, an intent id holding a card number or a secret). It is

@@ -26,6 +26,9 @@ type Approvals struct {
 	// Tokens verifies pre-signed approval tokens (approvals.tokens); nil:
 	// a command carrying one is rejected, since nobody here could check it.
 	Tokens *approval.Verifier
+	// Notify: announce each request on the notify stream
+	// (consumer.EnsureNotify must have made it), for the Notifier to POST.
+	Notify bool
 }
 
 // The outcomes of approval tokens (metric idemgate_approval_tokens_total).
@@ -106,6 +109,17 @@ func (w *Worker) gate(j *job) bool {
 		w.log.Error("parking failed: the command will be redelivered", "operation_key", key, "error", err.Error())
 		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
 		return false
+	}
+	if ap.Notify {
+		link := ""
+		if ap.URL != nil {
+			link = ap.URL(key)
+		}
+		if err := w.announce(w.work, a, link); err != nil {
+			w.log.Error("approval notification not published: the command will be redelivered", "operation_key", key, "error", err.Error())
+			w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
+			return false
+		}
 	}
 	w.m.awaitingApproval.Inc()
 	w.publishAndAck(j, AwaitingResult(j.op, a, ap.URL))

@@ -23,6 +23,7 @@ type Metrics struct {
 	approvalDecisions *prometheus.CounterVec
 	approvalTokens    *prometheus.CounterVec
 	approvalWait      prometheus.Histogram
+	notifications     *prometheus.CounterVec
 	fetched           prometheus.Counter
 	executed          prometheus.Counter
 	rejected          prometheus.Counter
@@ -88,6 +89,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Commands carrying a pre-signed approval token, by outcome: accepted (the approval recorded) or refused (the command rejected, nothing executed)."}, []string{"outcome"}),
 		approvalWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "idemgate", Name: "approval_wait_seconds",
 			Help: "From an intent's approval request to its decision (approved, denied or expired).", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idemgate", Name: "approval_notifications_total",
+			Help: "Approval request notifications (approvals.notify) by outcome: delivered (2xx), retried (delivered again later), given_up (attempts exhausted)."}, []string{"outcome"}),
 		fetched:     c("commands_fetched_total", "Command deliveries fetched from JetStream."),
 		executed:    c("operations_executed_total", "Operations whose call to the target succeeded."),
 		rejected:    c("commands_rejected_total", "Commands rejected as undecodable or invalid."),
@@ -169,11 +172,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, o := range []string{tokenAccepted, tokenRefused} {
 		m.approvalTokens.WithLabelValues(o)
 	}
+	for _, o := range []string{notifyDelivered, notifyRetried, notifyGivenUp} {
+		m.notifications.WithLabelValues(o)
+	}
 	if reg != nil {
 		reg.MustRegister(held, m.waitsEnded, m.fetched, m.executed, m.rejected, m.unrouted, m.unknown, m.failedFinal,
 			m.retries, m.waited, m.decisions, m.results, m.reconciled, m.duplicates, m.fenced, m.unresolved, m.latency, m.calls,
 			m.callsByClass, m.batchSize, m.batchDuration, m.pending, m.exhausted, m.publishFails, m.requeued, m.givenUp,
-			m.awaitingApproval, m.approvalDecisions, m.approvalTokens, m.approvalWait)
+			m.awaitingApproval, m.approvalDecisions, m.approvalTokens, m.approvalWait, m.notifications)
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/redact"
+	"github.com/idemgate/idemgate/worker"
 )
 
 // approvalsConfig is the approvals: section.
@@ -46,6 +49,73 @@ type approvalsConfig struct {
 	// Tokens are the issuers of pre-signed approval tokens and their keys
 	// (approval.TokenConfig); none: a command carrying a token is rejected.
 	Tokens approval.TokenConfig `mapstructure:"tokens"`
+	// Notify announces each approval request as a signed HTTP POST.
+	Notify notifyConfig `mapstructure:"notify"`
+}
+
+// notifyConfig is approvals.notify: where approval requests are POSTed
+// (a chat bridge, a ticketing hook), signed with a shared secret.
+type notifyConfig struct {
+	// URL receives the POSTs; "" announces nothing. https, or http on
+	// loopback.
+	URL string `mapstructure:"url"`
+	// SecretFile or SecretEnv holds the shared secret (32 bytes or more)
+	// that signs each POST (Idemgate-Signature, HMAC-SHA256).
+	SecretFile string `mapstructure:"secret_file"`
+	SecretEnv  string `mapstructure:"secret_env"`
+	// Timeout bounds one POST. Default 10s.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxAttempts bounds the deliveries of one notification (1s, 2s, 4s …
+	// apart, at most 5 minutes). Default 10.
+	MaxAttempts int `mapstructure:"max_attempts"`
+}
+
+// minNotifySecret is the shortest shared secret accepted.
+const minNotifySecret = 32
+
+// notifier returns the notifier's configuration with its secret read, or
+// ok false when nothing is announced.
+func (n notifyConfig) notifier(getenv func(string) string) (cfg worker.NotifierConfig, ok bool, err error) {
+	if n.URL == "" {
+		return cfg, false, nil
+	}
+	u, perr := url.Parse(n.URL)
+	if perr != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
+		return cfg, false, fmt.Errorf("approvals.notify.url: an https URL (http only on loopback)")
+	}
+	var secret string
+	switch {
+	case n.SecretFile != "" && n.SecretEnv != "":
+		return cfg, false, fmt.Errorf("approvals.notify: one of secret_file, secret_env")
+	case n.SecretFile != "":
+		b, rerr := os.ReadFile(n.SecretFile)
+		if rerr != nil {
+			return cfg, false, fmt.Errorf("approvals.notify.secret_file: %w", rerr)
+		}
+		secret = strings.TrimSpace(string(b))
+	case n.SecretEnv != "":
+		secret = getenv(n.SecretEnv)
+		if secret == "" {
+			return cfg, false, fmt.Errorf("approvals.notify.secret_env %s is unset", n.SecretEnv)
+		}
+	default:
+		return cfg, false, fmt.Errorf("approvals.notify: a url needs secret_file or secret_env (the POSTs are signed)")
+	}
+	if len(secret) < minNotifySecret {
+		return cfg, false, fmt.Errorf("approvals.notify: the secret is shorter than %d bytes", minNotifySecret)
+	}
+	if n.Timeout < 0 || n.MaxAttempts < 0 || n.MaxAttempts > 100 {
+		return cfg, false, fmt.Errorf("approvals.notify: timeout 0 (10s) or more, max_attempts 0 (10) to 100")
+	}
+	return worker.NotifierConfig{URL: n.URL, Secret: redact.Secret(secret), Timeout: n.Timeout, MaxAttempts: n.MaxAttempts}.WithDefaults(), true, nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // approvalPage is the console's approval page of a key, under a base URL.
@@ -150,6 +220,11 @@ func (c Config) validateApprovals() []error {
 	if err := approval.ValidateApprovers(c.Approvals.Approvers, policy, reg.Names(),
 		c.HTTPAPI.Token.Reveal(), c.MCP.Listener.Token.Reveal()); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Approvals.Enabled {
+		if _, _, err := c.Approvals.Notify.notifier(os.Getenv); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Approvals.Enabled && c.NATS.CommandsMaxAge > 0 && c.Journal.Retention < policy.MaxTTL() {
 		errs = append(errs, fmt.Errorf("unsafe: journal.retention %v is shorter than the longest approval_ttl %v", c.Journal.Retention, policy.MaxTTL()))

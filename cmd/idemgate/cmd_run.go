@@ -167,6 +167,7 @@ func runDaemon(ctx context.Context, c Config, log *slog.Logger, started func(*da
 		serviceOf(ctx, "reconciler", func() (startstop.Service, error) { return r.d.reconciler, nil }),
 		serviceOf(ctx, "janitor", func() (startstop.Service, error) { return r.d.janitor, nil }),
 		serviceOf(ctx, "approvals", r.buildApprovalSweeper),
+		serviceOf(ctx, "approval notifier", r.buildNotifier),
 		serviceOf(ctx, "coordinator", r.buildCoordinator),
 		// Stopped first at shutdown: senders get 503 and retry elsewhere or later.
 		serviceOf(ctx, "ingest", r.buildIngest),
@@ -210,6 +211,9 @@ type daemonRun struct {
 	js       jetstream.JetStream
 	cons     jetstream.Consumer
 	stopNATS func()
+	// notifyCons is the approval notifier's consumer (nil: approvals.notify
+	// is off).
+	notifyCons jetstream.Consumer
 }
 
 func (r *daemonRun) openJournal() (err error) {
@@ -230,6 +234,14 @@ func (r *daemonRun) ensureStreams() (err error) {
 			return configError(perr)
 		}
 		err = consumer.EnsureParked(r.ctx, r.js, r.c.NATS.Config, parkedMaxAge(policy))
+		if n, on, nerr := r.c.Approvals.Notify.notifier(os.Getenv); err == nil && nerr != nil {
+			return configError(nerr)
+		} else if err == nil && on {
+			// A POST's attempt is bounded by its timeout: the delivery is
+			// redelivered only after the notifier gave up on it.
+			r.notifyCons, err = consumer.EnsureNotify(r.ctx, r.js, r.c.NATS.Config, parkedMaxAge(policy), policy.MaxTTL(),
+				n.Timeout+30*time.Second, n.MaxAttempts)
+		}
 	}
 	if err == nil {
 		registerHealthMetrics(r.d.registry, r.d.store, r.log)
@@ -305,7 +317,7 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 		if err != nil {
 			return nil, configError(err)
 		}
-		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.approvalLinks(), NATS: c.NATS.Config, Tokens: tokens}
+		deps.Approvals = &worker.Approvals{Policy: policy, URL: c.approvalLinks(), NATS: c.NATS.Config, Tokens: tokens, Notify: r.notifyCons != nil}
 	}
 	w, err := worker.New(c.Worker, c.NATS.Config, deps)
 	if err != nil {
@@ -321,6 +333,18 @@ func (r *daemonRun) buildWorker() (startstop.Service, error) {
 	}
 	d.worker, d.reconciler, d.janitor = w, rec, jan
 	return w, nil
+}
+
+// buildNotifier makes the approval notifier when approvals.notify is set.
+func (r *daemonRun) buildNotifier() (startstop.Service, error) {
+	if r.notifyCons == nil {
+		return nil, nil
+	}
+	n, _, err := r.c.Approvals.Notify.notifier(os.Getenv)
+	if err != nil {
+		return nil, configError(err)
+	}
+	return worker.NewNotifier(n, r.notifyCons, r.log, r.metrics), nil
 }
 
 // buildApprovalSweeper makes the approval sweeper when approvals are on.

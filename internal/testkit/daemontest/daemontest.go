@@ -93,6 +93,9 @@ func StartWith(tb testing.TB, engine string, opts Options) *Daemon {
 	}
 	if opts.Approvals {
 		d.gateApprovals(tb, opts.Tokens)
+		if opts.Notify != nil {
+			d.notifyApprovals(tb, *opts.Notify)
+		}
 	}
 	d.Run(tb)
 	if opts.Approvals {

@@ -37,6 +37,9 @@ type Options struct {
 	// Tokens, with Approvals, verifies pre-signed approval tokens: a
 	// command carrying a good one executes at once.
 	Tokens *approval.Verifier
+	// Notify, with Approvals, announces each request as a signed POST
+	// (the notify stream and a Notifier).
+	Notify *worker.NotifierConfig
 }
 
 // gateApprovals readies the built-in approval policy for the worker.
@@ -51,6 +54,22 @@ func (d *Daemon) gateApprovals(tb testing.TB, tokens *approval.Verifier) {
 	}
 	d.approvals = &worker.Approvals{Policy: policy, URL: func(k string) string { return "https://idemgate.example/ui/approvals/" + k }, NATS: d.Consumer, Tokens: tokens}
 	d.Approvals = &approval.Service{Store: d.Journal, Policy: policy}
+}
+
+// notifyApprovals makes the notify stream and runs a notifier with cfg
+// (retries 200 ms apart at most, so that tests see them).
+func (d *Daemon) notifyApprovals(tb testing.TB, cfg worker.NotifierConfig) {
+	tb.Helper()
+	cons, err := consumer.EnsureNotify(context.Background(), d.JS, d.Consumer, 2*time.Hour, time.Hour, 5*time.Second, cfg.WithDefaults().MaxAttempts)
+	if err != nil {
+		tb.Fatalf("notify stream: %v", err)
+	}
+	d.approvals.Notify = true
+	n := worker.NewNotifier(cfg, cons, nil, nil)
+	if err := n.Start(context.Background()); err != nil {
+		tb.Fatalf("approval notifier: %v", err)
+	}
+	tb.Cleanup(n.Stop)
 }
 
 // sweepApprovals runs the sweeper that carries decisions out.
