@@ -54,6 +54,14 @@ type mcpConfig struct {
 	// Tasks extension waits for its outcome before it is answered with a
 	// task (docs/agents.md). Default 2s.
 	TaskWait time.Duration `mapstructure:"task_wait"`
+	// ElicitApprovals asks the user of a client that supports URL-mode
+	// elicitation to open the approval page when a call waits for a
+	// person (docs/approvals.md). Default false: the answer carries the
+	// link either way.
+	ElicitApprovals bool `mapstructure:"elicit_approvals"`
+	// ElicitWait bounds the wait for the decision after the user opened
+	// the page. Default 2m.
+	ElicitWait time.Duration `mapstructure:"elicit_wait"`
 }
 
 // faceDefaults fill the gateway's and the faces' sections of defaults().
@@ -63,7 +71,7 @@ func faceDefaults(c *Config) {
 	// wait stays 0: gatewayConfig derives it from worker.call_timeout.
 	c.Gateway = gateway.Config{MaxWait: g.MaxWait, PollAfter: g.PollAfter, PublishTimeout: g.PublishTimeout, TaskTTL: g.TaskTTL}
 	c.MCP = mcpConfig{Listener: faceConfig{Addr: "127.0.0.1:8090", MaxBody: 1 << 20},
-		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins), TaskWait: gwmcp.DefaultTaskWait}
+		AllowedOrigins: slices.Clone(gwmcp.DefaultAllowedOrigins), TaskWait: gwmcp.DefaultTaskWait, ElicitWait: 2 * time.Minute}
 	c.HTTPAPI = faceConfig{Addr: "127.0.0.1:8091", MaxBody: 64 << 10}
 }
 
@@ -314,7 +322,8 @@ func (f *faces) serve(name string, fc faceConfig, path string, h http.Handler, a
 // listener: it reports the version `idemgate version` prints (packaging's
 // -X main.version wins over the module version).
 func mcpOptions(c Config, log *slog.Logger) gwmcp.Options {
-	return gwmcp.Options{Version: readBuildInfo().Version, Log: log, TaskWait: c.MCP.TaskWait}
+	return gwmcp.Options{Version: readBuildInfo().Version, Log: log, TaskWait: c.MCP.TaskWait,
+		ElicitApprovals: c.MCP.ElicitApprovals && c.Approvals.Enabled, ElicitWait: c.MCP.ElicitWait}
 }
 
 // stop closes the listeners (in-flight calls get a moment to answer) and

@@ -15,7 +15,7 @@ import (
 // the process's input (intent_id bounded by what the steps' keys leave),
 // its answer the process's state — each step's status, key and object in
 // result — read again with get_operation and the process's key.
-func addProcessTools(srv *sdk.Server, g *gateway.Gateway, out *jsonschema.Schema) error {
+func addProcessTools(srv *sdk.Server, g *gateway.Gateway, out *jsonschema.Schema, opts Options) error {
 	for _, def := range g.Processes() {
 		in, err := InputSchema(g.Env(), def.Input)
 		if err != nil {
@@ -30,7 +30,7 @@ func addProcessTools(srv *sdk.Server, g *gateway.Gateway, out *jsonschema.Schema
 				Title: "Process " + def.Name, IdempotentHint: true, DestructiveHint: ptr(moneyMoves), OpenWorldHint: ptr(true),
 			},
 		}
-		srv.AddTool(tool, operationHandler(g, def.Input))
+		srv.AddTool(tool, operationHandler(g, def.Input, opts))
 	}
 	return nil
 }

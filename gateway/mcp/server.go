@@ -26,6 +26,15 @@ type Options struct {
 	// extension waits for the outcome before it is answered with a task.
 	// Default DefaultTaskWait (2s).
 	TaskWait time.Duration
+	// ElicitApprovals: when a call's intent waits for a person's approval
+	// and the client supports URL-mode elicitation, ask the user through
+	// MCP to open the approval page (where an approver decides), for up to
+	// ElicitWait, then answer with the intent's state then. Off by default:
+	// the pending answer carries the link either way.
+	ElicitApprovals bool
+	// ElicitWait bounds the elicitation and the wait for the decision that
+	// follows it. Default 2 minutes.
+	ElicitWait time.Duration
 }
 
 // Path is where the Streamable HTTP endpoint is served.
@@ -49,6 +58,9 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 	}
 	if opts.TaskWait <= 0 {
 		opts.TaskWait = DefaultTaskWait
+	}
+	if opts.ElicitWait <= 0 {
+		opts.ElicitWait = 2 * time.Minute
 	}
 	// Prompts and resources: none, but their list methods answer (empty),
 	// so the capabilities say they are served. Logging stays declared, as
@@ -79,9 +91,9 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 				Title: title(t), IdempotentHint: true, DestructiveHint: ptr(moneyMoves), OpenWorldHint: ptr(true),
 			},
 		}
-		srv.AddTool(tool, operationHandler(g, t))
+		srv.AddTool(tool, operationHandler(g, t, opts))
 	}
-	if err := addProcessTools(srv, g, out); err != nil {
+	if err := addProcessTools(srv, g, out, opts); err != nil {
 		return nil, err
 	}
 	addGetOperation(srv, g, out)
@@ -105,7 +117,7 @@ func title(t operation.Type) string {
 // arguments itself rather than through the SDK's schema validation, so that
 // bad input is answered like every other outcome: status rejected,
 // next_action fix_input, the field named in the daemon's own words.
-func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
+func operationHandler(g *gateway.Gateway, t operation.Type, opts Options) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		r, bad := request(t.Name, req.Params.Arguments)
 		if bad != "" {
@@ -115,7 +127,79 @@ func operationHandler(g *gateway.Gateway, t operation.Type) sdk.ToolHandler {
 			r.Wait = tc.wait
 			tc.req = &r
 		}
-		return toolResult(g.Submit(traced(ctx, req), r))
+		a := g.Submit(traced(ctx, req), r)
+		if asTask(ctx) == nil && opts.ElicitApprovals {
+			if res, asked := askApprover(ctx, g, req, r, a, opts); asked {
+				return res, nil
+			}
+		}
+		return toolResult(a)
+	}
+}
+
+// approvalInput names the approval elicitation among a call's input
+// requests.
+const approvalInput = "approval"
+
+// askApprover, for an answer that waits for a person's approval, asks the
+// user through URL-mode elicitation to open the approval page, where an
+// approver decides (opts.ElicitApprovals, a client that declared
+// elicitation.url, a link to give). It is the multi round-trip request of
+// MCP: the call first answers input_required with the elicitation (the SDK
+// sends it as a server request to clients of the revisions before
+// 2026-07-28); the client calls again with the user's response, and the
+// handler, having submitted the same request again (a copy: nothing more
+// happens), waits for the decision to be carried out, up to
+// opts.ElicitWait, and answers with the intent's state. Declined or
+// cancelled, the answer is the waiting one, link included. The page, not
+// the elicitation, decides: the person must be an approver, and not the
+// one who submitted the call. asked false: the answer goes out as it is.
+func askApprover(ctx context.Context, g *gateway.Gateway, req *sdk.CallToolRequest, r gateway.Request, a gateway.Answer, opts Options) (*sdk.CallToolResult, bool) {
+	if a.NextAction != answer.AwaitApproval || a.Approval == nil || a.Approval.URL == "" {
+		return nil, false
+	}
+	if resp, ok := req.Params.InputResponses[approvalInput]; ok {
+		er, _ := resp.(*sdk.ElicitResult)
+		if er == nil || er.Action != "accept" {
+			return nil, false
+		}
+		res, err := toolResult(awaitDecision(ctx, g, req, r, a, opts.ElicitWait))
+		return res, err == nil
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+		return nil, false
+	}
+	return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{
+		Mode: "url", URL: a.Approval.URL, ElicitationID: a.OperationKey,
+		Message: fmt.Sprintf("%s (%s) waits for a person's approval. Open the page to see exactly what is approved; an approver decides there.",
+			a.Operation, a.OperationKey),
+	}}}, true
+}
+
+// awaitDecision follows an intent that waits for a person until the
+// decision is carried out or wait passes; a, the waiting answer, when it
+// does not come.
+func awaitDecision(ctx context.Context, g *gateway.Gateway, req *sdk.CallToolRequest, r gateway.Request, a gateway.Answer, wait time.Duration) gateway.Answer {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := g.Lookup(wctx, a.OperationKey, false)
+		switch {
+		case now.NextAction == answer.Poll:
+			// Approved and executing: the same request again (one intent,
+			// one effect) waits for its outcome as the call did.
+			return g.Submit(traced(ctx, req), r)
+		case now.NextAction != answer.AwaitApproval && now.Status != answer.StatusUnavailable && now.Status != answer.StatusNotFound:
+			return now
+		}
+		select {
+		case <-wctx.Done():
+			return a
+		case <-tick.C:
+		}
 	}
 }
 
