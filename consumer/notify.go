@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,7 +46,7 @@ func (c Config) NotifyStreamConfig(maxAge, window time.Duration) jetstream.Strea
 // EnsureNotify creates or updates the notify stream and the notifier's
 // durable consumer: ackWait bounds one delivery attempt, maxDeliver the
 // attempts.
-func EnsureNotify(ctx context.Context, js jetstream.JetStream, c Config, maxAge, window, ackWait time.Duration, maxDeliver int) (jetstream.Consumer, error) {
+func EnsureNotify(ctx context.Context, js jetstream.JetStream, c Config, maxAge, window, ackWait time.Duration, maxDeliver int) (*NotifyFeed, error) {
 	want := c.NotifyStreamConfig(maxAge, window)
 	if err := ensureStream(ctx, js, want); err != nil {
 		return nil, fmt.Errorf("notify stream %s: %w", want.Name, err)
@@ -62,8 +63,57 @@ func EnsureNotify(ctx context.Context, js jetstream.JetStream, c Config, maxAge,
 	if err != nil {
 		return nil, fmt.Errorf("notify consumer on %s: %w", want.Name, err)
 	}
-	return cons, nil
+	return &NotifyFeed{cons: cons}, nil
 }
+
+// NotifyFeed is the notify stream as the notifier reads it.
+type NotifyFeed struct{ cons jetstream.Consumer }
+
+// Notice is one notification to deliver.
+type Notice struct{ m jetstream.Msg }
+
+// Next fetches up to max notices, waiting at most wait for the first; none
+// is not an error.
+func (f *NotifyFeed) Next(max int, wait time.Duration) ([]Notice, error) {
+	batch, err := f.cons.Fetch(max, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []Notice
+	for m := range batch.Messages() {
+		out = append(out, Notice{m: m})
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Data is the notification's body.
+func (n Notice) Data() []byte { return n.m.Data() }
+
+// ID is the notification's message id, the same on every delivery of it.
+func (n Notice) ID() string { return n.m.Headers().Get(wire.HeaderMsgID) }
+
+// Attempt is this delivery's number, from 1.
+func (n Notice) Attempt() int {
+	if md, err := n.m.Metadata(); err == nil && md != nil {
+		return int(md.NumDelivered)
+	}
+	return 1
+}
+
+// Done acknowledges a delivered notification.
+func (n Notice) Done() error { return n.m.Ack() }
+
+// Retry has the notification delivered again after delay.
+func (n Notice) Retry(delay time.Duration) error { return n.m.NakWithDelay(delay) }
+
+// GiveUp ends the notification's deliveries.
+func (n Notice) GiveUp() error { return n.m.Term() }
 
 // PublishNotification publishes one approval notification under msgID
 // (dropped as a duplicate within the stream's window).

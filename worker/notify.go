@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/consumer"
@@ -117,7 +116,7 @@ func (c NotifierConfig) WithDefaults() NotifierConfig {
 // Every replica may run one; the durable consumer shares the work.
 type Notifier struct {
 	cfg    NotifierConfig
-	cons   jetstream.Consumer
+	feed   *consumer.NotifyFeed
 	client *http.Client
 	log    *slog.Logger
 	sent   *prometheus.CounterVec
@@ -134,7 +133,7 @@ const (
 
 // NewNotifier builds a notifier on the notify stream's consumer
 // (consumer.EnsureNotify).
-func NewNotifier(cfg NotifierConfig, cons jetstream.Consumer, log *slog.Logger, m *Metrics) *Notifier {
+func NewNotifier(cfg NotifierConfig, feed *consumer.NotifyFeed, log *slog.Logger, m *Metrics) *Notifier {
 	cfg = cfg.WithDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -142,7 +141,7 @@ func NewNotifier(cfg NotifierConfig, cons jetstream.Consumer, log *slog.Logger, 
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Notifier{cfg: cfg, cons: cons, client: &http.Client{Timeout: cfg.Timeout}, log: log, sent: m.notifications, now: time.Now}
+	return &Notifier{cfg: cfg, feed: feed, client: &http.Client{Timeout: cfg.Timeout}, log: log, sent: m.notifications, now: time.Now}
 }
 
 // Start delivers notifications until Stop.
@@ -155,15 +154,15 @@ func (n *Notifier) Start(ctx context.Context) error {
 		started()
 		defer stopped()
 		for ctx.Err() == nil {
-			batch, err := n.cons.Fetch(8, jetstream.FetchMaxWait(time.Second))
+			notices, err := n.feed.Next(8, time.Second)
 			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				if ctx.Err() == nil {
 					n.log.Warn("approval notifications not fetched", "error", err.Error())
 					sleepCtx(ctx, time.Second)
 				}
 				continue
 			}
-			for m := range batch.Messages() {
+			for _, m := range notices {
 				n.deliver(ctx, m)
 			}
 		}
@@ -184,28 +183,23 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // deliver POSTs one notification and settles its message.
-func (n *Notifier) deliver(ctx context.Context, m jetstream.Msg) {
-	meta, _ := m.Metadata()
-	attempt := 1
-	if meta != nil {
-		attempt = int(meta.NumDelivered)
-	}
-	id := m.Headers().Get("Nats-Msg-Id")
+func (n *Notifier) deliver(ctx context.Context, m consumer.Notice) {
+	attempt, id := m.Attempt(), m.ID()
 	err := n.post(ctx, id, m.Data())
 	switch {
 	case err == nil:
 		n.sent.WithLabelValues(notifyDelivered).Inc()
-		_ = m.Ack()
+		_ = m.Done()
 	case attempt >= n.cfg.MaxAttempts:
 		n.sent.WithLabelValues(notifyGivenUp).Inc()
 		n.log.Error("approval notification given up: the request still waits; the console's Approvals page lists it",
 			"delivery", id, "attempts", attempt, "error", err.Error())
-		_ = m.Term()
+		_ = m.GiveUp()
 	default:
 		n.sent.WithLabelValues(notifyRetried).Inc()
 		delay := min(time.Second<<min(attempt-1, 9), 5*time.Minute)
 		n.log.Warn("approval notification not delivered; retried later", "delivery", id, "attempt", attempt, "in", delay.String(), "error", err.Error())
-		_ = m.NakWithDelay(delay)
+		_ = m.Retry(delay)
 	}
 }
 

@@ -213,7 +213,7 @@ type daemonRun struct {
 	stopNATS func()
 	// notifyCons is the approval notifier's consumer (nil: approvals.notify
 	// is off).
-	notifyCons jetstream.Consumer
+	notifyCons *consumer.NotifyFeed
 }
 
 func (r *daemonRun) openJournal() (err error) {
