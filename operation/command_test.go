@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,9 @@ func TestDecodeDesignVector(t *testing.T) {
 	require.Equal(t, vectorFingerprint, op.Fingerprint)
 	require.Equal(t, int64(125000), op.Int("amount_minor"))
 	require.Equal(t, "RUB", op.String("currency"))
+	doc, err := os.ReadFile("../docs/agents.md")
+	require.NoError(t, err)
+	require.Contains(t, string(doc), vectorCommand, "docs/agents.md shows this very envelope")
 }
 
 // TestDecodeFingerprintStability: what must not change the fingerprint

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/consumer"
+	"github.com/idemgate/idemgate/internal/crashpoint"
 	"github.com/idemgate/idemgate/internal/startstop"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -54,8 +55,11 @@ func (w *Worker) gate(j *job) bool {
 		return true
 	}
 	need := ap.Policy.Requires(j.op)
-	if !need.Required {
+	if crashpoint.Broken(crashpoint.SkipApproval) {
 		return true
+	}
+	if !need.Required {
+		return w.ungated(j)
 	}
 	display, err := approval.Display(j.op)
 	if err != nil {
@@ -151,6 +155,44 @@ func (w *Worker) verifyToken(j *job) *approval.TokenApproval {
 		return nil
 	}
 	return &t
+}
+
+// ungated lets a command its type's policy does not gate (an amount at or
+// below the threshold) go on to the claim — unless another request of the
+// same intent, one the policy gated, waits for a person or was approved
+// and not yet carried out: that request owns the key (it came first), and
+// this one is its conflict, answered as the claim answers one. Without
+// this, the waiting intent having no journal row yet, a changed request
+// under a smaller amount would claim the key and execute. Only types whose
+// policy gates by amount are looked up.
+func (w *Worker) ungated(j *job) bool {
+	if w.d.Approvals.Policy.Rule(j.op.Type).Mode != operation.ApprovalAbove {
+		return true
+	}
+	key := j.op.Key.String()
+	a, err := w.d.Store.Approval(w.work, key)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		return true
+	case err != nil:
+		w.log.Error("approval record not read: the command will be redelivered", "operation_key", key, "error", err.Error())
+		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
+		return false
+	case a.RequestHash == j.op.Fingerprint:
+		return true
+	}
+	rec, err := w.d.Store.Get(w.work, key)
+	if err != nil {
+		w.log.Error("journal row not read: the command will be redelivered", "operation_key", key, "error", err.Error())
+		w.nak(j, w.cfg.Retry.NextRetry(int(j.deliveries())))
+		return false
+	}
+	if rec.RequestHash == j.op.Fingerprint {
+		return true // the key's row is this request's: the claim replays it
+	}
+	w.m.decided(journal.Conflict)
+	w.publishAndAck(j, conflictResult(j.op, rec, nil))
+	return false
 }
 
 // tokenRefusal is the safe reason of a journal's refusal of a token.

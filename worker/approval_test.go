@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -240,6 +241,49 @@ func TestApprovalAfterRetrySameIntent(t *testing.T) {
 		require.NoError(t, sw.Sweep(context.Background()))
 		require.Equal(t, operation.ResultSucceeded, b.await(t, key, 1)[0].Status)
 		effects, calls := b.target.count(key)
+		require.Equal(t, 1, effects)
+		require.Equal(t, 1, calls)
+	})
+}
+
+// TestApprovalWaitingIntentOwnsItsKey: under a policy that gates charges
+// above a threshold, a charge above it waits for a person; a changed
+// request of the same intent whose amount is below the threshold (so not
+// gated itself) is that waiting intent's conflict — it never claims the key
+// and executes. Approved, the first request charges once. On both
+// journals. (The soak's approval workload found the changed request
+// executing.)
+func TestApprovalWaitingIntentOwnsItsKey(t *testing.T) {
+	t.Parallel()
+	forEngines(t, func(t *testing.T, engine string) {
+		b, sw, _ := approvalSetup(t, engine)
+		policy, err := operation.CompileApprovalPolicy(map[string]operation.ApprovalRule{
+			operation.TypePaymentCharge: {Mode: operation.ApprovalAbove, Above: map[string]int64{"RUB": 500000}}}, nil)
+		require.NoError(t, err)
+		b.approvals.Policy = policy
+		svc := &approval.Service{Store: b.store, Policy: policy}
+		b.worker(t, "w1", worker.Config{})
+		const key = "test:payment.charge:intent-owns:v1"
+		body := func(event string, amount int) []byte {
+			return []byte(fmt.Sprintf(`{"event_id":%q,"intent_id":"intent-owns","operation":"payment.charge",
+				"payload":{"account_id":"merchant-account-17","order_id":"order-owns","amount_minor":%d,"currency":"rub"}}`, event, amount))
+		}
+		publishAs(t, b, body("evt-owns-1", 900000), "agent:orders-bot")
+		b.awaitPending(t, key, 1)
+		publishAs(t, b, body("evt-owns-2", 1000), "agent:orders-bot")
+		res := b.await(t, key, 1)
+		require.Equal(t, operation.ResultConflict, res[0].Status, "%+v", res[0])
+		effects, calls := b.target.count(key)
+		require.Zero(t, effects+calls, "the changed request never executes")
+
+		_, err = svc.Decide(context.Background(), "alice", key, journal.VoteApprove, "the 9,000.00 charge is right")
+		require.NoError(t, err)
+		require.NoError(t, sw.Sweep(context.Background()))
+		require.Equal(t, operation.ResultSucceeded, b.await(t, key, 1)[0].Status)
+		// The changed request again, after the charge: still its conflict.
+		publishAs(t, b, body("evt-owns-3", 1000), "agent:orders-bot")
+		require.Equal(t, operation.ResultConflict, b.await(t, key, 1)[0].Status)
+		effects, calls = b.target.count(key)
 		require.Equal(t, 1, effects)
 		require.Equal(t, 1, calls)
 	})

@@ -68,6 +68,13 @@ var breakRuns = map[crashpoint.Break]breakRun{
 		faults: []faultSet{{"fault:503_storm", map[string][]map[string]any{
 			"onec": {{"kind": "http_503", "rate": 0.5}}, "yookassa": {{"kind": "http_503", "rate": 0.5}}}}},
 	},
+	crashpoint.SkipApproval: {
+		invariant: InvUnapproved,
+		tune: func(def func(string, func()), c *config) {
+			def("nemesis", func() { c.nemesis = NemKill })
+			def("duration", func() { c.duration = 40 * time.Second })
+		},
+	},
 }
 
 // slowCalls delays most lookups and half the creates.

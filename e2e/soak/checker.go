@@ -24,6 +24,7 @@ const (
 	InvCanary         = "canary_leaks"
 	InvOpenAttempts   = "open_attempts"
 	InvHeld           = "held_too_long"
+	InvUnapproved     = "effects_without_approval"
 )
 
 // invariantDoc names an invariant and says what it checks.
@@ -44,6 +45,7 @@ var invariantOrder = []invariantDoc{
 	{InvFailedFinalObj, "no failed_final for a key whose object exists in the target"},
 	{InvCanary, "no canary secret in daemon logs, the journal (its notes too), results, metrics, the commands stream or the HTTP API's error bodies"},
 	{InvOpenAttempts, "no attempt left open (no outcome) after settling"},
+	{InvUnapproved, "no effect for an intent the approval policy gates without a recorded approval covering its fingerprint; every gated intent decided or expired, none left waiting"},
 	{InvHeld, "no command delivery held in progress longer than a call run, its lookup and a bounded wait for another (retry.in_lease + 3 × call_timeout), plus the nemesis's longest outage"},
 }
 
@@ -107,14 +109,15 @@ func (c *checker) breach(name, key, format string, args ...any) {
 
 // intent is what the checker knows of one operation key.
 type intent struct {
-	key     string
-	op      string
-	msgs    []Sent
-	poison  bool
-	effects []Effect
-	results []ResultMsg
-	row     *Row
-	trail   []Attempt
+	key      string
+	op       string
+	msgs     []Sent
+	poison   bool
+	effects  []Effect
+	results  []ResultMsg
+	row      *Row
+	trail    []Attempt
+	approval *ApprovalRec
 }
 
 func (in *intent) finalResults() []ResultMsg {
@@ -189,6 +192,11 @@ func Check(h History, known map[string]bool) Report {
 			c.breach(InvPhantom, r.Key, "journal row (%s) without a command", r.Status)
 		}
 	}
+	for i := range h.Approvals {
+		if in := byKey[h.Approvals[i].Key]; in != nil {
+			in.approval = &h.Approvals[i]
+		}
+	}
 	for _, a := range h.Attempts {
 		if in := byKey[a.Key]; in != nil {
 			in.trail = append(in.trail, a)
@@ -216,6 +224,7 @@ func Check(h History, known map[string]bool) Report {
 		c.checkTrail(in)
 		c.checkNotExecuted(in)
 		c.checkFailedFinal(in)
+		c.checkApproval(in)
 	}
 	for _, s := range keyless {
 		if s.Reply == nil || s.Reply.Status != "rejected" {

@@ -143,6 +143,21 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 			h.Results = append(h.Results[:2], h.Results[3:]...)
 			h.Sent[2].Reply = nil
 		}, true},
+		{"gated charge executed with no approval recorded", InvUnapproved, k2, func(h *History) {
+			gatedCharge(h)
+		}, true},
+		{"gated charge executed after a denial", InvUnapproved, k2, func(h *History) {
+			gatedCharge(h)
+			h.Approvals = []ApprovalRec{{Key: k2, State: "denied", RequestHash: "fc"}}
+		}, true},
+		{"gated charge executed under another fingerprint than approved", InvUnapproved, k2, func(h *History) {
+			gatedCharge(h)
+			h.Approvals = []ApprovalRec{{Key: k2, State: "approved", RequestHash: "fd", Approved: []string{"fd"}}}
+		}, true},
+		{"gated charge left waiting after settling", InvUnapproved, k2, func(h *History) {
+			h.Sent[3].NeedsApproval = true
+			h.Approvals = []ApprovalRec{{Key: k2, State: "pending", RequestHash: "fc"}}
+		}, true},
 		{"effect nobody asked for", InvPhantom, "soak:invoice.create:ghost:v1", func(h *History) {
 			h.Effects = append(h.Effects, Effect{Target: "onec", Key: "soak:invoice.create:ghost:v1", ObjectID: "inv-9", At: at(1)})
 		}, true},
@@ -272,6 +287,29 @@ func TestCheckEachInvariantCanFail(t *testing.T) {
 				t.Errorf("breached %v, want only %s", rep.Breached, tc.inv)
 			}
 		})
+	}
+}
+
+// gatedCharge turns the healthy history's failed charge into one the
+// approval policy gates, which then succeeded with one payment.
+func gatedCharge(h *History) {
+	const k2 = "soak:payment.charge:i2:v1"
+	h.Sent[3].NeedsApproval = true
+	h.Sent[3].Reply = &Reply{Status: "succeeded", ObjectID: "pay-1", At: at(5.5)}
+	h.Effects = append(h.Effects, Effect{Target: "yookassa", Key: k2, ObjectID: "pay-1", At: at(5.2)})
+	h.Results[3] = ResultMsg{Key: k2, EventID: "m4", Status: "succeeded", ObjectID: "pay-1", At: at(5.5)}
+	h.Rows[1] = Row{Key: k2, Status: "succeeded", ObjectID: "pay-1", RequestHash: "fc", Token: 1}
+	h.Attempts[2].Outcome = "succeeded"
+}
+
+// TestCheckApprovedGatedChargePasses: a gated charge executed once after an
+// approval covering its fingerprint breaches nothing.
+func TestCheckApprovedGatedChargePasses(t *testing.T) {
+	h := healthy()
+	gatedCharge(&h)
+	h.Approvals = []ApprovalRec{{Key: "soak:payment.charge:i2:v1", State: "approved", RequestHash: "fc", Approved: []string{"fc"}}}
+	if rep := Check(h, nil); !rep.Pass {
+		t.Fatalf("an approved gated charge failed the check: %v\n%s", rep.Breached, summary(rep))
 	}
 }
 

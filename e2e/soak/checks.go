@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -266,4 +267,39 @@ func (c *checker) checkCanaries() {
 			}
 		}
 	}
+}
+
+// checkApproval: an intent the policy gates has effects only with a
+// recorded approval whose approve votes cover the fingerprint that
+// executed (the journal row's request hash), and ends decided or expired.
+func (c *checker) checkApproval(in *intent) {
+	if !in.gated() || in.poison {
+		return
+	}
+	a := in.approval
+	if len(in.effects) > 0 || (in.row != nil && in.row.Status == "succeeded") {
+		switch {
+		case a == nil:
+			c.breach(InvUnapproved, in.key, "%d effect(s) and no approval request was ever recorded", len(in.effects))
+		case a.State != "approved":
+			c.breach(InvUnapproved, in.key, "%d effect(s) while the approval is %s", len(in.effects), a.State)
+		case in.row != nil && !slices.Contains(a.Approved, in.row.RequestHash):
+			c.breach(InvUnapproved, in.key, "executed fingerprint %s, approved %v", in.row.RequestHash, a.Approved)
+		}
+	}
+	if a != nil && a.State == "pending" {
+		c.breach(InvUnapproved, in.key, "still waiting for a person after settling (past its approval_ttl)")
+	}
+}
+
+// gated reports whether the approval policy gates the request that owns
+// in's key: the journal row's fingerprint, else (no row) the first
+// request's. A conflicting request's amount does not gate the intent.
+func (in *intent) gated() bool {
+	for _, m := range in.msgs {
+		if w := in.winner(); (w != "" && m.Fingerprint == w) || (w == "" && m.Kind == KindFresh) {
+			return m.NeedsApproval
+		}
+	}
+	return false
 }

@@ -69,7 +69,14 @@ func (s *soak) unsettledRows(ctx context.Context) (int, error) {
 	defer conn.Close(context.Background())
 	var n int
 	err = conn.QueryRow(cctx, `SELECT count(*) FROM agent_operation_log WHERE status IN ('started','unknown','failed_retryable')`).Scan(&n)
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	// An intent waiting for a person, or decided and not yet carried out,
+	// has not settled either.
+	var waiting int
+	err = conn.QueryRow(cctx, `SELECT count(*) FROM agent_operation_approvals WHERE released_at IS NULL`).Scan(&waiting)
+	return n + waiting, err
 }
 
 func (s *soak) scrapeMetrics() {
@@ -280,6 +287,9 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if h.Approvals, err = approvals(cctx, tx); err != nil {
+		return fmt.Errorf("approvals: %w", err)
 	}
 	var dump bytes.Buffer
 	for _, q := range []string{`SELECT row_to_json(l)::text FROM agent_operation_log l`, `SELECT row_to_json(a)::text FROM agent_operation_attempts a`} {

@@ -26,6 +26,8 @@ type History struct {
 	Rows []Row `json:"-"`
 	// Attempts is the attempts trail (agent_operation_attempts) after settling.
 	Attempts []Attempt `json:"-"`
+	// Approvals are the journal's approval records after settling.
+	Approvals []ApprovalRec `json:"-"`
 	// Unacked is how many commands the durable consumer still had pending or
 	// unacknowledged after settling.
 	Unacked int `json:"unacked"`
@@ -81,6 +83,10 @@ type Sent struct {
 	At          time.Time `json:"at"`    // first publish attempt
 	Acked       time.Time `json:"acked"` // PubAck
 	Reply       *Reply    `json:"reply,omitempty"`
+	// NeedsApproval: the daemons' policy gates this intent (a charge above
+	// approvalAbove): no effect without a person's approval of its
+	// fingerprint.
+	NeedsApproval bool `json:"needs_approval,omitempty"`
 }
 
 // Reply is the first final (non-pending) result received on the command's
@@ -116,6 +122,15 @@ type Row struct {
 	ObjectID    string
 	RequestHash string
 	Token       int64
+}
+
+// ApprovalRec is an approval record: its state, the fingerprint it was
+// requested for, and the fingerprints its approve votes cover.
+type ApprovalRec struct {
+	Key         string
+	State       string
+	RequestHash string
+	Approved    []string
 }
 
 // Attempt is one entry of the attempts trail.

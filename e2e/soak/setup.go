@@ -99,6 +99,7 @@ func (s *soak) setup(ctx context.Context) error {
 		return err
 	}
 	s.httpAPI, s.httpToken = fmt.Sprintf("127.0.0.1:%d", port), "soak-http-"+randHex(16)
+	s.approverToken = "soak-approver-" + randHex(16)
 	for i := range s.cfg.replicas {
 		port, err := childproc.FreePort()
 		if err != nil {
@@ -198,7 +199,12 @@ worker:
 reconciler:
   interval: 1s
 approvals:
-  enabled: false
+  sweep_interval: 500ms
+  types:
+    payment.charge: {approval: above, above: {RUB: %d}, approval_ttl: %s}
+    payment.refund: {approval: none}
+  approvers:
+    - {name: soak-approver, token: %s}
 %s
 routes:
   invoice.create: onec
@@ -207,7 +213,8 @@ routes:
   crm.task.create: bitrix24
   crm.deal.create: bitrix24
 adapters:
-%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease, s.httpAPIYAML(i), adapters)
+%s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease,
+		approvalAbove, approvalTTL, s.approverToken, s.httpAPIYAML(i), adapters)
 	p := filepath.Join(s.cfg.out, name+".yaml")
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
 }

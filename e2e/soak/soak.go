@@ -44,9 +44,13 @@ type soak struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	wl        *workload
-	nem       *nemesis
-	logMu     sync.Mutex
-	runLog    *os.File
+	// dec decides the approval-gated charges (approvals.go); approverToken
+	// is its token for the HTTP API.
+	dec           *decider
+	approverToken string
+	nem           *nemesis
+	logMu         sync.Mutex
+	runLog        *os.File
 }
 
 // RunInfo describes the run in the report.
@@ -141,6 +145,11 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 	heldCtx, heldStop := context.WithCancel(ctx)
 	heldDone := make(chan struct{})
 	go func() { defer close(heldDone); s.watchHeld(heldCtx, hw) }()
+	s.dec = newDecider(s)
+	decCtx, decStop := context.WithCancel(ctx)
+	decDone := make(chan struct{})
+	go func() { defer close(decDone); s.dec.run(decCtx) }()
+	stopDecider := func() { decStop(); <-decDone }
 	start := time.Now()
 	progressDone := make(chan struct{})
 	go s.progress(wctx, progressDone)
@@ -152,6 +161,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		tracks.Wait()
 		heldStop()
 		<-heldDone
+		stopDecider()
 		return Report{}, werr
 	}
 	s.logf("workload done: %d messages in %v; waiting for the nemesis to recover", len(s.wl.sent), end.Sub(start).Round(time.Second))
@@ -183,6 +193,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		sens.notes = append(sens.notes, "the sensitive phase did not run: the run had not settled")
 	}
 	close(s.wl.giveUp)
+	stopDecider()
 
 	h, err := s.collect(ctx)
 	heldStop()
@@ -209,6 +220,9 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 		info.Unexpected += unexpected
 	}
 	rep.Run = info
+	c := s.dec.counts()
+	rep.Notes = append(rep.Notes, fmt.Sprintf("approvals: %d charges waited for a person; the decider approved %d, denied %d, left %d to expire (%d rounds failed, the first replica down)",
+		c["approve"]+c["deny"]+c["leave"], c["approve"], c["deny"], c["leave"], s.dec.failures))
 	rep.Notes = append(rep.Notes, sens.notes...)
 	if !settled {
 		rep.Notes = append(rep.Notes, "the system did not settle within --settle: unsettled rows and lost results below may only be late")

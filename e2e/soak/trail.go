@@ -137,7 +137,7 @@ func (c *checker) checkTrail(in *intent) {
 				in.row.Status, in.row.Token, cur.Kind, cur.Worker, cur.Outcome)
 		}
 	}
-	if in.row != nil && len(t) == 0 {
+	if in.row != nil && len(t) == 0 && !endedByPerson(in) {
 		c.breach(InvIllegal, in.key, "row %s without any attempt", in.row.Status)
 	}
 	for _, a := range t {
@@ -151,4 +151,11 @@ func (c *checker) checkTrail(in *intent) {
 			c.breach(InvOpenAttempts, in.key, "%s attempt %d (token %d, %s) never closed", a.Kind, a.Attempt, a.Token, a.Worker)
 		}
 	}
+}
+
+// endedByPerson reports whether in's row is the failed_final a denial or an
+// expired wait writes: no attempt was ever made, which is the point.
+func endedByPerson(in *intent) bool {
+	return in.row.Status == outFailedFin && in.approval != nil &&
+		(in.approval.State == "denied" || in.approval.State == "expired") && in.approval.RequestHash == in.row.RequestHash
 }

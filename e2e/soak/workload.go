@@ -216,6 +216,7 @@ func (w *workload) next() (outgoing, error) {
 			return outgoing{}, fmt.Errorf("workload built an invalid %s command: %w", kind, err)
 		}
 		s.Op, s.Key, s.Fingerprint = op.Type, op.Key.String(), op.Fingerprint
+		s.NeedsApproval = gated(op)
 		if kind == KindFresh {
 			w.mu.Lock()
 			w.intents = append(w.intents, &intentSpec{cmd: cmd, key: s.Key, fp: s.Fingerprint})
@@ -314,7 +315,7 @@ func (w *workload) one(op string) (Sent, error) {
 	if err != nil {
 		return Sent{}, fmt.Errorf("the soak built an invalid command: %w", err)
 	}
-	s := &Sent{MsgID: msgID, Key: dec.Key.String(), Op: op, Kind: KindFresh, Fingerprint: dec.Fingerprint, At: time.Now()}
+	s := &Sent{MsgID: msgID, Key: dec.Key.String(), Op: op, Kind: KindFresh, Fingerprint: dec.Fingerprint, At: time.Now(), NeedsApproval: gated(dec)}
 	w.mu.Lock()
 	w.sent = append(w.sent, s)
 	w.byMsg[msgID] = s
@@ -324,6 +325,13 @@ func (w *workload) one(op string) (Sent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return *s, nil
+}
+
+// gated reports whether the daemons' approval policy makes op wait for a
+// person (setup.go: charges above approvalAbove).
+func gated(op operation.Operation) bool {
+	amount, _ := op.Fields["amount_minor"].(int64)
+	return op.Type == operation.TypePaymentCharge && amount > approvalAbove
 }
 
 // onReply records a result received on the reply subject.

@@ -79,10 +79,13 @@ const (
 	// key. The delivery is then held for ever by its heartbeats, never
 	// answered (invariant held_too_long).
 	UnboundedWait Break = "unbounded_wait"
+	// SkipApproval executes an intent the approval policy gates without
+	// waiting for a person's approval (invariant effects_without_approval).
+	SkipApproval Break = "skip_approval"
 )
 
 // Breaks lists every break.
-var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait}
+var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait, SkipApproval}
 
 // Hit passes point p: in a soak build told to crash there, the process kills
 // itself with SIGKILL (no deferred code, no flush) at the chosen pass.
