@@ -196,8 +196,10 @@ func TestDocsMintExample(t *testing.T) {
 	}
 	doc, err := os.ReadFile("../docs/approvals.md")
 	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(doc), "<!-- mint-token -->\n```python\n")
+	_, rest, ok := strings.Cut(string(doc), "<!-- mint-token -->\n")
 	require.True(t, ok, "docs/approvals.md holds the mint-token snippet")
+	_, rest, ok = strings.Cut(rest, "```python\n")
+	require.True(t, ok, "the mint-token snippet is Python")
 	snippet, _, ok := strings.Cut(rest, "```")
 	require.True(t, ok)
 	cmd := exec.Command(py, "-c", snippet)

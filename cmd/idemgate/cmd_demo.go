@@ -24,6 +24,7 @@ import (
 	"github.com/idemgate/idemgate/cmd/idemgate/internal/demo"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -269,7 +270,9 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) Config {
 		operation.TypeInvoiceCreate: onec.DefaultName,
 		operation.TypeTaskCreate:    bitrix24.DefaultName,
 		operation.TypeDealCreate:    bitrix24.DefaultName,
+		operation.TypeInvoiceCancel: onec.DefaultName,
 	}
+	c.Processes = map[string]process.Decl{demo.CheckoutProcess: demoCheckout()}
 	// Money above 50,000.00 RUB waits for a person (the scenario "a
 	// charge waits for a person"); the other scenarios' amounts are below.
 	above := map[string]int64{"RUB": demoApprovalAbove}
@@ -278,6 +281,39 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) Config {
 		operation.TypePaymentRefund: {Mode: operation.ApprovalAbove, Above: above},
 	}
 	return c
+}
+
+// demoCheckout is the demo's business process: an invoice in 1C, a charge
+// in YooKassa and a shipping task in Bitrix24; a refused step compensates
+// the ones before it (the invoice cancelled, the charge refunded), newest
+// first.
+func demoCheckout() process.Decl {
+	in := func(f string) string { return "${input." + f + "}" }
+	return process.Decl{
+		Input: process.InputDecl{Fields: []operation.FieldDecl{
+			{Name: "order_id", Kind: "string", Required: true},
+			{Name: "customer_id", Kind: "string", Required: true},
+			{Name: "account_id", Kind: "string", Required: true},
+			{Name: "amount_minor", Kind: "money", Required: true},
+			{Name: "currency", Kind: "currency", Required: true},
+			{Name: "responsible_id", Kind: "string", Required: true},
+		}},
+		Steps: []process.StepDecl{
+			{Name: "invoice", ActionDecl: process.ActionDecl{Operation: operation.TypeInvoiceCreate, Payload: map[string]any{
+				"order_id": in("order_id"), "customer_id": in("customer_id"), "amount_minor": in("amount_minor"), "currency": in("currency"),
+			}}, Compensate: &process.ActionDecl{Operation: operation.TypeInvoiceCancel, Payload: map[string]any{
+				"invoice_id": "${steps.invoice.target_object_id}", "order_id": in("order_id"), "reason": "checkout compensated",
+			}}},
+			{Name: "charge", ActionDecl: process.ActionDecl{Operation: operation.TypePaymentCharge, Payload: map[string]any{
+				"account_id": in("account_id"), "order_id": in("order_id"), "amount_minor": in("amount_minor"), "currency": in("currency"),
+			}}, Compensate: &process.ActionDecl{Operation: operation.TypePaymentRefund, Payload: map[string]any{
+				"payment_id": "${steps.charge.target_object_id}", "order_id": in("order_id"), "amount_minor": in("amount_minor"), "currency": in("currency"),
+			}}},
+			{Name: "shipping", ActionDecl: process.ActionDecl{Operation: operation.TypeTaskCreate, Payload: map[string]any{
+				"title": "Ship order ${input.order_id}", "responsible_id": in("responsible_id"), "customer_id": in("customer_id"),
+			}}},
+		},
+	}
 }
 
 // demoApprovalAbove is the demo's approval threshold in kopecks.

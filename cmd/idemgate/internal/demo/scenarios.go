@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	{id: "crm-task", name: "CRM task (Bitrix24): duplicates, rate limit", target: "bitrix24", op: opTask, run: crmTaskScenario},
 	{id: "replicas", name: "two replicas racing", target: "yookassa", op: opCharge, needsReplica: true, run: replicasRacing},
 	{id: "mcp-agent", name: "an agent through MCP", target: "yookassa", op: opCharge, run: mcpAgent},
+	{id: "checkout", name: "checkout: a declined charge cancels the invoice", target: "onec+yookassa+bitrix24", op: opInvoice, run: checkoutScenario},
 	{id: "approval", name: "a charge waits for a person", target: "yookassa", op: opCharge, needsApproval: true, run: chargeWaitsForAPerson},
 }
 
