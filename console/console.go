@@ -98,6 +98,11 @@ type Deps struct {
 	// Counters are this replica's counts since it started of replays and
 	// conflicts, which the journal does not keep; nil shows none.
 	Counters func() ReplicaCounters
+	// Process reads a process for its page (the daemon builds it as
+	// `idemgate trace` does: the record, each step and compensation, the
+	// timeline); journal.ErrNotFound for an unknown key. Nil: no process
+	// page.
+	Process func(ctx context.Context, key string) (ProcessPage, error)
 	// Looker asks the targets what they hold for an operation's key (the
 	// resolve form's "look up now", and the check of a decision before it
 	// is confirmed); nil: nothing is looked up, and the pages say so.
@@ -211,6 +216,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/{$}", c.authed(RoleViewer, c.overview))
 	m.HandleFunc("GET /ui/operations", c.authed(RoleViewer, c.operations))
 	m.HandleFunc("GET /ui/operation", c.authed(RoleViewer, c.operation))
+	m.HandleFunc("GET /ui/process", c.authed(RoleViewer, c.process))
 	m.HandleFunc("GET /ui/unresolved", c.authed(RoleViewer, c.unresolved))
 	m.HandleFunc("GET /ui/idle", c.authed(RoleViewer, c.idle))
 	m.HandleFunc("GET /ui/conflicts", c.authed(RoleViewer, c.conflicts))

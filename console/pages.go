@@ -323,6 +323,10 @@ type operationData struct {
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request, _ session) {
 	key := r.URL.Query().Get("key")
+	if isProcessKey(key) && c.d.Process != nil {
+		http.Redirect(w, r, "/ui/process?key="+url.QueryEscape(key), http.StatusSeeOther)
+		return
+	}
 	rec, err := c.d.Store.Get(r.Context(), key)
 	if errors.Is(err, journal.ErrNotFound) || key == "" {
 		c.fail(w, r, http.StatusNotFound, "no operation "+strconv.Quote(key)+" in the journal")

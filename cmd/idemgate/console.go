@@ -13,10 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgate/idemgate/adapters"
+	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/approval"
 	"github.com/idemgate/idemgate/console"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/worker"
 )
 
@@ -48,6 +50,13 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore
 	return console.New(c.Console, console.Deps{
 		Approvals: approvals,
 		Store:     store, ObjectURL: objectLinks(routes), Env: c.Env, Types: types.Names(), Answers: c.Reconciler.Thresholds(), Log: log,
+		Process: func(ctx context.Context, key string) (console.ProcessPage, error) {
+			tr, err := traceProcess(ctx, store, types, key)
+			if err != nil {
+				return console.ProcessPage{}, err
+			}
+			return processPage(tr, c.Reconciler.Thresholds()), nil
+		},
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics, Answers: c.Reconciler.Thresholds()}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
@@ -177,4 +186,30 @@ func scanConflicts(ctx context.Context, js jetstream.JetStream, stream string, n
 	}
 	slices.Reverse(scan.Conflicts)
 	return scan, nil
+}
+
+// processPage is the console's page of a process, from its trace.
+func processPage(tr processTrace, th answer.Thresholds) console.ProcessPage {
+	rec, v := tr.rec, tr.view
+	a := process.Answer(th, v, rec.Name)
+	p := console.ProcessPage{Key: rec.Key, Name: rec.Name, Status: string(rec.Status), CurrentStep: v.Step, FailedStep: rec.FailedStep,
+		ErrorCode: rec.ErrorCode, Digest: rec.Digest, CreatedAt: rec.CreatedAt, CompletedAt: rec.CompletedAt,
+		Next: string(a.NextAction), Reason: a.Reason}
+	step := func(s process.StepView, name string) console.ProcessStep {
+		return console.ProcessStep{Name: name, Operation: s.Operation, Key: s.OperationKey, Status: s.Status,
+			ObjectID: s.TargetObjectID, ErrorCode: s.ErrorCode, Attempts: s.Attempts}
+	}
+	for _, s := range v.Steps {
+		ps := step(s, s.Name)
+		if s.Compensation != nil {
+			cs := step(*s.Compensation, s.Name+"/compensate")
+			ps.Compensation = &cs
+		}
+		p.Steps = append(p.Steps, ps)
+	}
+	for _, e := range tr.timeline {
+		p.Timeline = append(p.Timeline, console.ProcessEvent{At: e.At, Step: e.Step, Kind: e.Kind, Worker: e.Worker,
+			Outcome: e.Outcome, Error: e.Error, Note: e.Note, Token: e.Token})
+	}
+	return p
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,8 @@ func TestProcessPublishTraceAndReview(t *testing.T) {
 	c.Processes = loaded.Processes
 	sb.configure(&c)
 	c.Coordinator.StepWait = 5 * time.Second
+	c.Console.Enabled = true
+	c.Console.Users = consoleUsers()
 	d := startDaemon(t, c, &lockedWriter{w: &bytes.Buffer{}})
 	require.NotNil(t, d.coordinator)
 	tool := func(args ...string) (int, string, string) {
@@ -161,6 +165,24 @@ func TestProcessPublishTraceAndReview(t *testing.T) {
 	require.Regexp(t, `(?m)^shipping\s+crm\.task\.create\s+not_started\s`, out)
 	// One timeline: the process's start, each attempt, its end, in order.
 	require.Regexp(t, `(?s)\sprocess\s+started\s.*\sinvoice\s+execute\s.*\scharge\s+execute\s.*\sinvoice/compensate\s+execute\s.*\sprocess\s+compensated\s`, out)
+
+	// The console shows the same process: its steps beside their
+	// operations, and one timeline; an operation page asked for a process
+	// key leads there.
+	viewer := loginConsole(t, "http://"+d.adminAddr, consoleToken)
+	pkey := "test:process.order.checkout:o-declined:v1"
+	status, page := viewer.do("GET", "/ui/process?key="+url.QueryEscape(pkey), nil)
+	require.Equal(t, http.StatusOK, status, page)
+	require.Contains(t, page, `id="proc-status">compensated<`)
+	require.Contains(t, page, `id="proc-failed">charge<`)
+	require.Contains(t, page, `id="proc-next">human_review<`)
+	require.Regexp(t, `<td>invoice/compensate</td><td>invoice\.cancel</td><td><span class="status succeeded">succeeded</span>`, page)
+	require.Regexp(t, `<td>shipping</td><td>crm\.task\.create</td><td><span class="status not_started">not_started</span>`, page)
+	require.Regexp(t, `(?s)<td>process</td><td>started</td>.*<td>invoice</td><td>execute</td>.*<td>charge</td><td>execute</td>.*<td>invoice/compensate</td><td>execute</td>.*<td>process</td><td>compensated</td>`, page)
+	status, _ = viewer.do("GET", "/ui/operation?key="+url.QueryEscape(pkey), nil)
+	require.Equal(t, http.StatusSeeOther, status)
+	status, _ = viewer.do("GET", "/ui/process?key="+url.QueryEscape("test:process.order.checkout:o-none:v1"), nil)
+	require.Equal(t, http.StatusNotFound, status)
 
 	code, out, errOut = tool("trace", "test:process.order.checkout:o-declined:v1", "--json")
 	require.Equal(t, exitOK, code, errOut)
