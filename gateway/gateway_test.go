@@ -70,7 +70,7 @@ func TestSubmit(t *testing.T) {
 				require.Equal(t, gateway.NewIntentRequired, c.NextAction)
 				require.Equal(t, gateway.CodeKeyPayloadMismatch, c.ErrorCode)
 				require.True(t, c.IsError())
-				require.Contains(t, c.Reason, "a separate, additional payment, which a person must approve (a new approval_id)")
+				require.Contains(t, c.Reason, "a separate, additional payment, sent as a new intent (a new intent_id) and, where the policy says so, approved by a person on its own")
 				require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.TargetObjectID}, c.Existing,
 					"call %d: the first request's outcome", i)
 				require.Contains(t, c.Reason, "The first request succeeded: the payment provider holds object "+first.TargetObjectID+", and that money has moved.")

@@ -60,7 +60,7 @@ func ConflictReason(targetSystem string, fields []string, ex *Existing) string {
 	}
 	if money {
 		b.WriteString(" This request cannot change or replace the first one: a payment with the changed fields would be a separate, additional payment, " +
-			"which a person must approve (a new approval_id) and which is sent as a new intent (a new intent_id).")
+			"sent as a new intent (a new intent_id) and, where the policy says so, approved by a person on its own.")
 		return b.String()
 	}
 	b.WriteString(" A changed request is a new intent: send it with a new intent_id.")

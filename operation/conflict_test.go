@@ -20,7 +20,7 @@ func TestConflictReasonSaysWhatTheFirstRequestDid(t *testing.T) {
 	require.Contains(t, paid, "amount_minor differs from the first request for this intent, so nothing was executed for this one.")
 	require.Contains(t, paid, "The first request succeeded: the payment provider holds object pay-17, and that money has moved.")
 	require.Contains(t, paid, "cannot change or replace the first one")
-	require.Contains(t, paid, "a separate, additional payment, which a person must approve (a new approval_id)")
+	require.Contains(t, paid, "a separate, additional payment, sent as a new intent (a new intent_id) and, where the policy says so, approved by a person on its own")
 	require.Contains(t, paid, "a new intent (a new intent_id)")
 
 	task := operation.ConflictReason("crm", []string{"title", "deadline", "customer_id"},

@@ -39,7 +39,7 @@ func TestConflictCarriesTheFirstOutcome(t *testing.T) {
 	require.Empty(t, r.TargetObjectID, "the conflicting command made nothing")
 	require.Contains(t, r.Reason, "amount_minor differs from the first request for this intent, so nothing was executed for this one.")
 	require.Contains(t, r.Reason, "The first request succeeded: the payment provider holds object "+first.TargetObjectID+", and that money has moved.")
-	require.Contains(t, r.Reason, "a separate, additional payment, which a person must approve")
+	require.Contains(t, r.Reason, "a separate, additional payment, sent as a new intent")
 	require.Equal(t, 1, sb.TotalEffects())
 }
 

@@ -23,6 +23,6 @@ func TestHTTPConflictCarriesTheFirstOutcome(t *testing.T) {
 	require.Equal(t, http.StatusConflict, changed.code, "%+v", changed)
 	require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.answer.TargetObjectID}, changed.answer.Existing)
 	require.Contains(t, changed.problem["detail"], "The first request succeeded: the payment provider holds object "+first.answer.TargetObjectID)
-	require.Contains(t, changed.problem["detail"], "which a person must approve")
+	require.Contains(t, changed.problem["detail"], "approved by a person on its own")
 	require.Equal(t, 1, b.d.YooKassa.TotalEffects())
 }

@@ -246,7 +246,7 @@ func TestPaymentChargeThroughMCP(t *testing.T) {
 			changed := call(t, b.cs, "payment_charge", chargeArgs("mcp-1", "order-1", 500000))
 			require.Equal(t, gateway.StatusConflict, changed.Status, "%+v", changed)
 			require.Equal(t, gateway.NewIntentRequired, changed.NextAction)
-			require.Contains(t, changed.Reason, "a separate, additional payment, which a person must approve (a new approval_id)")
+			require.Contains(t, changed.Reason, "a separate, additional payment, sent as a new intent (a new intent_id) and, where the policy says so, approved by a person on its own")
 			require.Contains(t, changed.Reason, "and that money has moved")
 			require.Equal(t, &operation.Existing{Status: operation.ResultSucceeded, TargetObjectID: first.TargetObjectID}, changed.Existing)
 			require.Equal(t, []string{"amount_minor"}, changed.ConflictFields)
