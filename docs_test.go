@@ -251,3 +251,38 @@ func testFuncs(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+var (
+	figure  = regexp.MustCompile(`\b\d[\d,]*(\.\d+)? ?(ms|µs|commands/s|cmd/s|/s|MiB|KiB|ops/s|allocs/op|B/op|ns/op)\b`)
+	command = regexp.MustCompile("`(go test|go run|scripts/|idemgate |hyperfine|wrk |pgbench|promtool|node |python3 )[^`]*`")
+	// measureWords mark a figure as measured rather than configured (a
+	// default, a limit): a line with one, or a table in a section with one.
+	measureWords = regexp.MustCompile(`(?i)\b(measured|p50|p90|p99|median|throughput|benchmark)`)
+)
+
+// TestEveryFigureNamesItsCommand: a section of the docs that states a
+// measured figure (a time, a rate, a size per operation, on a line that
+// says it was measured or in a table of a section that does) names, in the
+// same section, the command that produced it. Settings and limits are not
+// measurements.
+func TestEveryFigureNamesItsCommand(t *testing.T) {
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := fence.ReplaceAllString(string(b), "")
+		sections := regexp.MustCompile(`(?m)^#{2,3} `).Split(text, -1)
+		for _, s := range sections {
+			measuredSection := measureWords.MatchString(s)
+			for _, l := range strings.Split(s, "\n") {
+				isFigure := figure.MatchString(l) && (measureWords.MatchString(l) || measuredSection && strings.HasPrefix(l, "|"))
+				if isFigure && !command.MatchString(s) {
+					title, _, _ := strings.Cut(s, "\n")
+					t.Errorf("%s: section %q states a measured figure (%s) without the command that produced it", f, title, figure.FindString(l))
+					break
+				}
+			}
+		}
+	}
+}
