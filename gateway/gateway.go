@@ -54,6 +54,10 @@ type Config struct {
 	// the tasks bucket; the journal row answers for it after that, until the
 	// janitor's retention. Default 24h.
 	TaskTTL time.Duration `mapstructure:"task_ttl"`
+	// TaskReplicas is the tasks bucket's replicas: the daemon's
+	// nats.replicas, so that a task outlives a NATS node as its command
+	// does. Default 1.
+	TaskReplicas int `mapstructure:"-"`
 }
 
 // lookupSlack is what a lost answer's lookup needs beyond its own call:

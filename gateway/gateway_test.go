@@ -285,3 +285,20 @@ func TestSubmitAnswersAtOnceWhileAwaitingApproval(t *testing.T) {
 	}
 	require.Zero(t, d.YooKassa.TotalEffects())
 }
+
+// TestTasksBucketTakesTheStreamsReplicas: the tasks bucket is made with the
+// gateway's TaskReplicas (the daemon's nats.replicas), so that a task
+// outlives a NATS node as its command does. On a single node, 3 replicas
+// are refused by the server, which shows the setting reaches it; 1 works.
+func TestTasksBucketTakesTheStreamsReplicas(t *testing.T) {
+	d := daemontest.Start(t, daemontest.SQLite)
+	ctx := context.Background()
+	req := gateway.Request{Operation: "payment.charge", IntentID: "task-replicas", ApprovalID: "appr-1", Payload: charge("order-tr", 125000)}
+	three := newGateway(t, d, gateway.Config{TaskReplicas: 3})
+	_, err := three.StartTask(ctx, req)
+	require.ErrorContains(t, err, "replicas", "a single node cannot keep 3 replicas: the setting reached the server")
+	one := newGateway(t, d, gateway.Config{TaskReplicas: 1})
+	task, err := one.StartTask(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, "test:payment.charge:task-replicas:v1", task.ID)
+}

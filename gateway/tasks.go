@@ -96,7 +96,7 @@ func (g *Gateway) tasks(ctx context.Context, create bool) (jetstream.KeyValue, e
 	kv, err := js.KeyValue(ctx, TasksBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TasksBucket, History: 1, TTL: g.cfg.TaskTTL,
-			Description: "idemgate: tasks handed out by the MCP face, by operation key"})
+			Replicas: max(1, g.cfg.TaskReplicas), Description: "idemgate: tasks handed out by the MCP face, by operation key"})
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil

@@ -85,6 +85,7 @@ func (c Config) gatewayConfig() gateway.Config {
 	g.CallTimeout = c.Worker.WithDefaults().CallTimeout
 	g.ReviewAfter = c.Reconciler.ReviewAfter
 	g.IdleAfter = c.Reconciler.IdleAfter
+	g.TaskReplicas = c.NATS.Replicas
 	return g.WithDefaults()
 }
 
