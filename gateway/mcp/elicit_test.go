@@ -74,9 +74,58 @@ func TestApprovalAskedThroughURLElicitation(t *testing.T) {
 	require.Equal(t, answer.AwaitApproval, a.NextAction, "%+v", a)
 	require.Equal(t, link(daemontest.Env+":payment.charge:elicit-2:v1"), a.Approval.URL)
 
+	// The requestState is signed, bound to the intent and used once: a
+	// client that handles the round trip itself gets it, its first accept
+	// is trusted (the call waits for the decision), a replay of the same
+	// state, or one carried to another intent, is not (answered at once).
+	raw := connectRaw(t, srv)
+	first, err := raw.CallTool(context.Background(), &sdk.CallToolParams{Name: "payment_charge", Arguments: chargeArgs("elicit-4", "order-e4", 125000)})
+	require.NoError(t, err)
+	require.True(t, first.NeedsInput(), "input_required with the elicitation")
+	require.NotEmpty(t, first.RequestState)
+	require.Contains(t, first.InputRequests, "approval")
+	accept := func(intent, order, state string) gateway.Answer {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := raw.CallTool(ctx, &sdk.CallToolParams{Name: "payment_charge", Arguments: chargeArgs(intent, order, 125000),
+			InputResponses: sdk.InputResponseMap{"approval": &sdk.ElicitResult{Action: "accept"}}, RequestState: state})
+		require.NoError(t, err, "answered before the call's 20 s deadline (the elicitation wait is 30 s)")
+		return answerOf(t, res)
+	}
+	key4 := daemontest.Env + ":payment.charge:elicit-4:v1"
+	go func() {
+		time.Sleep(500 * time.Millisecond) // the person decides while the accepted call waits
+		_, _ = d.Approvals.Decide(context.Background(), "alice", key4, journal.VoteApprove, "confirmed")
+	}()
+	a = accept("elicit-4", "order-e4", first.RequestState)
+	require.Equal(t, gateway.StatusSucceeded, a.Status, "the first accept is trusted: the call waited for the decision: %+v", a)
+	second, err := raw.CallTool(context.Background(), &sdk.CallToolParams{Name: "payment_charge", Arguments: chargeArgs("elicit-5", "order-e5", 125000)})
+	require.NoError(t, err)
+	require.True(t, second.NeedsInput(), "another waiting intent")
+	a = accept("elicit-5", "order-e5", first.RequestState)
+	require.Equal(t, answer.AwaitApproval, a.NextAction, "a state carried to another intent is not trusted: %+v", a)
+	a = accept("elicit-5", "order-e5", second.RequestState+"x")
+	require.Equal(t, answer.AwaitApproval, a.NextAction, "a forged state is not trusted")
+
 	plain := connect(t, nil)
 	a = call(t, plain, "payment_charge", chargeArgs("elicit-3", "order-e3", 125000))
 	require.Equal(t, answer.AwaitApproval, a.NextAction, "%+v", a)
 	require.Len(t, asked, 1, "a client without elicitation is never asked")
-	require.Equal(t, 1, d.YooKassa.TotalEffects(), "nothing charged without a decision")
+	require.Equal(t, 2, d.YooKassa.TotalEffects(), "nothing charged without a decision")
+}
+
+// connectRaw connects a client that declares URL elicitation and handles
+// the multi round trip itself (the SDK's automatic one disabled).
+func connectRaw(t *testing.T, srv *sdk.Server) *sdk.ClientSession {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ss.Close() })
+	opts := &sdk.ClientOptions{MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
+		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "raw-agent", Version: "1"}, opts).Connect(context.Background(), ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }

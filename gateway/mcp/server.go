@@ -35,6 +35,11 @@ type Options struct {
 	// ElicitWait bounds the elicitation and the wait for the decision that
 	// follows it. Default 2 minutes.
 	ElicitWait time.Duration
+	// StateKey signs the requestState of the elicitation (requeststate.go);
+	// nil: a random key of this server's (a response coming back to another
+	// replica is then not trusted, and the call answers await_approval).
+	StateKey []byte
+	states   *stateSigner
 }
 
 // Path is where the Streamable HTTP endpoint is served.
@@ -62,6 +67,7 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 	if opts.ElicitWait <= 0 {
 		opts.ElicitWait = 2 * time.Minute
 	}
+	opts.states = newStateSigner(opts.StateKey)
 	// Prompts and resources: none, but their list methods answer (empty),
 	// so the capabilities say they are served. Logging stays declared, as
 	// the SDK declares it by default, for the earlier revisions'
@@ -163,6 +169,10 @@ func askApprover(ctx context.Context, g *gateway.Gateway, req *sdk.CallToolReque
 		if er == nil || er.Action != "accept" {
 			return nil, false
 		}
+		if err := opts.states.use(req.Params.RequestState, a.OperationKey, principal(req)); err != nil {
+			opts.Log.Warn("approval elicitation response not trusted: answered without waiting", "operation_key", a.OperationKey, "error", err.Error())
+			return nil, false
+		}
 		res, err := toolResult(awaitDecision(ctx, g, req, r, a, opts.ElicitWait))
 		return res, err == nil
 	}
@@ -170,11 +180,12 @@ func askApprover(ctx context.Context, g *gateway.Gateway, req *sdk.CallToolReque
 	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
 		return nil, false
 	}
-	return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{
-		Mode: "url", URL: a.Approval.URL, ElicitationID: a.OperationKey,
-		Message: fmt.Sprintf("%s (%s) waits for a person's approval. Open the page to see exactly what is approved; an approver decides there.",
-			a.Operation, a.OperationKey),
-	}}}, true
+	return &sdk.CallToolResult{RequestState: opts.states.sign(a.OperationKey, principal(req), opts.ElicitWait+time.Minute),
+		InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{
+			Mode: "url", URL: a.Approval.URL, ElicitationID: a.OperationKey,
+			Message: fmt.Sprintf("%s (%s) waits for a person's approval. Open the page to see exactly what is approved; an approver decides there.",
+				a.Operation, a.OperationKey),
+		}}}, true
 }
 
 // awaitDecision follows an intent that waits for a person until the
