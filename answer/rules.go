@@ -61,6 +61,10 @@ const (
 	StateProcessSucceeded    State = "process/succeeded"
 	StateProcessCompensated  State = "process/compensated"
 	StateProcessNeedsReview  State = "process/needs_review"
+	// A process left for review that a person settled by hand, as
+	// succeeded or as compensated.
+	StateProcessSettledSucceeded   State = "process/settled_succeeded"
+	StateProcessSettledCompensated State = "process/settled_compensated"
 )
 
 // Error codes the rules know.
@@ -184,6 +188,13 @@ var table = []Rule{
 	{State: StateProcessCompensated, Status: StatusFailedFinal, NextAction: HumanReview, reason: func(f Facts) string {
 		return fmt.Sprintf("%s could not complete: %s; the process is consistent. "+
 			"Calling again with this intent_id only repeats this answer; a person should review the refusal before any new intent is made.", f.Operation, f.Detail)
+	}},
+	{State: StateProcessSettledSucceeded, Status: StatusSucceeded, NextAction: Done, reason: func(f Facts) string {
+		return fmt.Sprintf("%s was completed by a person: %s. Calling again with this intent_id only repeats this answer.", f.Operation, f.Detail)
+	}},
+	{State: StateProcessSettledCompensated, Status: StatusFailedFinal, NextAction: HumanReview, reason: func(f Facts) string {
+		return fmt.Sprintf("%s did not complete and a person undid what it had done: %s. "+
+			"Calling again with this intent_id only repeats this answer; ask a person before any new intent is made.", f.Operation, f.Detail)
 	}},
 	{State: StateProcessNeedsReview, Status: StatusFailedFinal, NextAction: HumanReview, Unresolved: true, reason: func(f Facts) string {
 		return fmt.Sprintf("%s needs a person: %s, so some effects may stand; "+
@@ -467,6 +478,15 @@ func ProcessState(s journal.ProcessStatus) State {
 		return StateProcessNeedsReview
 	}
 	return StateProcessRunning
+}
+
+// SettledProcessState is the state of a process in status s that a person
+// settled after it was left for review (succeeded or compensated).
+func SettledProcessState(s journal.ProcessStatus) State {
+	if s == journal.ProcessSucceeded {
+		return StateProcessSettledSucceeded
+	}
+	return StateProcessSettledCompensated
 }
 
 func rejectedReason(reason string) string {

@@ -135,6 +135,9 @@ func TestEveryJournalStateHasItsRule(t *testing.T) {
 		require.True(t, s.Valid())
 		want[ProcessState(s)] = true
 	}
+	for _, s := range []journal.ProcessStatus{journal.ProcessSucceeded, journal.ProcessCompensated} {
+		want[SettledProcessState(s)] = true
+	}
 	for _, r := range Rules() {
 		a := th.Of(r.State, Facts{Operation: "payment.charge", TargetSystem: "payments", ErrorCode: "x", Detail: "d"})
 		require.NotEmpty(t, a.Status, r.State)

@@ -103,6 +103,11 @@ type Deps struct {
 	// timeline); journal.ErrNotFound for an unknown key. Nil: no process
 	// page.
 	Process func(ctx context.Context, key string) (ProcessPage, error)
+	// ResolveProcess records an operator's settlement of a process left
+	// for review and publishes its result (an error wrapping
+	// ErrNotPublished when only the first was done); nil: processes are
+	// settled with idemgate resolve only.
+	ResolveProcess func(ctx context.Context, r journal.ProcessResolution) (journal.ProcessRecord, error)
 	// Looker asks the targets what they hold for an operation's key (the
 	// resolve form's "look up now", and the check of a decision before it
 	// is confirmed); nil: nothing is looked up, and the pages say so.
@@ -217,6 +222,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/operations", c.authed(RoleViewer, c.operations))
 	m.HandleFunc("GET /ui/operation", c.authed(RoleViewer, c.operation))
 	m.HandleFunc("GET /ui/process", c.authed(RoleViewer, c.process))
+	m.HandleFunc("POST /ui/process/resolve", c.authed(RoleOperator, c.resolveProcess))
 	m.HandleFunc("GET /ui/unresolved", c.authed(RoleViewer, c.unresolved))
 	m.HandleFunc("GET /ui/idle", c.authed(RoleViewer, c.idle))
 	m.HandleFunc("GET /ui/conflicts", c.authed(RoleViewer, c.conflicts))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemgate/idemgate/redact"
 )
 
 // ProcessStatus is the state of a business process in the journal.
@@ -196,6 +198,76 @@ type ProcessRecord struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	CompletedAt time.Time // zero until at rest
+	// ResolvedBy, ResolvedAt and ResolutionEvidence record an operator's
+	// settlement of a process that was left for review (ResolveProcess);
+	// empty otherwise.
+	ResolvedBy         string
+	ResolvedAt         time.Time
+	ResolutionEvidence string
+}
+
+// Resolved reports whether an operator settled the process.
+func (r ProcessRecord) Resolved() bool { return r.ResolvedBy != "" }
+
+// ProcessResolution is an operator's settlement of a process left for
+// review (needs_review): a person put the targets right by hand and records
+// what the process now nets to — succeeded (what it was for is done) or
+// compensated (what it did is undone) — and why. Nothing is sent to a
+// target: the resolution records what a person did.
+type ProcessResolution struct {
+	Key      string
+	Status   ProcessStatus // succeeded or compensated
+	Evidence string
+	Operator string
+}
+
+// Limits of a resolution's text, as the journal keeps it.
+const (
+	MaxOperatorLen = 200
+	MaxEvidenceLen = 2000
+)
+
+// Masked is r with its evidence masked as every note the journal keeps
+// (redact.String: a card number keeps its first six and last four digits,
+// secrets become [REDACTED]); the stores keep this.
+func (r ProcessResolution) Masked() ProcessResolution {
+	r.Evidence = redact.String(r.Evidence)
+	return r
+}
+
+// Validate checks a resolution before it reaches the database.
+func (r ProcessResolution) Validate() error {
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("%w: empty process key", ErrInvalid)
+	case r.Status != ProcessSucceeded && r.Status != ProcessCompensated:
+		return fmt.Errorf("%w: %s: an operator settles a process as succeeded or compensated, not %q", ErrInvalid, r.Key, r.Status)
+	case r.Evidence == "":
+		return fmt.Errorf("%w: %s: a resolution needs evidence: what was done in the targets", ErrInvalid, r.Key)
+	case len(r.Evidence) > MaxEvidenceLen:
+		return fmt.Errorf("%w: %s: evidence of %d bytes, at most %d", ErrInvalid, r.Key, len(r.Evidence), MaxEvidenceLen)
+	case r.Operator == "":
+		return fmt.Errorf("%w: %s: a resolution needs the operator's name", ErrInvalid, r.Key)
+	case len(r.Operator) > MaxOperatorLen:
+		return fmt.Errorf("%w: %s: operator name of %d bytes, at most %d", ErrInvalid, r.Key, len(r.Operator), MaxOperatorLen)
+	}
+	return nil
+}
+
+// CheckResolve decides r against the row as it stands (engines share it):
+// applied when the row already holds exactly this resolution (an earlier
+// call whose commit seemed to fail), else nil to apply it, or
+// ErrIllegalTransition for a process that is not needs_review — a running
+// process has a coordinator, one at rest needs no person.
+func CheckResolve(rec ProcessRecord, r ProcessResolution) (applied bool, err error) {
+	switch {
+	case rec.Resolved() && rec.Status == r.Status && rec.ResolvedBy == r.Operator && rec.ResolutionEvidence == r.Evidence:
+		return true, nil
+	case rec.Status != ProcessNeedsReview:
+		return false, fmt.Errorf("resolve process %s: it is %s, only a process left for review (needs_review) is settled by a person: %w",
+			rec.Key, rec.Status, ErrIllegalTransition)
+	}
+	return false, nil
 }
 
 // ProcessProgress moves a process on, under its fencing token.
@@ -260,6 +332,12 @@ type ProcessStore interface {
 	SaveDefinition(ctx context.Context, d ProcessDefinition) error
 	// Definition returns the definition kept under digest, or ErrNotFound.
 	Definition(ctx context.Context, digest string) (ProcessDefinition, error)
+	// ResolveProcess records an operator's settlement of a needs_review
+	// process (see ProcessResolution) with a new fencing token; the process
+	// is then at rest in r.Status, resolved. Refused with
+	// ErrIllegalTransition for any other status, ErrNotFound for no such
+	// process. Resolving again with the same decision is not an error.
+	ResolveProcess(ctx context.Context, r ProcessResolution) (ProcessRecord, error)
 	// PurgeProcesses deletes succeeded and compensated processes that came
 	// to rest before the given time; never a running, compensating or
 	// needs_review one (nor a definition). Returns how many it deleted.

@@ -3,6 +3,7 @@ package process
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
@@ -14,7 +15,11 @@ import (
 // coordinator's results on NATS carry its status, next_action and reason,
 // and every face gives the same.
 func Answer(th answer.Thresholds, v View, opType string) answer.Answer {
-	return th.Of(answer.ProcessState(v.Status), answer.Facts{Operation: opType, TargetSystem: TargetSystem,
+	state := answer.ProcessState(v.Status)
+	if v.Resolution != nil {
+		state = answer.SettledProcessState(v.Status)
+	}
+	return th.Of(state, answer.Facts{Operation: opType, TargetSystem: TargetSystem,
 		ErrorCode: errorCode(v), Detail: Story(v, v.ProcessKey)})
 }
 
@@ -41,6 +46,10 @@ func Worded(r operation.Result, v View) operation.Result {
 // Story is where the process v describes stands, in words for its answer's
 // reason (answer.Facts.Detail); key is its process key.
 func Story(v View, key string) string {
+	if r := v.Resolution; r != nil {
+		return fmt.Sprintf("it stopped at step %s (%s) and was left for review; %s settled it in the targets by hand and recorded it at %s (the evidence: idemgate trace %s)",
+			v.FailedStep, orNone(v.ErrorCode), r.Operator, r.At.Format(time.RFC3339), key)
+	}
 	switch v.Status {
 	case journal.ProcessSucceeded:
 		return stepObjects(v, false)

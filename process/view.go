@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
@@ -45,6 +46,18 @@ type View struct {
 	FailedStep string     `json:"failed_step,omitempty"`
 	ErrorCode  string     `json:"error_code,omitempty"`
 	Steps      []StepView `json:"steps"`
+	// Resolution says that a person settled the process after it was left
+	// for review (the evidence stays in the journal, for trace and the
+	// console).
+	Resolution *Resolution `json:"resolution,omitempty"`
+}
+
+// Resolution is an operator's settlement of a process, as answers show it.
+type Resolution struct {
+	Operator string    `json:"operator"`
+	At       time.Time `json:"at"`
+	// From is where the process had stopped: needs_review.
+	From journal.ProcessStatus `json:"from"`
 }
 
 // Getter reads an operation's row (journal.Store.Get).
@@ -63,6 +76,9 @@ func Describe(ctx context.Context, def *Definition, rec journal.ProcessRecord, g
 	}
 	v := View{ProcessKey: rec.Key, Process: def.Name, Status: rec.Status, FailedStep: rec.FailedStep, ErrorCode: rec.ErrorCode,
 		Steps: make([]StepView, len(def.Steps))}
+	if rec.Resolved() {
+		v.Resolution = &Resolution{Operator: rec.ResolvedBy, At: rec.ResolvedAt.UTC(), From: journal.ProcessNeedsReview}
+	}
 	if !rec.Status.AtRest() && rec.Step >= 0 && rec.Step < len(def.Steps) {
 		v.Step = def.Steps[rec.Step].Name
 	}

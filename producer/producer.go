@@ -390,10 +390,13 @@ func (c *Client) watchFetcher(ctx context.Context, u Unfetched, idleAfter time.D
 // a duplicate's result: clocks of the server and this host may differ.
 const storedResultsSlack = time.Minute
 
-// watchStored reads the results stream for the first final result of key
+// watchStored reads the results stream for the newest final result of key
 // and sends it (marked replayed) to out. It reads what is stored and what
 // is stored while it runs, so a result published just before or after the
-// duplicate is found either way. It looks back only as far as a duplicate
+// duplicate is found either way: once it has caught up with the stream, the
+// newest final result it read is the answer (a process an operator settled
+// after it was left for review has two: the settlement is the answer), and
+// before any, the next one stored. It looks back only as far as a duplicate
 // can be: the commands stream's duplicate window.
 func (c *Client) watchStored(ctx context.Context, commandsStream, opType, key string, out chan<- operation.Result) {
 	since := time.Now().Add(-24 * time.Hour)
@@ -415,21 +418,26 @@ func (c *Client) watchStored(ctx context.Context, commandsStream, opType, key st
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	var newest *operation.Result
 	for {
 		m, err := it.Next()
 		if err != nil {
 			return
 		}
-		if m.Headers().Get(wire.HeaderOperationKey) != key {
-			continue
+		caughtUp := true
+		if md, err := m.Metadata(); err == nil {
+			caughtUp = md.NumPending == 0
 		}
 		var r operation.Result
-		if json.Unmarshal(m.Data(), &r) != nil || r.Status == operation.ResultPending {
+		if m.Headers().Get(wire.HeaderOperationKey) == key && json.Unmarshal(m.Data(), &r) == nil && r.Status != operation.ResultPending {
+			newest = &r
+		}
+		if newest == nil || !caughtUp {
 			continue
 		}
-		r.Replayed = true
+		newest.Replayed = true
 		select {
-		case out <- r:
+		case out <- *newest:
 		case <-ctx.Done():
 		}
 		return

@@ -57,6 +57,13 @@ func newConsole(c Config, routes map[string]adapters.Adapter, store journalStore
 			}
 			return processPage(tr, c.Reconciler.Thresholds()), nil
 		},
+		ResolveProcess: func(ctx context.Context, r journal.ProcessResolution) (journal.ProcessRecord, error) {
+			rec, _, err := settleProcess(ctx, store, types, js, r)
+			if errors.Is(err, errNotPublished) {
+				return rec, fmt.Errorf("%w: %w", console.ErrNotPublished, err)
+			}
+			return rec, err
+		},
 		Resolve: func(ctx context.Context, r journal.Resolution) (journal.Record, error) {
 			rec, err := worker.Resolve(ctx, worker.Deps{Store: store, JS: js, Log: log, Metrics: metrics, Answers: c.Reconciler.Thresholds()}, r)
 			if errors.Is(err, worker.ErrResultNotPublished) {
@@ -194,7 +201,7 @@ func processPage(tr processTrace, th answer.Thresholds) console.ProcessPage {
 	a := process.Answer(th, v, rec.Name)
 	p := console.ProcessPage{Key: rec.Key, Name: rec.Name, Status: string(rec.Status), CurrentStep: v.Step, FailedStep: rec.FailedStep,
 		ErrorCode: rec.ErrorCode, Digest: rec.Digest, CreatedAt: rec.CreatedAt, CompletedAt: rec.CompletedAt,
-		Next: string(a.NextAction), Reason: a.Reason}
+		Next: string(a.NextAction), Reason: a.Reason, ResolvedBy: rec.ResolvedBy, ResolvedAt: rec.ResolvedAt, Evidence: rec.ResolutionEvidence}
 	step := func(s process.StepView, name string) console.ProcessStep {
 		return console.ProcessStep{Name: name, Operation: s.Operation, Key: s.OperationKey, Status: s.Status,
 			ObjectID: s.TargetObjectID, ErrorCode: s.ErrorCode, Attempts: s.Attempts}

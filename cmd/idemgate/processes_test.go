@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
 	sbyookassa "github.com/idemgate/idemgate/sandbox/yookassa"
@@ -208,13 +209,88 @@ func TestProcessPublishTraceAndReview(t *testing.T) {
 	code, _, errOut = tool("trace", "test:process.order.checkout:o-none:v1")
 	require.Equal(t, exitUnknown, code, errOut)
 
+	// A person settles the process in the targets by hand, then records it:
+	// the process leaves the review list, its answer becomes the
+	// settlement on every face, and trace shows who, when and why.
+	broken := "test:process.order.broken_undo:o-broken:v1"
+	code, _, errOut = tool("resolve", broken, "--as", "compensated", "--operator", "alice")
+	require.Equal(t, exitUsage, code, "no evidence: %s", errOut)
+	require.Contains(t, errOut, "needs evidence")
+	code, _, errOut = tool("resolve", broken, "--as", "compensated", "--object", "x", "--evidence", "e", "--operator", "alice")
+	require.Equal(t, exitUsage, code, errOut)
+	code, _, errOut = tool("resolve", broken, "--as", "failed_final", "--evidence", "e", "--operator", "alice")
+	require.Equal(t, exitUsage, code, errOut)
+	code, _, errOut = tool("resolve", "test:process.order.checkout:o-declined:v1", "--as", "compensated", "--evidence", "e", "--operator", "alice")
+	require.Equal(t, exitFailure, code, "a compensated process needs no person: %s", errOut)
+	require.Contains(t, errOut, "only a process left for review")
+	code, _, errOut = tool("resolve", "test:process.order.broken_undo:o-none:v1", "--as", "compensated", "--evidence", "e", "--operator", "alice")
+	require.Equal(t, exitUnknown, code, errOut)
+	code, out, errOut = tool("resolve", broken, "--as", "compensated", "--operator", "alice",
+		"--evidence", "invoice of o-broken cancelled by hand in 1C, document 0042")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, broken+" settled as compensated by alice")
+	require.Contains(t, out, "result published: compensated")
+	code, out, errOut = tool("trace", "--unresolved")
+	require.Equal(t, exitOK, code, errOut)
+	require.NotContains(t, out, broken)
+	code, out, errOut = tool("trace", broken)
+	require.Equal(t, exitOK, code, errOut)
+	require.Regexp(t, `(?m)^status\s+compensated$`, out)
+	require.Regexp(t, `(?m)^resolved\s+as compensated by alice at \S+\nevidence\s+invoice of o-broken cancelled by hand in 1C, document 0042$`, out)
+	require.Regexp(t, `(?s)\sinvoice/compensate\s+execute\s.*\sprocess\s+resolved_as_compensated\s+operator:alice\s`, out)
+	// The command sent again (a new event, the same intent) is answered
+	// with the settlement.
+	code, out, errOut = tool("publish", "--operation", "process.order.broken_undo", "--event", "evt-o-broken-again", "--intent", "o-broken",
+		"--approval", "appr-o-broken", "--wait", "--timeout", "60s",
+		"--payload", `{"order_id":"o-broken","account_id":"`+sbyookassa.MethodDeclined+`"}`)
+	require.Equal(t, exitFailedFinal, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.True(t, r.Replayed)
+	require.Equal(t, "human_review", r.NextAction)
+	require.Contains(t, r.Reason, "a person undid what it had done", out+errOut)
+	require.Contains(t, r.Reason, "alice settled it in the targets by hand")
+	var settled process.View
+	require.NoError(t, json.Unmarshal(r.Result, &settled))
+	require.Equal(t, journal.ProcessCompensated, settled.Status)
+	require.NotNil(t, settled.Resolution)
+	require.Equal(t, "alice", settled.Resolution.Operator)
+	require.NotContains(t, out, "document 0042", "the evidence stays in the journal")
+	code, _, errOut = tool("resolve", broken, "--as", "succeeded", "--evidence", "changed my mind", "--operator", "alice")
+	require.Equal(t, exitFailure, code, "settled once: %s", errOut)
+
+	// The console settles one too: the form on the process page of an
+	// operator, refused without evidence, then recorded.
+	code, _, errOut = tool("publish", "--operation", "process.order.broken_undo", "--event", "evt-o-broken-2", "--intent", "o-broken-2",
+		"--approval", "appr-o-broken-2", "--wait", "--timeout", "60s",
+		"--payload", `{"order_id":"o-broken-2","account_id":"`+sbyookassa.MethodDeclined+`"}`)
+	require.Equal(t, exitFailedFinal, code, errOut)
+	broken2 := "test:process.order.broken_undo:o-broken-2:v1"
+	status, page = viewer.do("GET", "/ui/process?key="+url.QueryEscape(broken2), nil)
+	require.Equal(t, http.StatusOK, status, page)
+	require.Contains(t, page, `id="proc-resolve"`)
+	status, page = viewer.do("POST", "/ui/process/resolve", url.Values{"key": {broken2}, "as": {"succeeded"}})
+	require.Equal(t, http.StatusBadRequest, status, page)
+	require.Contains(t, page, "needs evidence")
+	status, _ = viewer.do("POST", "/ui/process/resolve", url.Values{"key": {broken2}, "as": {"succeeded"},
+		"evidence": {"charge of o-broken-2 made by hand in the YooKassa cabinet"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	status, page = viewer.do("GET", "/ui/process?key="+url.QueryEscape(broken2)+"&resolved=1&published=1", nil)
+	require.Equal(t, http.StatusOK, status, page)
+	require.Contains(t, page, `id="proc-status">succeeded<`)
+	require.Contains(t, page, `id="proc-next">done<`)
+	require.Regexp(t, `id="proc-resolved"><b>olga</b> at [^,]+, as succeeded: charge of o-broken-2 made by hand`, page)
+	require.Contains(t, page, "Settled as succeeded")
+	require.NotContains(t, page, `id="proc-resolve"`, "nothing left to settle")
+	status, page = viewer.do("POST", "/ui/process/resolve", url.Values{"key": {broken2}, "as": {"compensated"}, "evidence": {"x"}})
+	require.Equal(t, http.StatusConflict, status, page)
+
 	metrics := httpGet(t, "http://"+d.adminAddr+"/metrics")
 	for _, line := range []string{
 		`idemgate_processes_total{process="order.checkout",status="succeeded"} 1`,
 		`idemgate_processes_total{process="order.checkout",status="compensated"} 1`,
-		`idemgate_processes_total{process="order.broken_undo",status="needs_review"} 1`,
+		`idemgate_processes_total{process="order.broken_undo",status="needs_review"} 2`,
 		`idemgate_process_steps_total{kind="step",outcome="failed",process="order.checkout",step="charge"} 1`,
-		`idemgate_process_steps_total{kind="compensation",outcome="failed",process="order.broken_undo",step="invoice"} 1`,
+		`idemgate_process_steps_total{kind="compensation",outcome="failed",process="order.broken_undo",step="invoice"} 2`,
 		`idemgate_process_commands_held 0`,
 	} {
 		require.Contains(t, metrics, line)

@@ -93,8 +93,14 @@ func traceProcess(ctx context.Context, st journal.Store, reg *operation.Registry
 		}
 	}
 	if !rec.CompletedAt.IsZero() {
-		tr.timeline = append(tr.timeline, timelineEntry{At: rec.CompletedAt, Step: "process", Kind: string(rec.Status),
-			Error: rec.ErrorCode, Note: orEmptyStep(rec.FailedStep)})
+		e := timelineEntry{At: rec.CompletedAt, Step: "process", Kind: string(rec.Status), Error: rec.ErrorCode, Note: orEmptyStep(rec.FailedStep)}
+		if rec.Resolved() {
+			// It had come to rest at needs_review (its failed compensation's
+			// attempt is above); a person settled it.
+			e = timelineEntry{At: rec.ResolvedAt, Step: "process", Kind: "resolved_as_" + string(rec.Status), Worker: "operator:" + rec.ResolvedBy,
+				Token: rec.LeaseToken, Error: rec.ErrorCode, Note: rec.ResolutionEvidence}
+		}
+		tr.timeline = append(tr.timeline, e)
 	}
 	sort.SliceStable(tr.timeline, func(i, j int) bool { return tr.timeline[i].At.Before(tr.timeline[j].At) })
 	return tr, nil
@@ -128,7 +134,11 @@ func printProcessTrace(w io.Writer, tr processTrace) error {
 	fmt.Fprintf(w, "event      %s   approval %s\n", orDash(rec.EventID), orDash(rec.ApprovalID))
 	fmt.Fprintf(w, "hash       %s\n", rec.RequestHash)
 	fmt.Fprintf(w, "lease      owner %s token %d until %s\n", orDash(rec.LeaseOwner), rec.LeaseToken, ts(rec.LeaseUntil))
-	fmt.Fprintf(w, "created    %s   completed %s\n\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
+	fmt.Fprintf(w, "created    %s   completed %s\n", ts(rec.CreatedAt), ts(rec.CompletedAt))
+	if rec.Resolved() {
+		fmt.Fprintf(w, "resolved   as %s by %s at %s\nevidence   %s\n", rec.Status, rec.ResolvedBy, ts(rec.ResolvedAt), rec.ResolutionEvidence)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tOPERATION\tSTATUS\tOBJECT\tERROR\tATTEMPTS\tKEY")
 	for _, s := range v.Steps {

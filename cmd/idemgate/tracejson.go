@@ -186,6 +186,10 @@ type processJSON struct {
 	CreatedAt   nullTime   `json:"created_at"`
 	UpdatedAt   nullTime   `json:"updated_at"`
 	CompletedAt nullTime   `json:"completed_at"`
+	// An operator's settlement of a process left for review.
+	ResolvedBy         nullString `json:"resolved_by"`
+	ResolvedAt         nullTime   `json:"resolved_at"`
+	ResolutionEvidence nullString `json:"resolution_evidence"`
 }
 
 func processOf(p journal.ProcessRecord) processJSON {
@@ -195,6 +199,7 @@ func processOf(p journal.ProcessRecord) processJSON {
 		EventID: nullString(p.EventID), ApprovalID: nullString(p.ApprovalID),
 		LeaseOwner: nullString(p.LeaseOwner), LeaseToken: p.LeaseToken, LeaseUntil: nullTime(p.LeaseUntil),
 		CreatedAt: nullTime(p.CreatedAt), UpdatedAt: nullTime(p.UpdatedAt), CompletedAt: nullTime(p.CompletedAt),
+		ResolvedBy: nullString(p.ResolvedBy), ResolvedAt: nullTime(p.ResolvedAt), ResolutionEvidence: nullString(p.ResolutionEvidence),
 	}
 }
 

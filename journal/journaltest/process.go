@@ -3,6 +3,7 @@ package journaltest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +178,81 @@ func exerciseProcesses(t *testing.T, newStore NewStore, _ Features) {
 		require.NotContains(t, processKeys(open), k)
 		replay := claimProcess(t, ps, processReq(k, hashA, other, 30*time.Second))
 		require.Equal(t, journal.ProcessReplay, replay.Decision, "needs_review waits for a person, not for a coordinator")
+	})
+
+	parallel(t, newStore, "ProcessResolvedByAnOperator", func(t *testing.T, s journal.Store) {
+		ps := processStore(t, s)
+		k := processKey(t)
+		c := claimProcess(t, ps, processReq(k, hashA, owner, 30*time.Second))
+		res := journal.ProcessResolution{Key: k, Status: journal.ProcessCompensated, Operator: "alice",
+			Evidence: "invoice 0042 cancelled by hand in 1C on 2026-12-05"}
+		_, err := ps.ResolveProcess(ctx(t), res)
+		require.ErrorIs(t, err, journal.ErrIllegalTransition, "a running process has a coordinator: no person settles it")
+		_, err = ps.ResolveProcess(ctx(t), journal.ProcessResolution{Key: processKey(t), Status: journal.ProcessCompensated,
+			Operator: "alice", Evidence: "x"})
+		require.ErrorIs(t, err, journal.ErrNotFound)
+		for _, bad := range []journal.ProcessResolution{
+			{Key: k, Status: journal.ProcessRunning, Operator: "alice", Evidence: "x"},
+			{Key: k, Status: journal.ProcessNeedsReview, Operator: "alice", Evidence: "x"},
+			{Key: k, Status: journal.ProcessSucceeded, Operator: "alice"},
+			{Key: k, Status: journal.ProcessSucceeded, Evidence: "x"},
+			{Key: k, Status: journal.ProcessSucceeded, Operator: "alice", Evidence: strings.Repeat("e", journal.MaxEvidenceLen+1)},
+		} {
+			_, err := ps.ResolveProcess(ctx(t), bad)
+			require.ErrorIs(t, err, journal.ErrInvalid, "%+v", bad)
+		}
+
+		advance(t, ps, k, c.Token, journal.ProcessRunning, 1)
+		_, err = ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: k, Token: c.Token, Status: journal.ProcessCompensating, Step: 0,
+			FailedStep: "charge", ErrorCode: "declined"})
+		require.NoError(t, err)
+		review, err := ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: k, Token: c.Token, Status: journal.ProcessNeedsReview, Step: 0,
+			FailedStep: "invoice", ErrorCode: "already_cancelled"})
+		require.NoError(t, err)
+		require.False(t, review.Resolved())
+
+		rec, err := ps.ResolveProcess(ctx(t), res)
+		require.NoError(t, err)
+		require.Equal(t, journal.ProcessCompensated, rec.Status)
+		require.True(t, rec.Resolved())
+		require.Equal(t, "alice", rec.ResolvedBy)
+		require.Equal(t, res.Evidence, rec.ResolutionEvidence)
+		require.False(t, rec.ResolvedAt.IsZero())
+		require.False(t, rec.CompletedAt.Before(review.CompletedAt), "retention counts from the settlement")
+		require.Equal(t, "invoice", rec.FailedStep, "what stopped the process stays on record")
+		require.Equal(t, "already_cancelled", rec.ErrorCode)
+		require.Greater(t, rec.LeaseToken, c.Token, "the settlement fences any coordinator")
+		require.Equal(t, c.Record.LeaseOwner, rec.LeaseOwner, "the last coordinator stays named")
+		_, err = ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: k, Token: c.Token, Status: journal.ProcessCompensated, Step: -1})
+		require.ErrorIs(t, err, journal.ErrStaleToken)
+
+		again, err := ps.ResolveProcess(ctx(t), res)
+		require.NoError(t, err, "the same settlement twice is not an error")
+		require.Equal(t, rec.LeaseToken, again.LeaseToken, "and changes nothing")
+		_, err = ps.ResolveProcess(ctx(t), journal.ProcessResolution{Key: k, Status: journal.ProcessSucceeded, Operator: "bob", Evidence: "y"})
+		require.ErrorIs(t, err, journal.ErrIllegalTransition, "a settled process is not settled again otherwise")
+
+		got, err := ps.GetProcess(ctx(t), k)
+		require.NoError(t, err)
+		require.Equal(t, rec.ResolvedAt, got.ResolvedAt)
+		list, err := ps.ListProcesses(ctx(t), []journal.ProcessStatus{journal.ProcessNeedsReview}, 1000)
+		require.NoError(t, err)
+		require.NotContains(t, processKeys(list), k, "no longer listed for review")
+
+		// The evidence is kept masked, as every note of the journal.
+		k2 := processKey(t)
+		c2 := claimProcess(t, ps, processReq(k2, hashA, owner, 30*time.Second))
+		_, err = ps.AdvanceProcess(ctx(t), journal.ProcessProgress{Key: k2, Token: c2.Token, Status: journal.ProcessNeedsReview, Step: 0,
+			FailedStep: "invoice", ErrorCode: "x"})
+		require.NoError(t, err)
+		masked, err := ps.ResolveProcess(ctx(t), journal.ProcessResolution{Key: k2, Status: journal.ProcessSucceeded, Operator: "alice",
+			Evidence: "refunded card 4111111111111111 by hand"})
+		require.NoError(t, err)
+		require.NotContains(t, masked.ResolutionEvidence, "4111111111111111")
+		require.Contains(t, masked.ResolutionEvidence, "refunded card 411111")
+		replay := claimProcess(t, ps, processReq(k, hashA, other, 30*time.Second))
+		require.Equal(t, journal.ProcessReplay, replay.Decision)
+		require.True(t, replay.Record.Resolved())
 	})
 
 	parallel(t, newStore, "ProcessTakeOverFencesTheOldCoordinator", func(t *testing.T, s journal.Store) {

@@ -17,7 +17,8 @@ var _ journal.ProcessStore = (*Store)(nil)
 // processColumns is what every process read scans (scanProcess), with the
 // database clock last.
 const processColumns = `process_key, process_name, request_hash, definition_digest, status, step, failed_step, error_code,
-    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until, created_at, updated_at, completed_at`
+    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until, created_at, updated_at, completed_at,
+    resolved_by, resolved_at, resolution_evidence`
 
 // processInsert records a new process, running at step 0 under a lease.
 const processInsert = `
@@ -67,6 +68,16 @@ DELETE FROM process_log WHERE process_key IN (
     LIMIT $2
 )`
 
+// processResolve records an operator's settlement (checked by
+// journal.CheckResolve under the row's lock) with a new token, so that a
+// coordinator that somehow still held the old one is refused.
+const processResolve = `
+UPDATE process_log SET status = $2, resolved_by = $3, resolution_evidence = $4, resolved_at = now(),
+    completed_at = now(), updated_at = now(), lease_token = lease_token + 1,
+    lease_until = NULL
+WHERE process_key = $1
+RETURNING ` + processColumns + `, now()`
+
 const definitionInsert = `
 INSERT INTO process_definitions (definition_digest, process_name, body) VALUES ($1, $2, $3)
 ON CONFLICT (definition_digest) DO NOTHING`
@@ -76,18 +87,20 @@ const definitionSelect = `SELECT definition_digest, process_name, body, created_
 // scanProcess reads one row of processColumns and the clock.
 func scanProcess(row pgx.Row) (journal.ProcessRecord, time.Time, error) {
 	var (
-		r                    journal.ProcessRecord
-		status               string
-		until, done          pgTime
-		created, updated, at time.Time
+		r                     journal.ProcessRecord
+		status                string
+		until, done, resolved pgTime
+		created, updated, at  time.Time
 	)
 	err := row.Scan(&r.Key, &r.Name, &r.RequestHash, &r.Digest, &status, &r.Step, &r.FailedStep, &r.ErrorCode,
-		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, until.Dest(), &created, &updated, done.Dest(), &at)
+		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, until.Dest(), &created, &updated, done.Dest(),
+		&r.ResolvedBy, resolved.Dest(), &r.ResolutionEvidence, &at)
 	if err != nil {
 		return journal.ProcessRecord{}, time.Time{}, err
 	}
 	r.Status = journal.ProcessStatus(status)
 	r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.CompletedAt = until.Time(), created, updated, done.Time()
+	r.ResolvedAt = resolved.Time()
 	return r, at, nil
 }
 
@@ -163,6 +176,45 @@ func (s *Store) AdvanceProcess(ctx context.Context, p journal.ProcessProgress) (
 			}
 		}
 		return journal.ProcessRecord{}, fmt.Errorf("advance process %s: %w", p.Key, err)
+	}
+	return out, nil
+}
+
+// ResolveProcess records an operator's settlement of a needs_review
+// process.
+func (s *Store) ResolveProcess(ctx context.Context, r journal.ProcessResolution) (journal.ProcessRecord, error) {
+	if err := r.Validate(); err != nil {
+		return journal.ProcessRecord{}, err
+	}
+	r = r.Masked()
+	var out journal.ProcessRecord
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rec, _, err := scanProcess(tx.QueryRow(ctx, processSelectForUpdate, r.Key))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("resolve process %s: %w", r.Key, journal.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		applied, err := journal.CheckResolve(rec, r)
+		if err != nil || applied {
+			out = rec
+			return err
+		}
+		out, _, err = scanProcess(tx.QueryRow(ctx, processResolve, r.Key, string(r.Status), r.Operator, r.Evidence))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, journal.ErrIllegalTransition) || errors.Is(err, journal.ErrNotFound) {
+			return out, err
+		}
+		// The commit may have applied: the row decides.
+		if rec, gerr := s.GetProcess(ctx, r.Key); gerr == nil {
+			if applied, cerr := journal.CheckResolve(rec, r); applied && cerr == nil {
+				return rec, nil
+			}
+		}
+		return journal.ProcessRecord{}, fmt.Errorf("resolve process %s: %w", r.Key, err)
 	}
 	return out, nil
 }

@@ -18,7 +18,8 @@ var _ journal.ProcessStore = (*Store)(nil)
 // clock last. Writes run in one write transaction whose clock (tx.now) is
 // bound as ?now; reads select SQLite's clock.
 const processColumns = `process_key, process_name, request_hash, definition_digest, status, step, failed_step, error_code,
-    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until, created_at, updated_at, completed_at`
+    event_id, approval_id, coalesce(lease_owner, ''), lease_token, lease_until, created_at, updated_at, completed_at,
+    resolved_by, resolved_at, resolution_evidence`
 
 const processSelectAt = `SELECT ` + processColumns + `, ?2 FROM process_log WHERE process_key = ?1`
 
@@ -59,6 +60,14 @@ DELETE FROM process_log WHERE process_key IN (
     LIMIT ?2
 )`
 
+// processResolve records an operator's settlement (checked by
+// journal.CheckResolve in the same write transaction) with a new token.
+const processResolve = `
+UPDATE process_log SET status = ?2, resolved_by = ?3, resolution_evidence = ?4, resolved_at = ?5,
+    completed_at = ?5, updated_at = ?5, lease_token = lease_token + 1,
+    lease_until = NULL
+WHERE process_key = ?1`
+
 const definitionInsert = `
 INSERT INTO process_definitions (definition_digest, process_name, body, created_at) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (definition_digest) DO NOTHING`
@@ -70,19 +79,21 @@ type scanner interface{ Scan(dest ...any) error }
 // scanProcess reads one row of processColumns and the clock.
 func scanProcess(row scanner) (journal.ProcessRecord, time.Time, error) {
 	var (
-		r           journal.ProcessRecord
-		status      string
-		until, done sql.NullInt64
-		created     int64
-		updated, at int64
+		r                     journal.ProcessRecord
+		status                string
+		until, done, resolved sql.NullInt64
+		created               int64
+		updated, at           int64
 	)
 	err := row.Scan(&r.Key, &r.Name, &r.RequestHash, &r.Digest, &status, &r.Step, &r.FailedStep, &r.ErrorCode,
-		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &until, &created, &updated, &done, &at)
+		&r.EventID, &r.ApprovalID, &r.LeaseOwner, &r.LeaseToken, &until, &created, &updated, &done,
+		&r.ResolvedBy, &resolved, &r.ResolutionEvidence, &at)
 	if err != nil {
 		return journal.ProcessRecord{}, time.Time{}, err
 	}
 	r.Status = journal.ProcessStatus(status)
 	r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.CompletedAt = fromNullMS(until), fromMS(created), fromMS(updated), fromNullMS(done)
+	r.ResolvedAt = fromNullMS(resolved)
 	return r, fromMS(at), nil
 }
 
@@ -182,6 +193,52 @@ func (s *Store) AdvanceProcess(ctx context.Context, p journal.ProcessProgress) (
 			}
 		}
 		return journal.ProcessRecord{}, fmt.Errorf("advance process %s: %w", p.Key, err)
+	}
+	return out, decided
+}
+
+// ResolveProcess records an operator's settlement of a needs_review
+// process.
+func (s *Store) ResolveProcess(ctx context.Context, r journal.ProcessResolution) (journal.ProcessRecord, error) {
+	if err := r.Validate(); err != nil {
+		return journal.ProcessRecord{}, err
+	}
+	r = r.Masked()
+	if err := checkTexts(r.Key, "key", r.Key, "operator", r.Operator, "evidence", r.Evidence); err != nil {
+		return journal.ProcessRecord{}, err
+	}
+	var out journal.ProcessRecord
+	var decided error
+	err := s.write(ctx, func(tx *writeTx) error {
+		decided = nil
+		rec, _, err := scanProcess(tx.QueryRowContext(ctx, processSelectAt, r.Key, tx.now))
+		if errors.Is(err, sql.ErrNoRows) {
+			decided = fmt.Errorf("resolve process %s: %w", r.Key, journal.ErrNotFound)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out = rec
+		applied, err := journal.CheckResolve(rec, r)
+		if err != nil || applied {
+			decided = err
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, processResolve, r.Key, string(r.Status), r.Operator, r.Evidence, tx.now); err != nil {
+			return err
+		}
+		out, _, err = scanProcess(tx.QueryRowContext(ctx, processSelectAt, r.Key, tx.now))
+		return err
+	})
+	if err != nil {
+		// The commit may have applied: the row decides.
+		if rec, gerr := s.GetProcess(ctx, r.Key); gerr == nil {
+			if applied, cerr := journal.CheckResolve(rec, r); applied && cerr == nil {
+				return rec, nil
+			}
+		}
+		return journal.ProcessRecord{}, fmt.Errorf("resolve process %s: %w", r.Key, err)
 	}
 	return out, decided
 }
