@@ -18,6 +18,7 @@ import (
 	"github.com/idemgate/idemgate/answer"
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 )
 
 // TasksBucket is the JetStream key-value bucket of handed-out tasks.
@@ -114,8 +115,20 @@ func (g *Gateway) tasks(ctx context.Context, create bool) (jetstream.KeyValue, e
 // the deployment, before and after the daemon claims it and across
 // restarts. A second call for the same key keeps the first record.
 func (g *Gateway) StartTask(ctx context.Context, req Request) (Task, error) {
-	op, err := g.dec.DecodeCommand(operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
-		ApprovalID: req.ApprovalID, Payload: req.Payload})
+	cmd := operation.Command{EventID: req.IntentID, Operation: req.Operation, IntentID: req.IntentID,
+		ApprovalID: req.ApprovalID, Payload: req.Payload}
+	var (
+		op  operation.Operation
+		err error
+	)
+	if g.knownProcess(req.Operation) {
+		// A process: decoded by its declaration; its task follows the
+		// process record.
+		op, err = g.procs.DecodeCommand(cmd)
+		op.TargetSystem = process.TargetSystem
+	} else {
+		op, err = g.dec.DecodeCommand(cmd)
+	}
 	if err != nil {
 		return Task{}, fmt.Errorf("task: %w", err)
 	}
@@ -160,7 +173,8 @@ func (g *Gateway) record(ctx context.Context, key string) (rec taskRecord, ok bo
 // included), cancelled when CancelTask ended it. ErrTaskNotFound when
 // neither a task record nor the journal knows the key.
 func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
-	if _, err := operation.ParseKey(id); err != nil {
+	k, err := operation.ParseKey(id)
+	if err != nil {
 		return Task{}, ErrTaskNotFound
 	}
 	trec, handed, err := g.record(ctx, id)
@@ -168,6 +182,9 @@ func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
 		return Task{}, err
 	}
 	t := Task{ID: id, TTL: g.cfg.TaskTTL, PollAfter: g.cfg.PollAfter, CreatedAt: trec.CreatedAt, UpdatedAt: trec.CreatedAt}
+	if _, ok := process.IsProcess(k.Operation); ok {
+		return g.processTask(ctx, t, trec, handed)
+	}
 	rec, err := g.store.Get(ctx, id)
 	if errors.Is(err, journal.ErrNotFound) {
 		if !handed {
@@ -241,6 +258,15 @@ func (g *Gateway) CancelTask(ctx context.Context, id string) (Cancellation, erro
 		return Cancellation{EffectPossible: t.Answer.Status == StatusSucceeded,
 			Reason: fmt.Sprintf("Not cancelled: the operation is already final (%s); %s", t.Answer.Status, t.Answer.Reason)}, nil
 	}
+	if k, err := operation.ParseKey(id); err == nil {
+		if _, ok := process.IsProcess(k.Operation); ok {
+			// A process is undone by its compensations, not stopped halfway:
+			// its steps may already have made their effects.
+			return Cancellation{EffectPossible: true, Reason: "Not cancelled: a process is not cancelled once handed to the daemon — " +
+				"its steps may already have made their effects, and a step that fails for good compensates those before it; " +
+				"its outcome comes as it would have — keep reading the task."}, nil
+		}
+	}
 	trec, handed, err := g.record(ctx, id)
 	if err != nil {
 		return Cancellation{}, err
@@ -271,4 +297,49 @@ func (g *Gateway) CancelTask(ctx context.Context, id string) (Cancellation, erro
 func notCancelled() Cancellation {
 	return Cancellation{EffectPossible: true, Reason: "Not cancelled: a worker has already claimed this operation, so its effect may already exist in the target; " +
 		"its outcome comes as it would have — keep reading the task."}
+}
+
+// processTask is Task for a process key: working while the process runs
+// (or is queued), completed with the process's answer once it is at rest,
+// completed with a conflict when the key holds another input.
+func (g *Gateway) processTask(ctx context.Context, t Task, trec taskRecord, handed bool) (Task, error) {
+	pj, ok := g.store.(ProcessJournal)
+	if !ok {
+		return Task{}, errors.New("gateway: this journal keeps no processes")
+	}
+	rec, err := pj.GetProcess(ctx, t.ID)
+	if errors.Is(err, journal.ErrNotFound) {
+		if !handed {
+			return Task{}, ErrTaskNotFound
+		}
+		t.Status, t.Message = TaskWorking, g.queued(t.ID, trec.Operation, process.TargetSystem).Reason
+		return t, nil
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("read process %s: %w", t.ID, err)
+	}
+	if !handed {
+		t.CreatedAt = rec.CreatedAt
+	}
+	t.UpdatedAt = rec.UpdatedAt
+	if t.UpdatedAt.Before(t.CreatedAt) {
+		t.UpdatedAt = t.CreatedAt
+	}
+	if handed && rec.RequestHash != trec.RequestHash {
+		a := g.rules.Of(answer.StateConflict, answer.Facts{Operation: trec.Operation, TargetSystem: process.TargetSystem,
+			ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}})
+		a.OperationKey = rec.Key
+		t.Status, t.Answer, t.Message = TaskCompleted, a, a.Reason
+		return t, nil
+	}
+	a := g.lookupProcess(ctx, t.ID)
+	switch a.Status {
+	case StatusSucceeded, StatusFailedFinal:
+		t.Status, t.Answer, t.Message = TaskCompleted, a, a.Reason
+	case StatusUnavailable:
+		return Task{}, fmt.Errorf("read process %s: %s", t.ID, a.Reason)
+	default:
+		t.Status, t.Message = TaskWorking, a.Reason
+	}
+	return t, nil
 }

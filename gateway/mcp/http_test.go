@@ -32,7 +32,7 @@ type served struct {
 func serve(t *testing.T, d *daemontest.Daemon, cfg gateway.Config, opts gwmcp.Options) *served {
 	t.Helper()
 	cfg.Env = daemontest.Env
-	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal, Cancels: d.Journal, Routed: d.Routes})
+	g, err := gateway.New(cfg, gateway.Deps{NC: d.NC, Journal: d.Journal, Cancels: d.Journal, Routed: d.Routes, Processes: d.Processes})
 	require.NoError(t, err)
 	t.Cleanup(g.Close)
 	srv, err := gwmcp.NewServer(g, opts)

@@ -13,7 +13,9 @@ import (
 	"github.com/idemgate/idemgate/gateway"
 	gwmcp "github.com/idemgate/idemgate/gateway/mcp"
 	"github.com/idemgate/idemgate/internal/testkit/daemontest"
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
+	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/sandbox"
 	"github.com/idemgate/idemgate/wire"
 )
@@ -323,4 +325,53 @@ func postSession(t *testing.T, url, session, method string, params map[string]an
 	require.NoError(t, err)
 	defer res.Body.Close()
 	return readRPC(t, res)
+}
+
+// TestProcessAsTask: a checkout called by a client that declared the Tasks
+// extension becomes a task named by the process key; tasks/get says
+// working while its steps run and completed with the process's answer
+// (each step's object in it); tasks/cancel refuses it — a process is undone
+// by its compensations, not stopped halfway — and the effects are one per
+// step.
+func TestProcessAsTask(t *testing.T) {
+	d := daemontest.StartWith(t, daemontest.SQLite, daemontest.Options{Processes: map[string]process.Decl{"order.checkout": daemontest.Checkout()}})
+	d.StartCoordinator(t, "coord-task", nil)
+	s := serve(t, d, gateway.Config{PollAfter: 200 * time.Millisecond, Wait: 100 * time.Millisecond}, gwmcp.Options{TaskWait: 100 * time.Millisecond})
+	// The charge is slow: the call is still running when the tool's wait
+	// ends.
+	require.NoError(t, d.YooKassa.InjectFault(sandbox.Fault{Kind: sandbox.FaultDelay, Scope: sandbox.ScopeCreate, Delay: 1500 * time.Millisecond, Count: 1}))
+	args := map[string]any{"intent_id": "task-checkout", "approval_id": "appr-task-checkout", "order_id": "o-task", "customer_id": "cust-17",
+		"account_id": "card-ok", "amount_minor": 125000, "currency": "RUB", "responsible_id": "12"}
+	task := createdTask(t, callAsTaskClient(t, s.url, "process_order_checkout", args, true))
+	require.Equal(t, "test:process.order.checkout:task-checkout:v1", task.TaskID, "the task id is the process key")
+	require.Equal(t, gateway.TaskWorking, task.Status)
+
+	ack := taskMethod(t, s.url, "tasks/cancel", task.TaskID, true)
+	require.Nil(t, ack.err, "%s", ack.body)
+	cancelled, effectPossible, reason := cancelAck(t, ack)
+	require.False(t, cancelled)
+	require.True(t, effectPossible)
+	require.Contains(t, reason, "a process is not cancelled once handed to the daemon")
+
+	done := followTask(t, s.url, task.TaskID)
+	require.Equal(t, gateway.TaskCompleted, done.Status, "%+v", done)
+	a := resultAnswer(t, done)
+	require.Equal(t, gateway.StatusSucceeded, a.Status, "%+v", a)
+	require.Equal(t, task.TaskID, a.OperationKey)
+	var v process.View
+	require.NoError(t, json.Unmarshal(a.Result, &v))
+	require.Equal(t, journal.ProcessSucceeded, v.Status)
+	for _, st := range v.Steps {
+		require.Equal(t, "succeeded", st.Status, "%s", st.Name)
+		require.NotEmpty(t, st.TargetObjectID, "%s", st.Name)
+	}
+	require.Equal(t, 1, d.OneC.TotalEffects())
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
+	require.Equal(t, 1, d.Bitrix24.TotalEffects())
+
+	// The tool called again: replayed, the same steps.
+	again := call(t, connect(t, s.url), "process_order_checkout", args)
+	require.True(t, again.Replayed)
+	require.Equal(t, a.Result, again.Result)
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
 }
