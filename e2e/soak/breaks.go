@@ -68,6 +68,19 @@ var breakRuns = map[crashpoint.Break]breakRun{
 		faults: []faultSet{{"fault:503_storm", map[string][]map[string]any{
 			"onec": {{"kind": "http_503", "rate": 0.5}}, "yookassa": {{"kind": "http_503", "rate": 0.5}}}}},
 	},
+	crashpoint.CompensateUnknown: {
+		invariant: InvProcessEffects,
+		tune: func(def func(string, func()), c *config) {
+			def("nemesis", func() { c.nemesis = NemFaults })
+			def("duration", func() { c.duration = 40 * time.Second })
+			def("fault-window", func() { c.faultFor = 40 * time.Second })
+			def("process-share", func() { c.processShare = 0.03 })
+		},
+		// Lost answers of charges: their steps' outcomes are unknown until
+		// looked up.
+		faults: []faultSet{{"fault:lost_charge_responses", map[string][]map[string]any{
+			"yookassa": {{"kind": "reset_after_commit", "rate": 0.3}}}}},
+	},
 	crashpoint.SkipApproval: {
 		invariant: InvUnapproved,
 		tune: func(def func(string, func()), c *config) {

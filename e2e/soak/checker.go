@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/idemgate/idemgate/operation"
 )
 
 // Invariant names, stable: CI and docs/soak.md refer to them.
@@ -25,6 +27,8 @@ const (
 	InvOpenAttempts   = "open_attempts"
 	InvHeld           = "held_too_long"
 	InvUnapproved     = "effects_without_approval"
+	InvProcessEffects = "process_effects"
+	InvProcessSettled = "process_settled"
 )
 
 // invariantDoc names an invariant and says what it checks.
@@ -46,6 +50,8 @@ var invariantOrder = []invariantDoc{
 	{InvCanary, "no canary secret in daemon logs, the journal (its notes too), results, metrics, the commands stream or the HTTP API's error bodies"},
 	{InvOpenAttempts, "no attempt left open (no outcome) after settling"},
 	{InvUnapproved, "no effect for an intent the approval policy gates without a recorded approval covering its fingerprint; every gated intent decided or expired, none left waiting"},
+	{InvProcessEffects, "per process: each step and each compensation made at most one effect, a compensation only for a step that made its effect; a succeeded process has each step's effect once and no compensation; a compensated one nothing of the failed step or after it, and every step before it with a compensation undone (each charge refunded, each invoice cancelled)"},
+	{InvProcessSettled, "every process sent came to rest (succeeded, compensated or left for review; none running or compensating) and had a final answer published"},
 	{InvHeld, "no command delivery held in progress longer than a call run, its lookup and a bounded wait for another (retry.in_lease + 3 × call_timeout), plus the nemesis's longest outage"},
 }
 
@@ -86,6 +92,9 @@ type Counts struct {
 	Replies   int            `json:"replies"`
 	Attempts  int            `json:"attempts"`
 	Unprotect int            `json:"unprotected_duplicates"`
+	// Processes counts the processes sent, ProcessFinal their states.
+	Processes    int            `json:"processes"`
+	ProcessFinal map[string]int `json:"process_status,omitempty"`
 }
 
 const maxExamples = 10
@@ -137,7 +146,8 @@ func Check(h History, known map[string]bool) Report {
 	for _, o := range invariantOrder {
 		c.inv[o.name] = &Invariant{Name: o.name, Says: o.says}
 	}
-	rep := Report{Windows: h.Windows, Counts: Counts{ByKind: map[string]int{}, ByOp: map[string]int{}, Final: map[string]int{}}}
+	rep := Report{Windows: h.Windows, Counts: Counts{ByKind: map[string]int{}, ByOp: map[string]int{}, Final: map[string]int{}, ProcessFinal: map[string]int{}}}
+	ix, opSent := indexProcesses(h)
 
 	byKey := map[string]*intent{}
 	get := func(k string) *intent {
@@ -150,6 +160,13 @@ func Check(h History, known map[string]bool) Report {
 	}
 	var keyless []Sent
 	for _, s := range h.Sent {
+		if s.Op == processOp {
+			rep.Counts.Commands++
+			rep.Counts.ByKind[s.Kind]++
+			rep.Counts.ByOp[s.Op]++
+		}
+	}
+	for _, s := range opSent {
 		rep.Counts.Commands++
 		rep.Counts.ByKind[s.Kind]++
 		rep.Counts.ByOp[s.Op]++
@@ -169,15 +186,23 @@ func Check(h History, known map[string]bool) Report {
 	}
 	sentKeys := len(byKey)
 	rep.Counts.Intents = sentKeys
+	// The steps and compensations of the processes sent are operations the
+	// daemons sent themselves: each is an intent of its own.
+	for k := range ix.stepOf {
+		if kk, err := operation.ParseKey(k); err == nil {
+			get(k).op = kk.Operation
+		}
+	}
 	rep.Counts.Effects = len(h.Effects)
 	rep.Counts.Results = len(h.Results)
 	rep.Counts.Attempts = len(h.Attempts)
 	for _, e := range h.Effects {
-		if e.Key == "" || byKey[e.Key] == nil {
+		k := ix.journalKey(e.Key)
+		if e.Key == "" || byKey[k] == nil {
 			c.breach(InvPhantom, e.Key, "effect %s in %s without a command", e.ObjectID, e.Target)
 			continue
 		}
-		byKey[e.Key].effects = append(byKey[e.Key].effects, e)
+		byKey[k].effects = append(byKey[k].effects, e)
 	}
 	for _, r := range h.Results {
 		if in := byKey[r.Key]; in != nil {
@@ -241,6 +266,7 @@ func Check(h History, known map[string]bool) Report {
 			}
 		}
 	}
+	c.checkProcesses(ix, byKey, &rep)
 	c.checkCanaries()
 	rep.Latency = latency(h)
 

@@ -232,7 +232,7 @@ func (c *checker) checkFailedFinal(in *intent) {
 		return
 	}
 	for _, e := range in.effects {
-		if !e.KeyIgnored {
+		if !e.KeyIgnored && !e.Refusal() {
 			c.breach(InvFailedFinalObj, in.key, "failed_final, but the target holds %s", e.ObjectID)
 			return
 		}

@@ -45,18 +45,24 @@ func (s *soak) settle(ctx context.Context) bool {
 	return false
 }
 
+// unacked counts the commands, operations' and processes', still pending or
+// unacknowledged in the daemons' consumers.
 func (s *soak) unacked(ctx context.Context) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := s.js.Consumer(cctx, daemonNATS.CommandsStream, daemonNATS.Durable)
-	if err != nil {
-		return -1, err
+	n := 0
+	for _, sc := range [][2]string{{daemonNATS.CommandsStream, daemonNATS.Durable}, {daemonNATS.ProcessesStream, daemonNATS.ProcessDurable}} {
+		c, err := s.js.Consumer(cctx, sc[0], sc[1])
+		if err != nil {
+			return -1, err
+		}
+		info, err := c.Info(cctx)
+		if err != nil {
+			return -1, err
+		}
+		n += int(info.NumPending) + info.NumAckPending
 	}
-	info, err := c.Info(cctx)
-	if err != nil {
-		return -1, err
-	}
-	return int(info.NumPending) + info.NumAckPending, nil
+	return n, nil
 }
 
 func (s *soak) unsettledRows(ctx context.Context) (int, error) {
@@ -76,7 +82,13 @@ func (s *soak) unsettledRows(ctx context.Context) (int, error) {
 	// has not settled either.
 	var waiting int
 	err = conn.QueryRow(cctx, `SELECT count(*) FROM agent_operation_approvals WHERE released_at IS NULL`).Scan(&waiting)
-	return n + waiting, err
+	if err != nil {
+		return n, err
+	}
+	// Nor a process still moving.
+	var moving int
+	err = conn.QueryRow(cctx, `SELECT count(*) FROM process_log WHERE status IN ('running','compensating')`).Scan(&moving)
+	return n + waiting + moving, err
 }
 
 func (s *soak) scrapeMetrics() {
@@ -143,6 +155,7 @@ func (s *soak) ledger(target string) ([]Effect, error) {
 			ObjectID   string    `json:"object_id"`
 			KeyIgnored bool      `json:"key_ignored"`
 			At         time.Time `json:"at"`
+			Kind       string    `json:"kind"`
 		} `json:"effects"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
@@ -150,7 +163,7 @@ func (s *soak) ledger(target string) ([]Effect, error) {
 	}
 	out := make([]Effect, len(l.Effects))
 	for i, e := range l.Effects {
-		out[i] = Effect{Target: target, Key: e.Key, ObjectID: e.ObjectID, KeyIgnored: e.KeyIgnored, At: e.At}
+		out[i] = Effect{Target: target, Key: e.Key, ObjectID: e.ObjectID, KeyIgnored: e.KeyIgnored, At: e.At, Kind: e.Kind}
 	}
 	return out, nil
 }
@@ -290,6 +303,9 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 	}
 	if h.Approvals, err = approvals(cctx, tx); err != nil {
 		return fmt.Errorf("approvals: %w", err)
+	}
+	if h.Processes, err = processRows(cctx, tx); err != nil {
+		return fmt.Errorf("processes: %w", err)
 	}
 	var dump bytes.Buffer
 	for _, q := range []string{`SELECT row_to_json(l)::text FROM agent_operation_log l`, `SELECT row_to_json(a)::text FROM agent_operation_attempts a`} {

@@ -28,6 +28,8 @@ type History struct {
 	Attempts []Attempt `json:"-"`
 	// Approvals are the journal's approval records after settling.
 	Approvals []ApprovalRec `json:"-"`
+	// Processes are the journal's process records after settling.
+	Processes []ProcessRow `json:"-"`
 	// Unacked is how many commands the durable consumer still had pending or
 	// unacknowledged after settling.
 	Unacked int `json:"unacked"`
@@ -104,7 +106,19 @@ type Effect struct {
 	ObjectID   string    `json:"object_id"`
 	KeyIgnored bool      `json:"key_ignored,omitempty"`
 	At         time.Time `json:"at"`
+	// Kind is the ledger's object type ("invoice", "payment",
+	// "payment_canceled"…).
+	Kind string `json:"kind,omitempty"`
 }
+
+// refusalKinds are objects a target keeps of a refusal: a payment the bank
+// declined is a canceled payment in YooKassa — an object under the key,
+// no money moved. It answers failed_final (declined) truthfully.
+var refusalKinds = map[string]bool{"payment_canceled": true}
+
+// Refusal reports whether e records a refusal rather than a business
+// effect.
+func (e Effect) Refusal() bool { return refusalKinds[e.Kind] }
 
 // ResultMsg is one message of the results stream.
 type ResultMsg struct {
@@ -169,17 +183,18 @@ type Window struct {
 
 // The history files a run saves (JSON lines), which recheck reads back.
 const (
-	sentFile     = "history-sent.jsonl"     // every command and its reply
-	resultsFile  = "history-results.jsonl"  // the results stream
-	effectsFile  = "history-effects.jsonl"  // the targets' ledgers
-	attemptsFile = "history-attempts.jsonl" // the journal's attempts trail
+	sentFile     = "history-sent.jsonl"      // every command and its reply
+	resultsFile  = "history-results.jsonl"   // the results stream
+	effectsFile  = "history-effects.jsonl"   // the targets' ledgers
+	attemptsFile = "history-attempts.jsonl"  // the journal's attempts trail
+	processFile  = "history-processes.jsonl" // the journal's process records
 )
 
 // saveHistory keeps what the checker read, for whoever investigates a breach
 // or rechecks the run.
 func saveHistory(dir string, h History) error {
 	return errors.Join(writeJSONL(dir, sentFile, h.Sent), writeJSONL(dir, resultsFile, h.Results),
-		writeJSONL(dir, effectsFile, h.Effects), writeJSONL(dir, attemptsFile, h.Attempts))
+		writeJSONL(dir, effectsFile, h.Effects), writeJSONL(dir, attemptsFile, h.Attempts), writeJSONL(dir, processFile, h.Processes))
 }
 
 // writeJSONL writes items into dir/name, one JSON document a line.

@@ -38,6 +38,7 @@ type config struct {
 	duration      time.Duration
 	rate          float64
 	crmRate       float64
+	processShare  float64
 	publishers    int
 	seed          uint64
 	nemesis       string
@@ -77,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long the workload runs")
 	fs.Float64Var(&c.rate, "rate", 100, "commands per second")
 	fs.Float64Var(&c.crmRate, "crm-rate", 0.8, "new CRM intents (Bitrix24) per second, within the rate: the emulated Enterprise portal admits 5 requests/s and a create costs 3")
+	fs.Float64Var(&c.processShare, "process-share", 0.006, "the part of new intents that are checkouts (a process of three steps; each reaches the CRM once)")
 	fs.IntVar(&c.publishers, "publishers", 64, "concurrent publishers (each retries its message until PubAck)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload, nemesis and emulator faults (0: from the clock)")
 	fs.StringVar(&c.nemesis, "nemesis", strings.Join(allNemeses, ","), "nemesis kinds: "+strings.Join(allNemeses, ",")+" (empty: none)")
@@ -135,6 +137,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.rate <= 0 || c.replicas < 1 || c.publishers < 1 {
 		return c, errors.New("--rate, --replicas and --publishers must be positive")
+	}
+	if c.processShare < 0 || c.processShare > 0.5 {
+		return c, errors.New("--process-share must be within 0 and 0.5")
 	}
 	if c.crmRate < 0 {
 		return c, errors.New("--crm-rate must not be negative")

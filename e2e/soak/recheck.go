@@ -33,7 +33,7 @@ func recheck(dir string, known map[string]bool) (Report, error) {
 	}
 	h.NativeOnly = map[string]bool{"onec": true, "yookassa": true}
 	if err := errors.Join(readJSONL(dir, sentFile, &h.Sent), readJSONL(dir, resultsFile, &h.Results),
-		readJSONL(dir, effectsFile, &h.Effects), readJSONL(dir, attemptsFile, &h.Attempts)); err != nil {
+		readJSONL(dir, effectsFile, &h.Effects), readJSONL(dir, attemptsFile, &h.Attempts), readJSONL(dir, processFile, &h.Processes)); err != nil {
 		return Report{}, err
 	}
 	// Journal rows from the dump (its attempts lines have no request_hash).

@@ -42,6 +42,9 @@ func summary(rep Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: %s — %d commands, %d intents, %d effects, %d results\n", verdict(rep),
 		rep.Counts.Commands, rep.Counts.Intents, rep.Counts.Effects, rep.Counts.Results)
+	if rep.Counts.Processes > 0 {
+		fmt.Fprintf(&b, "  %d processes: %s\n", rep.Counts.Processes, kv(rep.Counts.ProcessFinal))
+	}
 	for _, iv := range rep.Invariants {
 		fmt.Fprintf(&b, "  %s %-28s %d\n", iv.label("ok  ", "FAIL", "KNWN"), iv.Name, iv.Count)
 		if iv.Breached {
@@ -91,6 +94,9 @@ func markdown(rep Report) string {
 	c := rep.Counts
 	fmt.Fprintf(&b, "## History\n\n%d commands (%s) over %d intents (%s); %d effects in the targets; %d results in the stream; %d replies; %d attempts in the trail; final status by key: %s.\n\n",
 		c.Commands, kv(c.ByKind), c.Intents, kv(c.ByOp), c.Effects, c.Results, c.Replies, c.Attempts, kv(c.Final))
+	if c.Processes > 0 {
+		fmt.Fprintf(&b, "%d processes (checkouts; their steps and compensations are among the intents above), by state: %s.\n\n", c.Processes, kv(c.ProcessFinal))
+	}
 	fmt.Fprintf(&b, "## Invariants\n\n| invariant | checks | count | verdict |\n|---|---|---:|---|\n")
 	for _, iv := range rep.Invariants {
 		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", iv.Name, iv.Says, iv.Count, iv.label("ok", "**BREACHED**", "breached (known defect)"))

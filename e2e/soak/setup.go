@@ -206,15 +206,17 @@ approvals:
   approvers:
     - {name: soak-approver, token: %s}
 %s
+%s
 routes:
   invoice.create: onec
+  invoice.cancel: onec
   payment.charge: yookassa
   payment.refund: yookassa
   crm.task.create: bitrix24
   crm.deal.create: bitrix24
 adapters:
 %s`, dataDir, s.cfg.replicas, s.adminAddr[i], s.nats.URL(), s.pg.URL(soakDB), name, s.cfg.lease,
-		approvalAbove, approvalTTL, s.approverToken, s.httpAPIYAML(i), adapters)
+		approvalAbove, approvalTTL, s.approverToken, s.httpAPIYAML(i), processesYAML, adapters)
 	p := filepath.Join(s.cfg.out, name+".yaml")
 	return p, os.WriteFile(p, []byte(yaml), 0o600)
 }

@@ -109,7 +109,13 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 			continue
 		}
 		if k == NemCrash {
-			for _, p := range crashpoint.Points {
+			points := crashpoint.Points
+			if !s.cfg.smoke && s.cfg.processShare > 0 {
+				// The coordinator's points too (the smoke's 150 s hold the
+				// operations' only; the Go tests kill a coordinator at each).
+				points = append(slices.Clone(points), crashpoint.ProcessPoints...)
+			}
+			for _, p := range points {
 				if at := breakRuns[s.cfg.brk].crashAt; at != nil && !slices.Contains(at, p) {
 					continue
 				}
@@ -130,6 +136,7 @@ func (s *soak) run(ctx context.Context) (Report, error) {
 
 	// Workload and nemesis.
 	s.wl = newWorkload(s.js, "soak", "cnry"+randHex(6), s.cfg.rate, s.cfg.crmRate, s.cfg.seed, s.cfg.keyless)
+	s.wl.procShare = s.cfg.processShare
 	if _, err := s.nc.Subscribe(replySubject, s.wl.onReply); err != nil {
 		return Report{}, err
 	}

@@ -48,14 +48,16 @@ const replySubject = "soak.reply"
 type workload struct {
 	rate     float64
 	crmShare float64 // the part of new intents sent to the CRM
-	env      string
-	canary   string
-	keyless  bool // send non-JSON poison (no key derivable)
-	rng      *rand.Rand
-	rngMu    sync.Mutex
-	js       jetstream.JetStream
-	dec      *operation.Decoder
-	inflight atomic.Int64
+	// procShare is the part of new intents that are checkouts.
+	procShare float64
+	env       string
+	canary    string
+	keyless   bool // send non-JSON poison (no key derivable)
+	rng       *rand.Rand
+	rngMu     sync.Mutex
+	js        jetstream.JetStream
+	dec       *operation.Decoder
+	inflight  atomic.Int64
 
 	mu       sync.Mutex
 	sent     []*Sent
@@ -181,6 +183,10 @@ func (w *workload) next() (outgoing, error) {
 	case KindAlt:
 		cmd = earlier.cmd
 		cmd.EventID = msgID
+		if cmd.Operation == processOp {
+			s.Kind = KindCopy // a changed checkout's conflict is the Go tests'; here, a copy
+			break
+		}
 		cmd.Payload, _ = w.payload(cmd.Operation, cmd.IntentID, true)
 	case KindKeyless:
 		s.Op = operation.TypeInvoiceCreate
@@ -203,6 +209,11 @@ func (w *workload) next() (outgoing, error) {
 			op = operation.TypePaymentCharge
 		}
 		intent := fmt.Sprintf("i%07d", n)
+		if w.float() < w.procShare {
+			cmd = operation.Command{EventID: msgID, Operation: processOp, IntentID: intent, ApprovalID: "appr-" + intent,
+				Payload: w.processInput(intent)}
+			break
+		}
 		cmd = operation.Command{EventID: msgID, Operation: op, IntentID: intent}
 		cmd.Payload, cmd.ApprovalID = w.payload(op, intent, false)
 	}
@@ -210,7 +221,16 @@ func (w *workload) next() (outgoing, error) {
 	if err != nil {
 		return outgoing{}, err
 	}
-	if kind != KindPoison {
+	if cmd.Operation == processOp {
+		// A checkout: its key as the daemons derive it (its input is the
+		// daemons' to validate and fingerprint).
+		s.Op, s.Key = processOp, processKey(w.env, cmd.IntentID)
+		if s.Kind == KindFresh {
+			w.mu.Lock()
+			w.intents = append(w.intents, &intentSpec{cmd: cmd, key: s.Key})
+			w.mu.Unlock()
+		}
+	} else if kind != KindPoison {
 		op, err := w.dec.Decode(body)
 		if err != nil {
 			return outgoing{}, fmt.Errorf("workload built an invalid %s command: %w", kind, err)
@@ -223,7 +243,7 @@ func (w *workload) next() (outgoing, error) {
 			w.mu.Unlock()
 		}
 	}
-	return outgoing{s: s, subj: wire.CommandPrefix + cmd.Operation, body: body}, nil
+	return outgoing{s: s, subj: wire.CommandSubject(cmd.Operation), body: body}, nil
 }
 
 // run publishes at the rate until ctx ends, with publishers goroutines each

@@ -82,10 +82,15 @@ const (
 	// SkipApproval executes an intent the approval policy gates without
 	// waiting for a person's approval (invariant effects_without_approval).
 	SkipApproval Break = "skip_approval"
+	// CompensateUnknown takes a process step whose outcome is unknown (its
+	// answer was lost) for a final failure without looking it up, and
+	// compensates the steps before it: the step's effect may stand while
+	// the process says it was undone (invariant process_effects).
+	CompensateUnknown Break = "compensate_unknown"
 )
 
 // Breaks lists every break.
-var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait, SkipApproval}
+var Breaks = []Break{NoFencing, BlindRetry, AckBeforePublish, UnboundedWait, SkipApproval, CompensateUnknown}
 
 // Hit passes point p: in a soak build told to crash there, the process kills
 // itself with SIGKILL (no deferred code, no flush) at the chosen pass.
