@@ -177,7 +177,8 @@ func (r *Router) Close() {
 //
 // A fetch stays open until its batch is full or FetchWait passes, but what
 // it brings is handed on as it arrives: a group closes once no command has
-// followed its last one for fetchLinger. Commands the server has at hand
+// followed its last one for fetchLinger, or at once when the last one says
+// the stream holds nothing more for the consumer (its NumPending). Commands the server has at hand
 // arrive back to back and make one group; a lone command (a redelivery
 // after a short delay, the first command after a quiet spell) is handled at
 // once instead of waiting out the open fetch. Stopping still waits for an
@@ -229,6 +230,15 @@ func (r *Router) fetchLoop(ctx context.Context) {
 				break
 			}
 			group = append(group, m)
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				// Nothing else is waiting in the stream for this
+				// consumer: no command will follow this one soon, so a
+				// lone call does not wait out a window that only helps
+				// a burst.
+				linger.Stop()
+				flush()
+				continue
+			}
 			if len(group) == 1 {
 				linger.Reset(fetchLinger)
 			}

@@ -18,6 +18,10 @@ type committer struct {
 	store    journal.Store
 	m        *Metrics
 	window   time.Duration
+	// quiet reports that no other completion is on its way (no call is
+	// executing): a lone completion is then flushed at once, the window
+	// being only for a burst. Nil: always wait the window.
+	quiet    func() bool
 	max      int
 	in       chan commitReq
 	flushing chan struct{}    // one token per group in the journal
@@ -31,8 +35,8 @@ type commitReq struct {
 	then func(error) // called once with the completion's outcome
 }
 
-func newCommitter(store journal.Store, window time.Duration, max, flushers int, m *Metrics) *committer {
-	c := &committer{store: store, m: m, window: window, max: max, in: make(chan commitReq, max),
+func newCommitter(store journal.Store, window time.Duration, max, flushers int, m *Metrics, quiet func() bool) *committer {
+	c := &committer{store: store, m: m, window: window, quiet: quiet, max: max, in: make(chan commitReq, max),
 		flushing: make(chan struct{}, flushers), spare: make(chan []commitReq, flushers+1), done: make(chan struct{})}
 	go c.loop()
 	return c
@@ -88,8 +92,13 @@ func (c *committer) loop() {
 		}
 		batch = append(batch, first)
 		open := true
-		// Fill for one window, then until a flush slot is free.
-		timer.Reset(c.window)
+		// Fill for one window (none when nothing else is coming), then
+		// until a flush slot is free.
+		window := c.window
+		if c.quiet != nil && len(c.in) == 0 && c.quiet() {
+			window = 0
+		}
+		timer.Reset(window)
 	fill:
 		for open && len(batch) < c.max {
 			select {

@@ -39,6 +39,7 @@ import (
 // in that place by the next attempt; places are served in the order calls
 // took them.
 func (w *Worker) execute(j *job) {
+	w.executing.Add(1)
 	ctx, cancel := context.WithCancel(w.work)
 	defer cancel()
 	r := &retryRun{w: w, j: j, adapter: w.d.Adapters[j.op.Type], began: time.Now(), ctx: ctx, cancel: cancel}
@@ -52,6 +53,7 @@ func (w *Worker) execute(j *job) {
 	if r.admission != nil {
 		r.admission.Cancel() // a place no call took is given back
 	}
+	w.executing.Add(-1) // before its completion: a lone one is committed at once
 	r.finish(out, err)
 }
 

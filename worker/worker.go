@@ -57,7 +57,10 @@ type Worker struct {
 
 	router *consumer.Router
 	commit *committer
-	beats  *heartbeats
+	// executing counts the execute loops running (execute): none, and a
+	// completion's group commit has nothing to wait for.
+	executing atomic.Int64
+	beats     *heartbeats
 	// waiting holds copies of commands whose key a delivery here owns.
 	waiting *waitingRoom
 	// execs hands a call to an idle executor (goExecute).
@@ -139,7 +142,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("worker: %w", startstop.ErrAlreadyStarted)
 	}
 	w.work, w.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
-	w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m)
+	w.commit = newCommitter(w.d.Store, w.cfg.CompleteWindow, w.cfg.CompleteBatch, w.cfg.Committers, w.m,
+		func() bool { return w.executing.Load() == 0 })
 	w.beats = newHeartbeats(w)
 	w.waiting = newWaitingRoom(w.cfg.MaxInFlight)
 	go w.beats.loop()

@@ -27,35 +27,8 @@ func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
 		return result{}, err
 	}
 	url, cons := st.url, st.cons
-	shop, secret := b.sb.Credentials()
-	cfgPath := filepath.Join(b.dir, "idemgate.yaml")
-	yaml := fmt.Sprintf(`env: %s
-data_dir: %q
-log:
-  level: warn
-admin:
-  addr: ""
-nats:
-  url: %s
-journal:
-  url: %q
-approvals:
-  enabled: false
-routes:
-  payment.charge: yookassa
-adapters:
-  yookassa:
-    base_url: %s
-    shop_id: %s
-    secret_key: %s
-    # A lookup reads the payments made while the key's calls ran, within
-    # lookup_skew of them (then the rest, when none matches): the journal
-    # (PostgreSQL's now()) and the emulator share this machine's clock, so
-    # the allowance for skew can be small and the scans short.
-    lookup_skew: 100ms
-    lookup_max_pages: 200
-`, env, filepath.Join(b.dir, "data"), b.natsURL, url, b.sbURL, shop, secret)
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+	cfgPath, err := b.writeDaemonConfig(url, "", "")
+	if err != nil {
 		return result{}, err
 	}
 	var logs bytes.Buffer

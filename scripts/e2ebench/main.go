@@ -87,6 +87,8 @@ type config struct {
 	keepSchemas              bool
 	replays                  int
 	timeout                  time.Duration
+	latencyCalls             int
+	agents, agentCalls       int
 }
 
 func main() {
@@ -105,6 +107,9 @@ func main() {
 	flag.BoolVar(&c.keepSchemas, "keep-schemas", false, "keep each run's journal schema (dropped at the end by default) and print its name")
 	flag.IntVar(&c.replays, "replays", 20_000, "commands of the replay phase after the daemon run (every intent again; 0: none)")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound of each run")
+	flag.IntVar(&c.latencyCalls, "latency-calls", 300, "sequential new-intent calls of the latency stage, each way (HTTP API, MCP over stdio, straight to the emulator); 0: no latency stage")
+	flag.IntVar(&c.agents, "agents", 20, "concurrent agents of the latency stage")
+	flag.IntVar(&c.agentCalls, "agent-calls", 50, "calls each concurrent agent makes")
 	flag.Parse()
 	if c.bin == "" || c.natsBin == "" || c.journalURL == "" {
 		fmt.Fprintln(os.Stderr, "e2ebench: -idemgate, -nats-server and -journal-url (or TEST_DATABASE_URL) are required")
@@ -170,19 +175,29 @@ func run(c config) error {
 		return fmt.Errorf("raw baseline: %w", err)
 	}
 	fmt.Printf("raw baseline: %6.0f commands/s  (%d commands in %v)\n", raw.rate(), raw.commands, raw.elapsed.Round(time.Millisecond))
+	lean, err := b.leanRun()
+	if err != nil {
+		return fmt.Errorf("lean loop: %w", err)
+	}
+	fmt.Printf("lean loop:    %6.0f commands/s  (%d commands in %v; one row per key, no attempts trail)\n", lean.rate(), lean.commands, lean.elapsed.Round(time.Millisecond))
 	d, err := b.daemonRun(c.commands, c.commands*4/5, 0)
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
 	fmt.Printf("daemon:       %6.0f commands/s  (%d commands in %v), %.3f ms daemon CPU per command, peak RSS %.0f MiB\n",
 		d.rate(), d.commands, d.elapsed.Round(time.Millisecond), d.cpuPerCommand(), float64(d.peakRSS)/(1<<20))
-	fmt.Printf("ratio:        %.2f× the raw baseline\n", d.rate()/raw.rate())
+	fmt.Printf("ratio:        %.2f× the raw baseline, %.2f× the lean loop\n", d.rate()/raw.rate(), d.rate()/lean.rate())
 	if d.replays > 0 {
 		fmt.Printf("replay:       %6.0f commands/s  (%d commands answered from the journal in %v)\n",
 			float64(d.replays)/d.replayed.Seconds(), d.replays, d.replayed.Round(time.Millisecond))
 	}
 	if d.duplicates != 0 {
 		return fmt.Errorf("daemon: %d duplicate payments in the emulator's ledger", d.duplicates)
+	}
+	if c.latencyCalls > 0 {
+		if err := b.latencyRun(); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
 	}
 	if c.skipLost {
 		return nil
