@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,6 +71,8 @@ type Router struct {
 	slots    chan struct{}
 	batches  chan []*Delivery
 	inflight sync.WaitGroup
+	// busy counts the deliveries handed on and not settled yet.
+	busy atomic.Int64
 	// held: the fetched groups with a delivery not yet settled, oldest
 	// first (OldestHeld); under heldMu.
 	heldMu  sync.Mutex
@@ -178,7 +181,8 @@ func (r *Router) Close() {
 // A fetch stays open until its batch is full or FetchWait passes, but what
 // it brings is handed on as it arrives: a group closes once no command has
 // followed its last one for fetchLinger, or at once when the last one says
-// the stream holds nothing more for the consumer (its NumPending). Commands the server has at hand
+// the stream holds nothing more for the consumer (its NumPending) and no
+// earlier delivery is still being worked on. Commands the server has at hand
 // arrive back to back and make one group; a lone command (a redelivery
 // after a short delay, the first command after a quiet spell) is handled at
 // once instead of waiting out the open fetch. Stopping still waits for an
@@ -230,11 +234,12 @@ func (r *Router) fetchLoop(ctx context.Context) {
 				break
 			}
 			group = append(group, m)
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				// Nothing else is waiting in the stream for this
-				// consumer: no command will follow this one soon, so a
-				// lone call does not wait out a window that only helps
-				// a burst.
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 && r.busy.Load() == 0 {
+				// Nothing else waits in the stream for this consumer and
+				// nothing is being worked on: a lone command (one agent
+				// waiting for its call) does not wait out a window that
+				// only helps a burst. Under load the linger groups what
+				// arrives close together into one claim.
 				linger.Stop()
 				flush()
 				continue
@@ -263,6 +268,7 @@ func (r *Router) handOn(msgs []jetstream.Msg) {
 		r.hooks.Fetched(len(msgs))
 	}
 	r.inflight.Add(len(msgs))
+	r.busy.Add(int64(len(msgs)))
 	g := &heldGroup{at: at, left: len(msgs)}
 	r.heldMu.Lock()
 	r.held = append(r.held, g)
@@ -293,6 +299,7 @@ func (r *Router) settled(d *Delivery) {
 		r.hooks.Settled(time.Since(d.fetchedAt))
 	}
 	<-r.slots
+	r.busy.Add(-1)
 	r.unhold(d.group)
 	if d.onSettled != nil {
 		d.onSettled()

@@ -81,8 +81,10 @@ func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
 		// Lost answers settle by lookup: every intent must end succeeded.
 		return b.allSucceeded(ctx, url, intents)
 	}
-	elapsed, err := b.watch(ctx, cons, n, func() { cpu0 = procCPU(pid) }, settled)
+	var shares0 cpuShares
+	elapsed, err := b.watch(ctx, cons, n, func() { cpu0, shares0 = procCPU(pid), b.cpuNow(pid) }, settled)
 	cpu := procCPU(pid) - cpu0
+	shares := b.cpuNow(pid).sub(shares0)
 	var replay time.Duration
 	if err == nil && lostRate == 0 && b.cfg.replays > 0 {
 		// Every intent again under new event ids, the daemon running: all
@@ -104,7 +106,7 @@ func (b *bench) daemonRun(n, intents int, lostRate float64) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%w\ndaemon log (tail):\n%s", err, tail(logs.String(), 30))
 	}
-	r := result{commands: n, elapsed: elapsed, cpu: cpu, peakRSS: peak.Load(), replays: b.cfg.replays, replayed: replay}
+	r := result{commands: n, elapsed: elapsed, cpu: cpu, shares: shares, peakRSS: peak.Load(), replays: b.cfg.replays, replayed: replay}
 	if got := b.sb.TotalEffects(); got != intents {
 		r.duplicates = got - intents
 	}

@@ -71,13 +71,13 @@ func (b *bench) leanRun() (result, error) {
 	if _, err := pool.Exec(ctx, leanSchema); err != nil {
 		return result{}, err
 	}
-	elapsed, err := b.runLoops(ctx, st, b.cfg.commands, func(t target) loop {
+	elapsed, shares, err := b.runLoops(ctx, st, b.cfg.commands, func(t target) loop {
 		return &leanLoop{cons: st.cons, js: b.js, pool: pool, batch: st.ncfg.FetchBatch, call: t, acks: make(chan rawbaseline.Ack, 4*st.ncfg.FetchBatch)}
 	})
 	if err != nil {
 		return result{}, err
 	}
-	r := result{commands: b.cfg.commands, elapsed: elapsed}
+	r := result{commands: b.cfg.commands, elapsed: elapsed, shares: shares}
 	if got := b.sb.TotalEffects(); got != intents {
 		r.duplicates = got - intents
 		return r, fmt.Errorf("%d payments for %d intents", got, intents)

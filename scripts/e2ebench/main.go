@@ -187,6 +187,10 @@ func run(c config) error {
 	fmt.Printf("daemon:       %6.0f commands/s  (%d commands in %v), %.3f ms daemon CPU per command, peak RSS %.0f MiB\n",
 		d.rate(), d.commands, d.elapsed.Round(time.Millisecond), d.cpuPerCommand(), float64(d.peakRSS)/(1<<20))
 	fmt.Printf("ratio:        %.2f× the raw baseline, %.2f× the lean loop\n", d.rate()/raw.rate(), d.rate()/lean.rate())
+	fmt.Printf("CPU ms/command: raw baseline  %s\n", raw.shares.perCommand(raw.commands))
+	fmt.Printf("                lean loop     %s\n", lean.shares.perCommand(lean.commands))
+	fmt.Printf("                daemon        %s\n", d.shares.perCommand(d.commands))
+	fmt.Println("                (e2ebench: the emulator, and the baseline loop itself in its runs; PostgreSQL: every postgres process here)")
 	if d.replays > 0 {
 		fmt.Printf("replay:       %6.0f commands/s  (%d commands answered from the journal in %v)\n",
 			float64(d.replays)/d.replayed.Seconds(), d.replays, d.replayed.Round(time.Millisecond))
@@ -226,6 +230,7 @@ type result struct {
 	commands   int
 	elapsed    time.Duration
 	cpu        time.Duration // the daemon's user+system CPU over elapsed
+	shares     cpuShares     // every process's CPU over elapsed
 	peakRSS    int64
 	duplicates int
 	replays    int           // commands of the replay phase

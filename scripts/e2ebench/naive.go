@@ -53,7 +53,7 @@ func (b *bench) naiveRun(n, intents int, lostRate float64) (result, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE naive_journal (key text PRIMARY KEY, object text, response text)`); err != nil {
 		return result{}, err
 	}
-	elapsed, err := b.runLoops(ctx, st, n, func(t target) loop {
+	elapsed, _, err := b.runLoops(ctx, st, n, func(t target) loop {
 		return &naiveLoop{target: t, b: b, cons: st.cons, ncfg: st.ncfg, pool: pool,
 			acks: make(chan rawbaseline.Ack, 4*st.ncfg.FetchBatch)}
 	})

@@ -57,3 +57,43 @@ func tail(s string, lines int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(l[max(0, len(l)-lines):], "\n")
 }
+
+// cpuShares are CPU times by process kind, read together.
+type cpuShares struct {
+	daemon, postgres, nats, bench time.Duration
+}
+
+// cpuNow reads the CPU of the daemon (pid 0: none), every postgres process
+// on this machine (the journal's server: its backends, WAL writer and
+// checkpointer), the nats-server and this process (the emulator, and the
+// baseline loops when they run).
+func (b *bench) cpuNow(daemon int) cpuShares {
+	s := cpuShares{nats: procCPU(b.nats.Process.Pid), bench: procCPU(os.Getpid())}
+	if daemon > 0 {
+		s.daemon = procCPU(daemon)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+			s.postgres += procCPU(pid)
+		}
+	}
+	return s
+}
+
+func (s cpuShares) sub(o cpuShares) cpuShares {
+	return cpuShares{s.daemon - o.daemon, s.postgres - o.postgres, s.nats - o.nats, s.bench - o.bench}
+}
+
+// perCommand prints the shares as CPU milliseconds per command.
+func (s cpuShares) perCommand(n int) string {
+	per := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond)/float64(n), 'f', 3, 64)
+	}
+	total := s.daemon + s.postgres + s.nats + s.bench
+	return fmt.Sprintf("daemon %s, PostgreSQL %s, NATS %s, e2ebench %s; total %s", per(s.daemon), per(s.postgres), per(s.nats), per(s.bench), per(total))
+}

@@ -35,7 +35,7 @@ func (b *bench) rawRun() (result, error) {
 		return result{}, err
 	}
 	defer pool.Close()
-	elapsed, err := b.runLoops(ctx, st, b.cfg.commands, func(t target) loop {
+	elapsed, shares, err := b.runLoops(ctx, st, b.cfg.commands, func(t target) loop {
 		return rawbaseline.New(rawbaseline.Config{
 			Consumer: st.cons, JS: b.js, Pool: pool, SQL: b.q,
 			Env: env, Owner: owner, Target: "payments",
@@ -51,7 +51,7 @@ func (b *bench) rawRun() (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	r := result{commands: b.cfg.commands, elapsed: elapsed}
+	r := result{commands: b.cfg.commands, elapsed: elapsed, shares: shares}
 	if got := b.sb.TotalEffects(); got != intents {
 		r.duplicates = got - intents
 		return r, fmt.Errorf("%d payments for %d intents", got, intents)
@@ -102,8 +102,9 @@ type target struct {
 }
 
 // runLoops runs -raw-loops loops, each made by mk with the emulator as
-// target, until n commands are answered; it returns how long that took.
-func (b *bench) runLoops(ctx context.Context, st stage, n int, mk func(target) loop) (time.Duration, error) {
+// target, until n commands are answered; it returns how long that took
+// and every process's CPU meanwhile.
+func (b *bench) runLoops(ctx context.Context, st stage, n int, mk func(target) loop) (time.Duration, cpuShares, error) {
 	shop, secret := b.sb.Credentials()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
@@ -124,15 +125,17 @@ func (b *bench) runLoops(ctx context.Context, st stage, n int, mk func(target) l
 			}
 		}()
 	}
-	elapsed, werr := b.watch(loopCtx, st.cons, n, nil, nil)
+	var cpu0 cpuShares
+	elapsed, werr := b.watch(loopCtx, st.cons, n, func() { cpu0 = b.cpuNow(0) }, nil)
+	shares := b.cpuNow(0).sub(cpu0)
 	stopLoops()
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return 0, err
+		return 0, shares, err
 	default:
 	}
-	return elapsed, werr
+	return elapsed, shares, werr
 }
 
 type payment struct {
