@@ -165,6 +165,14 @@ func (d *Delivery) Nak(delay time.Duration) {
 	d.r.settled(d)
 }
 
+// Forsake settles the delivery here without telling JetStream anything, as
+// a process killed while holding it would leave it: the command is
+// redelivered once AckWait passes (heartbeats, if any, must have stopped).
+// It frees the delivery's place in this consumer, so that a component that
+// stops dead at a boundary on purpose (process/coordinator's AtBoundary)
+// does not hold its router's drain.
+func (d *Delivery) Forsake() { d.r.settled(d) }
+
 // ReplyTo is the core NATS subject the command asks its result to be sent
 // to as well ("" when none).
 func (d *Delivery) ReplyTo() string { return d.Header(wire.HeaderReplyTo) }

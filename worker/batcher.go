@@ -15,9 +15,9 @@ import (
 // keeps filling (up to max), so a slower database gets larger groups, not a
 // longer queue.
 type committer struct {
-	store    journal.Store
-	m        *Metrics
-	window   time.Duration
+	store  journal.Store
+	m      *Metrics
+	window time.Duration
 	// quiet reports that no other completion is on its way (no call is
 	// executing): a lone completion is then flushed at once, the window
 	// being only for a burst. Nil: always wait the window.

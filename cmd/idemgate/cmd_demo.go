@@ -25,6 +25,7 @@ import (
 	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
+	"github.com/idemgate/idemgate/process/coordinator"
 	"github.com/idemgate/idemgate/redact"
 	"github.com/idemgate/idemgate/sandbox"
 )
@@ -159,6 +160,45 @@ type demoSystem struct {
 
 	mu     sync.Mutex
 	others []*replica
+	// stops are the armed coordinator stops, by process key (stopAt).
+	stops map[string]coordinatorStop
+}
+
+// coordinatorStop is an armed stop of one process's coordinator run: once
+// step has settled, the run stops dead and done is closed.
+type coordinatorStop struct {
+	step string
+	done chan struct{}
+}
+
+// stopAt arms a one-shot stop of the coordinator's run of processKey once
+// step's outcome is settled (demo.Runtime.StopCoordinatorAt).
+func (s *demoSystem) stopAt(processKey, step string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stops == nil {
+		s.stops = map[string]coordinatorStop{}
+	}
+	st := coordinatorStop{step: step, done: make(chan struct{})}
+	s.stops[processKey] = st
+	return st.done
+}
+
+// atBoundary is the daemons' coordinator hook: true once, for an armed
+// stop's process at its step's settled boundary.
+func (s *demoSystem) atBoundary(b coordinator.Boundary, processKey, step string) bool {
+	if b != coordinator.StepSettled {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stops[processKey]
+	if !ok || st.step != step {
+		return false
+	}
+	delete(s.stops, processKey)
+	close(st.done)
+	return true
 }
 
 // replica is one in-process daemon.
@@ -213,6 +253,7 @@ func startDemo(ctx context.Context, set demoSetup) (_ *demoSystem, err error) {
 		return sys, err
 	}
 	sys.cfg = demoConfig(sys.dataDir, set.journalURL, sys.sb)
+	sys.cfg.atBoundary = sys.atBoundary
 	if set.tune != nil {
 		set.tune(&sys.cfg)
 	}
@@ -258,6 +299,11 @@ func demoConfig(dataDir, journalURL string, sb *demo.Sandboxes) Config {
 	c.Worker.CallTimeout = 3 * time.Second
 	c.Worker.ShutdownTimeout = 5 * time.Second
 	c.Worker.Retry.InLease = 6 * time.Second
+	// A command whose holder died comes back after 12 s, and a process
+	// whose coordinator died is taken over once its 5 s lease has run out
+	// (the scenario "a coordinator stopped dead mid-checkout").
+	c.NATS.AckWait = 12 * time.Second
+	c.Coordinator.LeaseTTL = 5 * time.Second
 	shop, secret := sb.YooKassa.Credentials()
 	user, password := sb.OneC.Credentials()
 	uid, code := sb.Bitrix24.Credentials()
@@ -366,6 +412,7 @@ func (s *demoSystem) runtime() demo.Runtime {
 		MultiMachine: s.multiMachine(), Sandboxes: s.sb, Routes: s.cfg.Routes,
 		StartReplica: s.startOther,
 		Approve:      s.approve, ApprovalAbove: demoApprovalAbove,
+		StopCoordinatorAt: s.stopAt,
 	}
 }
 

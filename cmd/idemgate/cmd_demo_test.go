@@ -78,16 +78,21 @@ func TestDemo(t *testing.T) {
 			rows := parseDemoTable(t, text)
 			require.Len(t, rows, len(demo.IDs()))
 			const checkout = "checkout: a declined charge cancels the invoice"
+			const killed = "checkout: its coordinator stopped dead mid-process"
 			for name, r := range rows {
 				require.Equal(t, "PASS", r.verdict, name)
 				require.Positive(t, r.intents, name)
-				if name == checkout {
+				if name == checkout || name == killed {
 					continue // a process's intent makes one effect per step (below)
 				}
 				require.Equal(t, r.intents, r.effects, "%s: effects counted in the sandbox must equal distinct intents", name)
 			}
 			require.Equal(t, demoRow{scenario: checkout, sent: 3, intents: 2, effects: 6, replays: 1, verdict: "PASS"}, rows[checkout],
 				"3 steps for the checkout, the invoice, the declined payment and the invoice's cancellation for the declined one; its copy replayed")
+			require.Equal(t, demoRow{scenario: killed, sent: 1, intents: 1, effects: 3, verdict: "PASS"}, rows[killed],
+				"the coordinator stopped after the charge; the process taken over and resumed: one effect per step")
+			require.Contains(t, text, "PASS  the coordinator stopped dead mid-process")
+			require.Regexp(t, `PASS  the process was taken over and resumed, each step made once: process succeeded under lease token [2-9]`, text)
 			require.Equal(t, demoRow{scenario: "payment: duplicates and retries", sent: 5, intents: 1, effects: 1, replays: 2, verdict: "PASS"},
 				rows["payment: duplicates and retries"])
 			require.Equal(t, 1, rows["payment: lost response reconciled"].reconciled)

@@ -81,6 +81,10 @@ type Config struct {
 	Processes map[string]process.Decl `mapstructure:"processes"`
 	// Coordinator runs the declared processes (processes.go).
 	Coordinator coordinator.Config `mapstructure:"coordinator"`
+	// atBoundary, set only in this process (the demo's "a coordinator
+	// stopped dead mid-checkout"), is the coordinator's AtBoundary: a run
+	// for which it answers true stops there as if killed.
+	atBoundary func(b coordinator.Boundary, processKey, step string) bool
 	// Routes name the adapter instance for each operation type.
 	Routes map[string]string `mapstructure:"routes"`
 	// Adapters configures each target; see adapterSet.

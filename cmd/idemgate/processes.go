@@ -60,6 +60,7 @@ func (r *daemonRun) buildCoordinator() (startstop.Service, error) {
 	coord, err := coordinator.New(cfg, c.NATS.Config, coordinator.Deps{
 		Store: d.store, JS: r.js, NC: r.nc, Consumer: pull, Processes: set, Registry: r.opTypes,
 		ResultsStream: c.NATS.ResultsStream, Log: r.log.With("service", "coordinator"), Metrics: coordinator.NewMetrics(d.registry),
+		AtBoundary: c.atBoundary,
 	})
 	if err != nil {
 		return nil, configError(err)

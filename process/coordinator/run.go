@@ -279,7 +279,11 @@ func (r *run) execute() {
 		next, err := r.step()
 		switch {
 		case errors.Is(err, errDied):
-			return // as if killed: nothing more is written, acked or released
+			// As if killed: nothing more is written, acked or released;
+			// the command comes back after AckWait.
+			stopBeats()
+			r.d.Forsake()
+			return
 		case errors.Is(err, errWaiting), errors.Is(err, errAwaitingApproval):
 			r.c.d.Metrics.comeBacks.Inc()
 			stopBeats()

@@ -47,7 +47,9 @@ func (l latencies) pct(p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64)
+}
 
 func (b *bench) latencyRun() error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.timeout)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/idemgate/idemgate/journal"
 	"github.com/idemgate/idemgate/operation"
 	"github.com/idemgate/idemgate/process"
 	"github.com/idemgate/idemgate/sandbox/onec"
@@ -102,4 +104,53 @@ func viewOf(r operation.Result) (process.View, error) {
 		return v, fmt.Errorf("process result %s: %w", r.Status, err)
 	}
 	return v, nil
+}
+
+// checkoutKilledScenario: the coordinator running a checkout stops dead
+// once the charge has settled — its process lease held, its command
+// neither acknowledged nor returned, as a killed daemon leaves them. The
+// command comes back after nats.ack_wait; the coordinator that takes it
+// takes the process over once its lease has run out (a new fencing
+// token), finds the invoice and the charge settled in the journal, and
+// goes on with the shipping step: each step made once.
+func checkoutKilledScenario(ctx context.Context, s *session, row *Row) error {
+	sb := s.rt.Sandboxes
+	oc, yk, bx := mark(sb.OneC), mark(sb.YooKassa), mark(sb.Bitrix24)
+	op := process.OperationPrefix + CheckoutProcess
+	in := s.intent(op, "checkout-killed", map[string]any{"order_id": "order-48303", "customer_id": "cust-7",
+		"account_id": "merchant-account-17", "amount_minor": 125000, "currency": "RUB", "responsible_id": "12"})
+	row.Intents = 1
+	key := in.key(s.rt.Env)
+	stopped := s.rt.StopCoordinatorAt(key, "charge")
+	s.p.step("agent: check out order-48303; its coordinator will be stopped dead once the charge has settled")
+	started := time.Now()
+	_, res, err := s.send(ctx, row, in, "checkout-killed-1", "checkout, its coordinator stopped and taken over")
+	if err != nil {
+		return err
+	}
+	died := false
+	select {
+	case <-stopped:
+		died = true
+	default:
+	}
+	s.p.step("daemon: the coordinator stopped after the charge (lease held, command unacknowledged); the command came back, the process was taken over and resumed: %s after %v",
+		res[eventFor(s, "checkout-killed-1")].Status, time.Since(started).Round(100*time.Millisecond))
+	v, err := viewOf(res[eventFor(s, "checkout-killed-1")])
+	if err != nil {
+		return err
+	}
+	token := int64(0)
+	if ps, ok := s.rt.Journal.(journal.ProcessStore); ok {
+		if rec, err := ps.GetProcess(ctx, key); err == nil {
+			token = rec.LeaseToken
+		}
+	}
+	made := [3]int{len(oc.since()), len(yk.since()), len(bx.since())}
+	row.check("the coordinator stopped dead mid-process", died, "stopped after the charge settled: %v", died)
+	row.check("the process was taken over and resumed, each step made once", v.Status == "succeeded" && made == [3]int{1, 1, 1} && token >= 2,
+		"process %s under lease token %d; 1C %d, YooKassa %d, Bitrix24 %d effect(s)", v.Status, token, made[0], made[1], made[2])
+	row.Effects = made[0] + made[1] + made[2]
+	row.note("a process's progress is in the journal: the coordinator that takes it over resumes at the step the journal names and sends nothing twice")
+	return nil
 }

@@ -52,6 +52,12 @@ type Runtime struct {
 	// ApprovalAbove is the amount (minor units, RUB) above which a charge
 	// waits for a person in this daemon's policy.
 	ApprovalAbove int64
+	// StopCoordinatorAt arms a one-shot stop: the coordinator's run of the
+	// process processKey stops dead once step's outcome is settled, as a
+	// killed daemon's would — its process lease held, its command neither
+	// acknowledged nor returned — and the channel is closed. Nil skips the
+	// scenario that needs it.
+	StopCoordinatorAt func(processKey, step string) <-chan struct{}
 }
 
 // Options tune a demo run.
@@ -225,6 +231,9 @@ func (s *session) skipReason(sc scenario) string {
 	}
 	if sc.needsApproval && (s.rt.Approve == nil || s.rt.ApprovalAbove <= 0) {
 		return "no approval policy gates charges here"
+	}
+	if sc.needsStop && s.rt.StopCoordinatorAt == nil {
+		return "no coordinator can be stopped here"
 	}
 	return ""
 }

@@ -18,7 +18,9 @@ import (
 type scenario struct {
 	id, name, target, op        string
 	needsReplica, needsApproval bool
-	run                         func(ctx context.Context, s *session, row *Row) error
+	// needsStop: the scenario stops a coordinator dead (Runtime.StopCoordinatorAt).
+	needsStop bool
+	run       func(ctx context.Context, s *session, row *Row) error
 }
 
 // Operation types the scenarios send.
@@ -38,6 +40,7 @@ var scenarios = []scenario{
 	{id: "replicas", name: "two replicas racing", target: "yookassa", op: opCharge, needsReplica: true, run: replicasRacing},
 	{id: "mcp-agent", name: "an agent through MCP", target: "yookassa", op: opCharge, run: mcpAgent},
 	{id: "checkout", name: "checkout: a declined charge cancels the invoice", target: "onec+yookassa+bitrix24", op: opInvoice, run: checkoutScenario},
+	{id: "checkout-killed", name: "checkout: its coordinator stopped dead mid-process", target: "onec+yookassa+bitrix24", op: opInvoice, needsStop: true, run: checkoutKilledScenario},
 	{id: "approval", name: "a charge waits for a person", target: "yookassa", op: opCharge, needsApproval: true, run: chargeWaitsForAPerson},
 }
 
