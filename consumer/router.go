@@ -234,7 +234,7 @@ func (r *Router) fetchLoop(ctx context.Context) {
 				break
 			}
 			group = append(group, m)
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 && r.busy.Load() == 0 {
+			if r.lone(m) {
 				// Nothing else waits in the stream for this consumer and
 				// nothing is being worked on: a lone command (one agent
 				// waiting for its call) does not wait out a window that
@@ -255,6 +255,17 @@ func (r *Router) fetchLoop(ctx context.Context) {
 		}
 		r.release(n - got)
 	}
+}
+
+// lone reports that m is a lone command: nothing is being worked on here
+// (checked first: it costs no parsing) and its metadata says the stream
+// holds nothing more for the consumer.
+func (r *Router) lone(m jetstream.Msg) bool {
+	if r.busy.Load() != 0 {
+		return false
+	}
+	md, err := m.Metadata()
+	return err == nil && md.NumPending == 0
 }
 
 // fetchLinger is how long a group of fetched commands waits for one more

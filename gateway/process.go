@@ -137,10 +137,7 @@ func (g *Gateway) processSettled(ctx context.Context, op operation.Operation, re
 		return Answer{}, false
 	}
 	if rec.RequestHash != op.Fingerprint {
-		a := g.rules.Of(answer.StateConflict, answer.Facts{Operation: op.Type, TargetSystem: process.TargetSystem,
-			ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}})
-		a.OperationKey = rec.Key
-		return a, true
+		return g.processConflict(op.Type, rec), true
 	}
 	if !rec.Status.AtRest() {
 		return Answer{}, false
@@ -238,4 +235,13 @@ func processStatus(s journal.ProcessStatus) operation.ResultStatus {
 		return operation.ResultFailedFinal
 	}
 	return operation.ResultPending
+}
+
+// processConflict is the answer for a process key that holds another
+// input than the request's: the conflict rule, as for an operation.
+func (g *Gateway) processConflict(opType string, rec journal.ProcessRecord) Answer {
+	a := g.rules.Of(answer.StateConflict, answer.Facts{Operation: opType, TargetSystem: process.TargetSystem,
+		ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}})
+	a.OperationKey = rec.Key
+	return a
 }

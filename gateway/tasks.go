@@ -326,9 +326,7 @@ func (g *Gateway) processTask(ctx context.Context, t Task, trec taskRecord, hand
 		t.UpdatedAt = t.CreatedAt
 	}
 	if handed && rec.RequestHash != trec.RequestHash {
-		a := g.rules.Of(answer.StateConflict, answer.Facts{Operation: trec.Operation, TargetSystem: process.TargetSystem,
-			ErrorCode: CodeKeyPayloadMismatch, Existing: &operation.Existing{Status: processStatus(rec.Status), ErrorCode: rec.ErrorCode}})
-		a.OperationKey = rec.Key
+		a := g.processConflict(trec.Operation, rec)
 		t.Status, t.Answer, t.Message = TaskCompleted, a, a.Reason
 		return t, nil
 	}
