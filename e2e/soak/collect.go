@@ -282,7 +282,12 @@ func (s *soak) journal(ctx context.Context, h *History) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = tx.Query(cctx, `SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
+	// The trail: the first attempt a row still holds, and the table's.
+	rows, err = tx.Query(cctx, `SELECT operation_key, attempt_count, lease_token, coalesce(lease_owner, ''), 'execute', created_at,
+		first_finished_at, coalesce(first_outcome, ''), coalesce(first_error_code, ''), coalesce(first_note, '')
+		FROM agent_operation_log WHERE first_attempt_inline
+		UNION ALL
+		SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
 		coalesce(outcome, ''), coalesce(error_code, ''), coalesce(note, '') FROM agent_operation_attempts`)
 	if err != nil {
 		return err

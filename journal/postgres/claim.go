@@ -17,15 +17,16 @@ import (
 // errUnexpectedKey: the server returned a key the batch did not send.
 var errUnexpectedKey = errors.New("a row for a key the batch did not send")
 
-// Claim decides every request of the batch. It first reads the batch's rows
-// with a plain SELECT, which takes no lock and writes nothing: a batch of
-// replays, conflicts and live leases is decided in that one round trip and
-// needs no commit to wait for. Only the keys left (new keys, retryable
-// failures, unknown outcomes and expired leases) go on to the claim proper in
-// a second round trip: the insert of new keys, the conditional take-over of
-// re-claimable rows and a read of the result, pipelined as one implicit
-// transaction. Keys whose state moved between those statements are claimed
-// again, at most ClaimRounds times.
+// Claim decides every request of the batch. Its first statement
+// (claimFirst) inserts the batch's new keys, each with its first attempt in
+// its row, and reads the rows of the others, in one round trip: a batch of
+// new keys and replays is decided there, and one of replays, conflicts and
+// live leases writes nothing, so its commit waits for no WAL flush. Only
+// the keys left (retryable failures, unknown outcomes, expired leases, and
+// keys a concurrent batch inserted) go on to claimRound: the insert of new
+// keys, the conditional take-over of re-claimable rows and a read of the
+// result, pipelined as one implicit transaction. Keys whose state moved
+// between those statements are claimed again, at most ClaimRounds times.
 func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journal.Claim, error) {
 	out := make([]journal.Claim, len(reqs))
 	if len(reqs) == 0 {
@@ -52,9 +53,17 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	}
 
 	sc := newRecordScanner()
-	pending, err := s.claimRead(ctx, reqs, pending, out, sc)
-	if err != nil {
-		return nil, fmt.Errorf("claim read: %w", err)
+	var err error
+	for try := 0; ; try++ {
+		var left []int
+		left, err = s.claimFirst(ctx, reqs, pending, out, sc)
+		if err == nil {
+			pending = left
+			break
+		}
+		if !retryable(err) || try >= s.cfg.Retries {
+			return nil, journal.ClaimFailed(err)
+		}
 	}
 	for round := 0; len(pending) > 0; round++ {
 		var undecided []int
@@ -82,41 +91,67 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 	return out, nil
 }
 
-// claimKeys returns the keys of the pending requests, in their (sorted) order.
-func claimKeys(reqs []journal.ClaimRequest, pending []int) []string {
-	keys := make([]string, len(pending))
-	for j, i := range pending {
-		keys[j] = reqs[i].Key
-	}
-	return keys
-}
-
-// claimRead decides every pending key whose row settles it without a write:
-// a replay, a conflict or a live lease. It returns the keys that need the
-// claim statements.
-func (s *Store) claimRead(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
-	keys := claimKeys(reqs, pending)
-	// found[j]: the row of keys[j] was read; live[j]: it holds a live lease.
-	flags := make([]bool, 2*len(keys))
-	found, live := flags[:len(keys)], flags[len(keys):]
-	rows, err := s.db.Query(ctx, selectRecords, keys)
+// claimFirst runs claimFirst for the pending requests: it decides each key
+// it inserted (executed) and each existing key whose row settles it without
+// a write (a replay, a conflict or a live lease), and returns the others.
+func (s *Store) claimFirst(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
+	n := len(pending)
+	cols := make([]string, 8*n)
+	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
+	events, approvals, owners, digests := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:7*n:7*n], cols[7*n:]
+	ttls := make([]int64, n)
+	fillClaimColumns(reqs, pending, keys, types, hashes, targets, events, approvals, owners, digests, ttls)
+	// found[j]: the row of keys[j] came back; live[j]: it holds a live
+	// lease; inserted[j]: this statement made it.
+	flags := make([]bool, 3*n)
+	found, live, inserted := flags[:n:n], flags[n:2*n:2*n], flags[2*n:]
+	rows, err := s.hot.Query(ctx, claimFirst, keys, types, hashes, targets, events, approvals, owners, ttls, digests)
 	if err != nil {
 		return nil, err
 	}
-	if err := keyed(rows, keys, readClaims(reqs, pending, out, sc, found, live)); err != nil {
+	read := readClaims(reqs, pending, out, sc, found, live)
+	sc.withInserted = true
+	err = keyed(rows, keys, func(j int, rows pgx.Rows) error {
+		if inserted[j] {
+			return nil // the same key read from the snapshot: the insert counts
+		}
+		if err := read(j, rows); err != nil {
+			return err
+		}
+		inserted[j] = sc.inserted
+		return nil
+	})
+	sc.withInserted = false
+	if err != nil {
 		return nil, err
 	}
 	var next []int
 	for j, i := range pending {
-		if found[j] {
-			if d, settled := journal.DecideExisting(&reqs[i], &out[i].Record, live[j]); settled {
-				out[i].Decision = d
+		c := &out[i]
+		switch {
+		case inserted[j]:
+			c.Decision, c.Token, c.Attempt = journal.Execute, c.Record.LeaseToken, c.Record.AttemptCount
+			continue
+		case found[j]:
+			if d, settled := journal.DecideExisting(&reqs[i], &c.Record, live[j]); settled {
+				c.Decision = d
 				continue
 			}
 		}
 		next = append(next, i)
 	}
 	return next, nil
+}
+
+// fillClaimColumns fills the claim statements' parallel arrays with the
+// pending requests, in their (sorted) order.
+func fillClaimColumns(reqs []journal.ClaimRequest, pending []int, keys, types, hashes, targets, events, approvals, owners, digests []string, ttls []int64) {
+	for j, i := range pending {
+		r := &reqs[i]
+		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
+		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
+		digests[j] = r.FieldDigests
+	}
 }
 
 // claimRound runs the three claim statements for the pending requests and
@@ -128,18 +163,13 @@ func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pen
 	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
 	events, approvals, owners, digests := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:7*n:7*n], cols[7*n:]
 	ttls := make([]int64, n)
-	for j, i := range pending {
-		r := &reqs[i]
-		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
-		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
-		digests[j] = r.FieldDigests
-	}
+	fillClaimColumns(reqs, pending, keys, types, hashes, targets, events, approvals, owners, digests, ttls)
 
 	b := &pgx.Batch{}
 	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls, digests)
 	b.Queue(claimTakeOver, keys, hashes, owners, ttls)
 	b.Queue(selectRecords, keys)
-	br := s.db.SendBatch(ctx, b)
+	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()
 
 	// took[j] is what the claim statements decided for keys[j] when they
@@ -282,6 +312,9 @@ type recordScanner struct {
 	result                                  []byte
 	leaseUntil, completedAt, raisedAt       pgtype.Timestamptz
 	live                                    bool
+	// withInserted: the rows end with claimFirst's inserted column, read
+	// into inserted.
+	withInserted, inserted bool
 	// now is the database clock of the last row scanned.
 	now time.Time
 }
@@ -295,7 +328,7 @@ func newRecordScanner() *recordScanner {
 		&sc.event, &sc.approval, &sc.own, nil, &sc.leaseUntil,
 		nil, nil, nil, &sc.completedAt,
 		nil, &sc.raisedAt, nil,
-		&sc.live, &sc.now}
+		&sc.live, &sc.now, &sc.inserted}
 	return sc
 }
 
@@ -316,7 +349,11 @@ func (sc *recordScanner) scan(rows pgx.Rows, rec *journal.Record, r *journal.Cla
 	sc.dest[8], sc.dest[12], sc.dest[14] = &rec.AttemptCount, &rec.LeaseToken, &rec.ReconcileRounds
 	sc.dest[15], sc.dest[16] = &rec.CreatedAt, &rec.UpdatedAt
 	sc.dest[18], sc.dest[20] = &rec.ReconcileRoundsTotal, &rec.EffectPossible
-	if err := rows.Scan(sc.dest...); err != nil {
+	dest := sc.dest[:len(sc.dest)-1]
+	if sc.withInserted {
+		dest = sc.dest
+	}
+	if err := rows.Scan(dest...); err != nil {
 		return false, err
 	}
 	rec.Result = nil

@@ -112,7 +112,7 @@ func (s *Store) completeGroup(ctx context.Context, cs []journal.Completion, grou
 	}
 	// Not applied, or the statement failed and may have applied: re-read.
 	rowsOf := make([]journal.CompletionRow, n)
-	rows, err := s.db.Query(ctx, completeCheck, check)
+	rows, err := s.hot.Query(ctx, completeCheck, check)
 	if err != nil {
 		if execErr != nil {
 			return fmt.Errorf("complete: %w (re-read: %v)", execErr, err)
@@ -168,14 +168,14 @@ func (s *Store) fence(ctx context.Context, cs []journal.Completion, idx []int) e
 		keys[j], tokens[j], statuses[j], objects[j] = c.Key, c.Token, string(c.Status), c.TargetObjectID
 		codes[j], reqIDs[j], notes[j] = c.ErrorCode, c.TargetRequestID, c.Note
 	}
-	_, err := s.db.Exec(ctx, fenceAttempts, keys, tokens, statuses, objects, codes, reqIDs, notes)
+	_, err := s.hot.Exec(ctx, fenceAttempts, keys, tokens, statuses, objects, codes, reqIDs, notes)
 	return err
 }
 
 // markKeys runs a statement returning one key per row and sets marks[j] for
 // each returned keys[j]; keys are sorted.
 func (s *Store) markKeys(ctx context.Context, keys []string, marks []bool, sql string, args ...any) error {
-	rows, err := s.db.Query(ctx, sql, args...)
+	rows, err := s.hot.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,12 @@ func (s *Store) Heartbeat(ctx context.Context, refs []journal.LeaseRef, ttl time
 		keys[i], tokens[i] = r.Key, r.Token
 	}
 	live := make(map[string]bool, len(refs))
-	if err := s.queryKeys(ctx, live, heartbeat, keys, tokens, ttl.Milliseconds()); err != nil {
+	rows, err := s.hot.Query(ctx, heartbeat, keys, tokens, ttl.Milliseconds())
+	if err == nil {
+		err = sqljournal.MarkKeys(rows, live)
+		rows.Close()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
 	return sqljournal.LeaseResults(refs, live), nil

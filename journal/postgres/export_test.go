@@ -10,11 +10,15 @@ import (
 // The journal's SQL, for the raw pgx baseline of the benchmarks: the store and
 // the baseline must send the same statements.
 const (
-	ClaimInsertSQL   = claimInsert
+	ClaimFirstSQL    = claimFirst
 	ClaimTakeOverSQL = claimTakeOver
 	SelectRecordsSQL = selectRecords
 	CompleteSQL      = complete
+	HeartbeatSQL     = heartbeat
 )
+
+// HotPathParams are the hot path pool's settings.
+var HotPathParams = hotPathParams
 
 // The scans of the open operations (the reconciler's and the console's
 // lease holders), for the test of their plans.
@@ -29,7 +33,7 @@ var (
 // that look inside the transaction a call ran in.
 func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
-	c.db = tx
+	c.db, c.hot = tx, tx
 	c.Reader = c.newReader()
 	return &c
 }

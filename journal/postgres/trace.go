@@ -9,10 +9,20 @@ import (
 
 var _ journal.AttemptTraces = (*Store)(nil)
 
+// setAttemptTrace records a trace id on the attempt under a token: in the
+// row while it holds its first attempt, else in the trail. $1 key, $2
+// token, $3 trace id.
+const setAttemptTrace = `
+WITH inline AS (
+    UPDATE agent_operation_log SET first_trace_id = $3
+    WHERE operation_key = $1 AND first_attempt_inline AND lease_token = $2
+)
+UPDATE agent_operation_attempts SET trace_id = $3
+WHERE operation_key = $1 AND lease_token = $2`
+
 // SetAttemptTrace records the trace id of the attempt of key under token.
 func (s *Store) SetAttemptTrace(ctx context.Context, key string, token int64, traceID string) error {
-	if _, err := s.db.Exec(ctx, `UPDATE agent_operation_attempts SET trace_id = $3
-WHERE operation_key = $1 AND lease_token = $2`, key, token, traceID); err != nil {
+	if _, err := s.db.Exec(ctx, setAttemptTrace, key, token, traceID); err != nil {
 		return fmt.Errorf("attempt trace %s: %w", key, err)
 	}
 	return nil

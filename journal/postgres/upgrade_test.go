@@ -47,7 +47,7 @@ func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
 
 	applied, err := postgres.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
-	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9, 10}, applied)
+	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, applied)
 	s := postgres.New(pool, postgres.Config{})
 	atts, err := s.Attempts(ctx, key)
 	require.NoError(t, err)

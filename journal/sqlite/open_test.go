@@ -99,10 +99,10 @@ func TestMigrations(t *testing.T) {
 
 	applied, err := sqlite.Migrate(ctx, path, nil)
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, applied)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, applied)
 	states, err := sqlite.Migrations(ctx, path)
 	require.NoError(t, err)
-	require.Len(t, states, 10)
+	require.Len(t, states, 11)
 	require.Equal(t, sqlite.MigrationState{Version: 1, Source: "0001_journal.sql", Applied: true}, states[0])
 	require.Equal(t, sqlite.MigrationState{Version: 2, Source: "0002_retry_history.sql", Applied: true}, states[1])
 	require.Equal(t, sqlite.MigrationState{Version: 3, Source: "0003_field_digests.sql", Applied: true}, states[2])

@@ -45,7 +45,7 @@ func TestUpgradeClosesAbandonedAttempts(t *testing.T) {
 
 	applied, err := sqlite.Migrate(ctx, path, nil)
 	require.NoError(t, err)
-	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9, 10}, applied)
+	require.Equal(t, []int64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, applied)
 	s, err := sqlite.Open(ctx, path, sqlite.Config{})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)

@@ -1,8 +1,8 @@
 // Package rawbaseline is the benchmarks' raw baseline: the daemon's hot path
 // written out by hand, with no abstraction. One Loop fetches a batch from
 // JetStream, decodes it with encoding/json, claims its new keys with the
-// journal's exact SQL (postgres.HotPathSQL: the plain read, then insert,
-// take-over and read pipelined), calls the target for each, completes
+// journal's exact SQL (postgres.HotPathSQL: one statement inserting the new
+// keys and reading the others), calls the target for each, completes
 // with the store's exact statement, publishes each result asynchronously
 // and acks each command as its PubAck arrives.
 //
@@ -127,7 +127,7 @@ type Loop struct {
 	sToken                                                                          int64
 	sLeaseUntil, sCompleted, sRaisedAt                                              *time.Time
 	sCreated, sUpdated, sNow                                                        time.Time
-	sLive, sEffectPossible                                                          bool
+	sLive, sEffectPossible, sInserted                                               bool
 }
 
 type cmd struct {
@@ -232,30 +232,11 @@ func (l *Loop) handle(ctx context.Context, fetched time.Time) error {
 	}
 	l.order = kept
 
-	// The plain read decides replays.
-	l.keys = l.keys[:0]
-	for _, i := range l.order {
-		l.keys = append(l.keys, l.cmds[i].key)
-	}
-	rows, _ := l.cfg.Pool.Query(ctx, l.cfg.SQL.SelectRecords, l.keys)
-	if err := l.scanRecords(rows, true); err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-
-	// The claim proper, for the keys the journal does not know.
+	// One statement claims the new keys and reads the others (replays).
 	l.keys, l.types, l.hashes, l.targets = l.keys[:0], l.types[:0], l.hashes[:0], l.targets[:0]
 	l.events, l.approvals, l.owners, l.ttls, l.digests = l.events[:0], l.approvals[:0], l.owners[:0], l.ttls[:0], l.digests[:0]
 	for _, i := range l.order {
 		c := &l.cmds[i]
-		if c.found {
-			if c.status != "succeeded" {
-				// Its first copy is still in another loop's batch.
-				if err := l.inFlight(c, "status "+c.status+", want succeeded"); err != nil {
-					return err
-				}
-			}
-			continue
-		}
 		l.keys, l.types, l.hashes = append(l.keys, c.key), append(l.types, c.cmd.Operation), append(l.hashes, c.hash)
 		l.targets, l.events = append(l.targets, l.cfg.Target), append(l.events, c.cmd.EventID)
 		l.approvals, l.owners = append(l.approvals, c.cmd.ApprovalID), append(l.owners, l.cfg.Owner)
@@ -264,14 +245,12 @@ func (l *Loop) handle(ctx context.Context, fetched time.Time) error {
 		// and the digests are the daemon's own work (stored as NULL).
 		l.digests = append(l.digests, "")
 	}
-	if len(l.keys) > 0 {
-		if err := l.claim(ctx); err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		l.call(ctx)
-		if err := l.complete(ctx); err != nil {
-			return fmt.Errorf("complete: %w", err)
-		}
+	if err := l.claim(ctx); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	l.call(ctx)
+	if err := l.complete(ctx); err != nil {
+		return fmt.Errorf("complete: %w", err)
 	}
 	return l.publish(fetched)
 }
@@ -305,48 +284,29 @@ func (l *Loop) publish(fetched time.Time) error {
 	return nil
 }
 
-// claim sends the store's pipelined claim (insert, take-over, read) for
-// l.keys.
+// claim sends the store's first claim statement for l.keys: it inserts the
+// new keys and reads the others.
 func (l *Loop) claim(ctx context.Context) error {
-	b := &pgx.Batch{}
-	b.Queue(l.cfg.SQL.ClaimInsert, l.keys, l.types, l.hashes, l.targets, l.events, l.approvals, l.owners, l.ttls, l.digests)
-	b.Queue(l.cfg.SQL.ClaimTakeOver, l.keys, l.hashes, l.owners, l.ttls)
-	b.Queue(l.cfg.SQL.SelectRecords, l.keys)
-	br := l.cfg.Pool.SendBatch(ctx, b)
-	defer br.Close()
-	rows, _ := br.Query()
-	for rows.Next() {
-		if err := rows.Scan(&l.sKey); err != nil {
-			return err
-		}
-		j := l.find(l.sKey)
-		if j < 0 {
-			return fmt.Errorf("inserted %s, which the batch did not send", l.sKey)
-		}
-		l.cmds[j].inserted = true
-	}
-	if err := rows.Err(); err != nil {
+	rows, _ := l.cfg.Pool.Query(ctx, l.cfg.SQL.ClaimFirst, l.keys, l.types, l.hashes, l.targets, l.events, l.approvals, l.owners, l.ttls, l.digests)
+	if err := l.scanRecords(rows); err != nil {
 		return err
 	}
-	rows, _ = br.Query()
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, _ = br.Query()
-	if err := l.scanRecords(rows, false); err != nil {
-		return err
-	}
-	// A key another loop's batch inserted first is in flight there.
 	for _, i := range l.order {
-		if c := &l.cmds[i]; !c.found && !c.inserted {
+		c := &l.cmds[i]
+		switch {
+		case c.found && c.status != "succeeded":
+			// Its first copy is still in another loop's batch.
+			if err := l.inFlight(c, "status "+c.status+", want succeeded"); err != nil {
+				return err
+			}
+		case !c.found && !c.inserted:
+			// Inserted by another loop's batch after this statement began.
 			if err := l.inFlight(c, "inserted by another batch"); err != nil {
 				return err
 			}
 		}
 	}
-	return br.Close()
+	return nil
 }
 
 // call makes the effects of the batch's claimed commands.
@@ -379,17 +339,16 @@ func (l *Loop) find(key string) int {
 	return l.order[j]
 }
 
-// scanRecords reads journal rows into the batch's commands. read marks the
-// rows found by the plain read (replays); otherwise the rows are the
-// claim's.
-func (l *Loop) scanRecords(rows pgx.Rows, read bool) error {
+// scanRecords reads the first claim statement's rows into the batch's
+// commands: inserted ones are claimed, the others found (replays).
+func (l *Loop) scanRecords(rows pgx.Rows) error {
 	defer rows.Close()
 	for rows.Next() {
 		if err := rows.Scan(&l.sKey, &l.sType, &l.sHash, &l.sStatus, &l.sTarget,
 			&l.sObject, &l.sResult, &l.sCode, &l.sAttempts,
 			&l.sEvent, &l.sApproval, &l.sOwner, &l.sToken, &l.sLeaseUntil,
 			&l.sRounds, &l.sCreated, &l.sUpdated, &l.sCompleted,
-			&l.sRoundsTotal, &l.sRaisedAt, &l.sEffectPossible, &l.sLive, &l.sNow); err != nil {
+			&l.sRoundsTotal, &l.sRaisedAt, &l.sEffectPossible, &l.sLive, &l.sNow, &l.sInserted); err != nil {
 			return err
 		}
 		j := l.find(l.sKey)
@@ -397,9 +356,12 @@ func (l *Loop) scanRecords(rows pgx.Rows, read bool) error {
 			return fmt.Errorf("a row for %s, which the batch did not send", l.sKey)
 		}
 		c := &l.cmds[j]
-		c.found = read
+		if c.inserted {
+			continue // the same key read from the snapshot: the insert counts
+		}
+		c.inserted, c.found = l.sInserted, !l.sInserted
 		c.status, c.token, c.attempts = l.sStatus, l.sToken, l.sAttempts
-		if read {
+		if c.found {
 			c.object, c.result = l.sObject, l.sResult
 		}
 		l.sResult = nil
@@ -424,6 +386,9 @@ func (l *Loop) complete(ctx context.Context) error {
 		l.objects, l.results = append(l.objects, c.object), append(l.results, &c.answer)
 		l.codes, l.reqIDs, l.notes, l.reconciled = append(l.codes, ""), append(l.reqIDs, ""), append(l.notes, ""), append(l.reconciled, false)
 		l.holds = append(l.holds, 0)
+	}
+	if len(l.ckeys) == 0 {
+		return nil
 	}
 	rows, _ := l.cfg.Pool.Query(ctx, l.cfg.SQL.Complete, l.ckeys, l.tokens, l.statuses, l.objects,
 		l.results, l.codes, l.reqIDs, l.notes, l.reconciled, l.holds)
