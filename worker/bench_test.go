@@ -13,8 +13,8 @@ package worker_test
 // whole process (the embedded NATS server included, the same for both).
 //
 //   - BenchmarkRawBaseline fetches, decodes with encoding/json, claims with the
-//     store's exact SQL (the plain read, then insert + take-over + read
-//     pipelined), calls the no-op adapter inline, completes with the store's
+//     store's exact SQL (one statement inserting the new keys and reading
+//     the others), calls the no-op adapter inline, completes with the store's
 //     exact statement, publishes results asynchronously and acks each command
 //     as its PubAck arrives: the work the daemon does, with no abstraction
 //     (internal/rawbaseline, the loop scripts/e2ebench runs too).

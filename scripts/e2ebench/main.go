@@ -7,8 +7,8 @@
 //     schema of the PostgreSQL at -journal-url the journal;
 //   - -commands payment.charge commands (every fifth a repeat of an earlier
 //     intent under a new event id) are pre-loaded before each run;
-//   - raw: JetStream fetch → the journal's own claim SQL (read, then insert
-//   - take-over + read pipelined) → one keep-alive POST /v3/payments per
+//   - raw: JetStream fetch → the journal's own claim SQL (one statement:
+//     new keys inserted, the others read) → one keep-alive POST /v3/payments per
 //     new intent, the batch's calls at once → the journal's completion SQL
 //     → async publish of each result → ack on its PubAck;
 //   - daemon: `idemgate run` with its defaults and the emulator as target;
