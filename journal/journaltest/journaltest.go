@@ -20,6 +20,9 @@ type Features struct {
 	// ConcurrentTakeOver: several TakeOverStale callers run at once and split
 	// the work (PostgreSQL SKIP LOCKED). Engines with one writer serialise them.
 	ConcurrentTakeOver bool
+	// TrailRows counts the rows of the attempts table for key and says
+	// whether its log row holds its first attempt; nil skips those checks.
+	TrailRows func(t *testing.T, s journal.Store, key string) (rows int, inline bool)
 }
 
 // NewStore returns a fresh, empty store; the suite closes nothing itself.

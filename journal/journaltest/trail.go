@@ -106,4 +106,120 @@ func exerciseTrail(t *testing.T, newStore NewStore, f Features) {
 			require.True(t, a.Outcome.Valid())
 		}
 	})
+
+	parallel(t, newStore, "FirstAttemptLivesInItsRow", func(t *testing.T, s journal.Store) {
+		exerciseFirstAttempt(t, s, f)
+	})
+}
+
+// exerciseFirstAttempt: an operation claimed, executed once and completed
+// keeps its one attempt in its log row (no attempts-table row, where the
+// engine says how to count them), and its trail still answers everything
+// (worker, token, times, outcome, request id, note, trace id, the last
+// hour's counts); the first statement that starts another attempt (a retry,
+// an operator's forced decision, a take-over) writes the first attempt into
+// the trail as it ended, or as abandoned, once.
+func exerciseFirstAttempt(t *testing.T, s journal.Store, f Features) {
+	rowsOf := func(k string, wantRows int, wantInline bool) {
+		t.Helper()
+		if f.TrailRows == nil {
+			return
+		}
+		rows, inline := f.TrailRows(t, s, k)
+		require.Equal(t, wantRows, rows, "attempts-table rows of %s", k)
+		require.Equal(t, wantInline, inline, "the row of %s holds its first attempt", k)
+	}
+	ctx := ctx(t)
+
+	// The common case: one row, the whole trail.
+	k := key(t)
+	c := claim(t, s, req(k, hashA, owner, time.Minute))
+	require.Equal(t, journal.Execute, c.Decision)
+	rowsOf(k, 0, true)
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	at, traced := s.(journal.AttemptTraces)
+	if traced {
+		require.NoError(t, at.SetAttemptTrace(ctx, k, c.Token, trace))
+	}
+	complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded,
+		TargetObjectID: "pay_1", TargetRequestID: "rq-1", Note: "made once"})
+	rowsOf(k, 0, true)
+	att, err := s.Attempts(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, att, 1)
+	a := att[0]
+	require.Equal(t, journal.Attempt{Key: k, Attempt: 1, Token: c.Token, Worker: owner, Kind: journal.KindExecute,
+		StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Outcome: journal.OutcomeSucceeded,
+		TargetRequestID: "rq-1", Note: "made once"}, a)
+	require.False(t, a.StartedAt.IsZero())
+	require.False(t, a.FinishedAt.Before(a.StartedAt))
+	if traced {
+		ids, err := at.AttemptTraceIDs(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, map[int64]string{c.Token: trace}, ids)
+	}
+	b, browse := s.(journal.Browser)
+	if browse {
+		counts, err := b.AttemptCounts(ctx, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, []journal.AttemptCount{{Kind: journal.KindExecute, Outcome: journal.OutcomeSucceeded, Count: 1}}, counts)
+		later, err := b.AttemptCounts(ctx, a.FinishedAt.Add(time.Second))
+		require.NoError(t, err)
+		require.Empty(t, later)
+	}
+
+	// A retry writes the first attempt into the trail as it ended.
+	k = key(t)
+	c = claim(t, s, req(k, hashA, owner, time.Minute))
+	complete(t, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable,
+		ErrorCode: "http_503", TargetRequestID: "rq-2"})
+	if browse {
+		counts, err := b.AttemptCounts(ctx, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		require.Contains(t, counts, journal.AttemptCount{Kind: journal.KindExecute, Outcome: journal.OutcomeFailedRetryable, Count: 1},
+			"an open row's first attempt is counted once it ended")
+	}
+	c2 := claim(t, s, req(k, hashA, other, time.Minute))
+	require.Equal(t, journal.Execute, c2.Decision)
+	require.Equal(t, 2, c2.Attempt)
+	rowsOf(k, 2, false)
+	att, err = s.Attempts(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, []any{1, c.Token, owner, journal.OutcomeFailedRetryable, "http_503", "rq-2"},
+		[]any{att[0].Attempt, att[0].Token, att[0].Worker, att[0].Outcome, att[0].ErrorCode, att[0].TargetRequestID})
+	require.Equal(t, []any{2, c2.Token, other, journal.AttemptOutcome("")},
+		[]any{att[1].Attempt, att[1].Token, att[1].Worker, att[1].Outcome})
+
+	// A live execute in the row is seen by an operator's decision; a forced
+	// one closes it as abandoned.
+	k = key(t)
+	claim(t, s, req(k, hashA, owner, time.Hour))
+	res := journal.Resolution{Key: k, Status: journal.StatusFailedFinal, ErrorCode: "operator_resolved",
+		Evidence: "checked the ledger", Operator: "ops"}
+	_, err = s.Resolve(ctx, res)
+	require.ErrorIs(t, err, journal.ErrLeaseHeld)
+	res.Force = true
+	_, err = s.Resolve(ctx, res)
+	require.NoError(t, err)
+	rowsOf(k, 2, false)
+	att, err = s.Attempts(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
+	require.Equal(t, journal.KindOperator, att[1].Kind)
+
+	// An expired lease taken over: abandoned, then fenced when its worker
+	// reports what it found.
+	k, c = claimed(t, s, 50*time.Millisecond)
+	waitExpired(t, s, k)
+	require.Equal(t, journal.Reconcile, claim(t, s, req(k, hashA, other, time.Minute)).Decision)
+	err = journal.CompleteOne(ctx, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "pay_9"})
+	require.ErrorIs(t, err, journal.ErrStaleToken)
+	att, err = s.Attempts(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, att, 2)
+	require.Equal(t, journal.OutcomeFenced, att[0].Outcome)
+	require.Contains(t, att[0].Note, "pay_9")
+	require.Equal(t, journal.KindReconcile, att[1].Kind)
 }

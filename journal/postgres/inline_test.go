@@ -29,112 +29,14 @@ func claimOne(ctx context.Context, t *testing.T, s *postgres.Store, r journal.Cl
 }
 
 // trailRows counts the rows of agent_operation_attempts for key, and reads
-// whether its log row holds its first attempt.
-func trailRows(ctx context.Context, t *testing.T, s *postgres.Store, key string) (rows int, inline bool) {
+// whether its log row holds its first attempt (journaltest.Features).
+func trailRows(t *testing.T, st journal.Store, key string) (rows int, inline bool) {
 	t.Helper()
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM agent_operation_attempts WHERE operation_key = $1),
+	s := st.(*postgres.Store)
+	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM agent_operation_attempts WHERE operation_key = $1),
 		first_attempt_inline FROM agent_operation_log WHERE operation_key = $1`, key).Scan(&rows, &inline))
 	return rows, inline
-}
-
-// TestFirstAttemptLivesInItsRow: an operation claimed, executed once and
-// completed writes no row of agent_operation_attempts, and its trail still
-// answers everything (worker, token, times, outcome, request id, note, trace
-// id, the last hour's counts); the first statement that starts another
-// attempt (a retry, a take-over, an operator's forced decision) writes the
-// first attempt into the trail as it ended (or as abandoned), once.
-func TestFirstAttemptLivesInItsRow(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s := pgtest.Store(t)
-	keys := journaltest.BenchKeys(4)
-
-	// The common case: one row, the whole trail.
-	k := keys[0]
-	c := claimOne(ctx, t, s, inlineReq(k, "w1", time.Minute))
-	require.Equal(t, journal.Execute, c.Decision)
-	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	require.NoError(t, s.SetAttemptTrace(ctx, k, c.Token, trace))
-	require.NoError(t, journal.CompleteOne(ctx, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded,
-		TargetObjectID: "pay_1", TargetRequestID: "rq-1", Note: "made once"}))
-	rows, inline := trailRows(ctx, t, s, k)
-	require.Zero(t, rows, "the common case writes no attempts row")
-	require.True(t, inline)
-	att, err := s.Attempts(ctx, k)
-	require.NoError(t, err)
-	require.Len(t, att, 1)
-	a := att[0]
-	require.Equal(t, journal.Attempt{Key: k, Attempt: 1, Token: 1, Worker: "w1", Kind: journal.KindExecute,
-		StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Outcome: journal.OutcomeSucceeded,
-		TargetRequestID: "rq-1", Note: "made once"}, a)
-	require.False(t, a.StartedAt.IsZero())
-	require.False(t, a.FinishedAt.Before(a.StartedAt))
-	ids, err := s.AttemptTraceIDs(ctx, k)
-	require.NoError(t, err)
-	require.Equal(t, map[int64]string{1: trace}, ids)
-	counts, err := s.AttemptCounts(ctx, time.Now().Add(-time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, []journal.AttemptCount{{Kind: journal.KindExecute, Outcome: journal.OutcomeSucceeded, Count: 1}}, counts)
-	later, err := s.AttemptCounts(ctx, a.FinishedAt.Add(time.Second))
-	require.NoError(t, err)
-	require.Empty(t, later)
-
-	// A retry writes the first attempt into the trail as it ended.
-	k = keys[1]
-	c = claimOne(ctx, t, s, inlineReq(k, "w1", time.Minute))
-	require.NoError(t, journal.CompleteOne(ctx, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusFailedRetryable,
-		ErrorCode: "http_503", TargetRequestID: "rq-2"}))
-	counts, err = s.AttemptCounts(ctx, time.Now().Add(-time.Hour))
-	require.NoError(t, err)
-	require.Contains(t, counts, journal.AttemptCount{Kind: journal.KindExecute, Outcome: journal.OutcomeFailedRetryable, Count: 1},
-		"an open row's first attempt is counted once it ended")
-	c2 := claimOne(ctx, t, s, inlineReq(k, "w2", time.Minute))
-	require.Equal(t, journal.Execute, c2.Decision)
-	require.Equal(t, 2, c2.Attempt)
-	rows, inline = trailRows(ctx, t, s, k)
-	require.Equal(t, 2, rows)
-	require.False(t, inline)
-	att, err = s.Attempts(ctx, k)
-	require.NoError(t, err)
-	require.Len(t, att, 2)
-	require.Equal(t, []any{1, int64(1), "w1", journal.OutcomeFailedRetryable, "http_503", "rq-2"},
-		[]any{att[0].Attempt, att[0].Token, att[0].Worker, att[0].Outcome, att[0].ErrorCode, att[0].TargetRequestID})
-	require.Equal(t, []any{2, c2.Token, "w2", journal.AttemptOutcome("")},
-		[]any{att[1].Attempt, att[1].Token, att[1].Worker, att[1].Outcome})
-
-	// A live execute in the row is seen by an operator's decision; a forced
-	// one closes it as abandoned.
-	k = keys[2]
-	claimOne(ctx, t, s, inlineReq(k, "w1", time.Hour))
-	res := journal.Resolution{Key: k, Status: journal.StatusFailedFinal, ErrorCode: "operator_resolved",
-		Evidence: "checked the ledger", Operator: "ops"}
-	_, err = s.Resolve(ctx, res)
-	require.ErrorIs(t, err, journal.ErrLeaseHeld)
-	res.Force = true
-	_, err = s.Resolve(ctx, res)
-	require.NoError(t, err)
-	att, err = s.Attempts(ctx, k)
-	require.NoError(t, err)
-	require.Len(t, att, 2)
-	require.Equal(t, journal.OutcomeAbandoned, att[0].Outcome)
-	require.Equal(t, journal.KindOperator, att[1].Kind)
-
-	// An expired lease taken over: abandoned, then fenced when its worker
-	// reports what it found.
-	k = keys[3]
-	c = claimOne(ctx, t, s, inlineReq(k, "w1", 50*time.Millisecond))
-	require.Eventually(t, func() bool {
-		return claimOne(ctx, t, s, inlineReq(k, "w2", time.Minute)).Decision == journal.Reconcile
-	}, 10*time.Second, 20*time.Millisecond)
-	err = journal.CompleteOne(ctx, s, journal.Completion{Key: k, Token: c.Token, Status: journal.StatusSucceeded, TargetObjectID: "pay_9"})
-	require.ErrorIs(t, err, journal.ErrStaleToken)
-	att, err = s.Attempts(ctx, k)
-	require.NoError(t, err)
-	require.Len(t, att, 2)
-	require.Equal(t, journal.OutcomeFenced, att[0].Outcome)
-	require.Contains(t, att[0].Note, "pay_9")
-	require.Equal(t, journal.KindReconcile, att[1].Kind)
 }
 
 // TestDownPutsFirstAttemptsIntoTheTrail: migration 11's Down writes the

@@ -13,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	journaltest.Exercise(t, func(t *testing.T) journal.Store {
 		return pgtest.Store(t)
-	}, journaltest.Features{ConcurrentTakeOver: true})
+	}, journaltest.Features{ConcurrentTakeOver: true, TrailRows: trailRows})
 }
 
 func TestMigrationsUpDown(t *testing.T) {

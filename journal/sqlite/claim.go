@@ -76,7 +76,7 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 // claimTx decides and claims the requests idx inside a write transaction: it
 // reads their rows, inserts the absent keys, re-claims retryable failures and
 // takes over unknown outcomes and expired leases, and opens an attempt for
-// every lease taken. Nothing else writes meanwhile, so what it read holds.
+// every lease taken: in the row for a new key, in the trail otherwise. Nothing else writes meanwhile, so what it read holds.
 func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx []int, out []journal.Claim) error {
 	recs, err := readRecords(ctx, tx, selectRecordsAt, keysJSON(reqs, idx), tx.now)
 	if err != nil {
@@ -100,7 +100,14 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 		}
 	}
 
-	attempts := newBatchJSON(len(fresh)+len(retry)+len(takeOver), 64)
+	// The rows a retry or take-over starts another attempt on write the
+	// first attempt they hold into the trail first.
+	if len(retry)+len(takeOver) > 0 {
+		if err := moveFirst(ctx, tx, keysJSON(reqs, append(slices.Clip(retry), takeOver...))); err != nil {
+			return err
+		}
+	}
+	attempts := newBatchJSON(len(retry)+len(takeOver), 64)
 	steps := []struct {
 		name     string
 		sql      string
@@ -128,18 +135,33 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 				return fmt.Errorf("%s %s: the row changed under the write lock", st.name, reqs[i].Key)
 			}
 			out[i] = journal.Claim{Decision: st.decision, Token: rec.LeaseToken, Attempt: rec.AttemptCount, Record: rec.Record, Now: rec.Now}
-			attempts.item(rec.Key, string(st.decision.AttemptKind()))
+			if st.sql != claimInsert { // a new row holds its first attempt
+				attempts.item(rec.Key, string(st.decision.AttemptKind()))
+			}
 		}
 	}
-	if len(fresh)+len(retry)+len(takeOver) > 0 {
+	if len(retry)+len(takeOver) > 0 {
 		if _, err := tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
 			return fmt.Errorf("attempts: %w", err)
 		}
 	}
 	if len(retry)+len(takeOver) > 0 {
-		if _, err := tx.ExecContext(ctx, abandonAttempts, keysJSON(reqs, append(retry, takeOver...)), tx.now); err != nil {
+		if _, err := tx.ExecContext(ctx, abandonAttempts, keysJSON(reqs, append(slices.Clip(retry), takeOver...)), tx.now); err != nil {
 			return fmt.Errorf("abandoned attempts: %w", err)
 		}
+	}
+	return nil
+}
+
+// moveFirst writes the first attempts that the rows of keys (a JSON array)
+// still hold into the trail and clears the rows' copies: before a statement
+// starts another attempt on them.
+func moveFirst(ctx context.Context, tx *writeTx, keys string) error {
+	if _, err := tx.ExecContext(ctx, moveFirstAttempts, keys, tx.now); err != nil {
+		return fmt.Errorf("first attempts: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, clearFirstAttempts, keys); err != nil {
+		return fmt.Errorf("first attempts: %w", err)
 	}
 	return nil
 }
@@ -195,12 +217,23 @@ func (s *Store) TakeOverStale(ctx context.Context, owner string, ttl time.Durati
 	var out []journal.Claim
 	err := s.write(ctx, func(tx *writeTx) error {
 		out = out[:0]
-		got, err := readRecords(ctx, tx, takeOverStale, owner, tx.now, ttl.Milliseconds(), limit)
-		if err != nil {
+		stale := make(map[string]bool)
+		if err := queryKeys(ctx, tx, stale, takeOverStale, tx.now, limit); err != nil {
 			return err
 		}
-		if len(got) == 0 {
+		if len(stale) == 0 {
 			return nil
+		}
+		found := newBatchJSON(len(stale), 48)
+		for k := range stale {
+			found.key(k)
+		}
+		if err := moveFirst(ctx, tx, found.String()); err != nil {
+			return err
+		}
+		got, err := readRecords(ctx, tx, takeOverKeys, found.String(), tx.now, ttl.Milliseconds(), owner)
+		if err != nil {
+			return err
 		}
 		keys := make([]string, 0, len(got))
 		for k := range got {

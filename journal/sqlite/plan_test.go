@@ -20,18 +20,28 @@ func TestBatchStatementsLookUpByKey(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	byKey := `SEARCH (agent_operation_log|l) USING (COVERING )?INDEX sqlite_autoindex_agent_operation_log_1 \(operation_key=\?\)`
-	for name, tc := range map[string]struct{ query, want string }{
-		"selectRecords":    {selectRecords, byKey},
-		"selectRecordsAt":  {selectRecordsAt, byKey},
-		"claimRetry":       {claimRetry, byKey},
-		"claimTakeOver":    {claimTakeOver, byKey},
-		"insertAttempts":   {insertAttempts, byKey},
-		"complete":         {complete, byKey},
-		"completeCheck":    {completeCheck, byKey},
-		"heartbeat":        {heartbeat, byKey},
-		"completeAttempts": {completeAttempts, `SEARCH agent_operation_attempts USING INDEX sqlite_autoindex_agent_operation_attempts_1 \(operation_key=\? AND lease_token=\?\)`},
+	for name, tc := range map[string]struct {
+		query, want string
+		args        []any
+	}{
+		"selectRecords":    {query: selectRecords, want: byKey},
+		"selectRecordsAt":  {query: selectRecordsAt, want: byKey},
+		"claimRetry":       {query: claimRetry, want: byKey},
+		"claimTakeOver":    {query: claimTakeOver, want: byKey},
+		"takeOverKeys":     {query: takeOverKeys, want: byKey, args: []any{`[]`, 0, 0, ""}},
+		"moveFirst":        {query: moveFirstAttempts, want: byKey},
+		"clearFirst":       {query: clearFirstAttempts, want: byKey},
+		"insertAttempts":   {query: insertAttempts, want: byKey},
+		"complete":         {query: complete, want: byKey},
+		"completeCheck":    {query: completeCheck, want: byKey},
+		"heartbeat":        {query: heartbeat, want: byKey},
+		"completeAttempts": {query: completeAttempts, want: `SEARCH agent_operation_attempts USING INDEX sqlite_autoindex_agent_operation_attempts_1 \(operation_key=\? AND lease_token=\?\)`},
 	} {
-		all := queryPlan(t, s, tc.query, `[]`, 0, 0)
+		args := tc.args
+		if args == nil {
+			args = []any{`[]`, 0, 0}
+		}
+		all := queryPlan(t, s, tc.query, args...)
 		require.Regexp(t, tc.want, all, "%s does not look keys up by primary key:\n%s", name, all)
 		require.NotContains(t, all, "agent_operation_log_status_idx", "%s walks the status index:\n%s", name, all)
 		require.NotContains(t, all, "SCAN agent_operation_log", "%s scans the journal:\n%s", name, all)
@@ -54,7 +64,7 @@ func TestOpenScansReadTheOpenIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"take over stale":     {takeOverStale, []any{"reconciler", 0, 30_000, 100}},
+		"take over stale":     {takeOverStale, []any{0, 100}},
 		"list unresolved":     {listUnresolved, []any{5, 100}},
 		"list idle retryable": {listIdleRetryable, []any{3_600_000, 100}},
 		"lease holders":       {readSQL.LeaseHolders, nil},

@@ -36,7 +36,8 @@ func (c stmtCache) close() {
 var (
 	writeQueries = []string{
 		selectNow, selectRecordsAt, claimInsert, claimRetry, claimTakeOver, insertAttempts, abandonAttempts,
-		complete, completeAttempts, fenceAttempts, completeCheck, heartbeat, takeOverStale,
+		complete, completeAttempts, fenceAttempts, completeCheck, heartbeat, takeOverStale, takeOverKeys,
+		moveFirstAttempts, clearFirstAttempts,
 		resolveCheck, resolve, resolveAttempt, raiseForReview, purge,
 	}
 	readQueries = []string{selectNow, selectRecords, selectRecord, completeCheck, selectAttempts, listUnresolved}

@@ -67,7 +67,8 @@ const selectRecord = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log WHERE operation_key = ?1`
 
 // claimInsert is the atomic claim for the keys a write
-// transaction found absent: each is inserted as started with a lease. ON
+// transaction found absent: each is inserted as started with a lease and its
+// first attempt in the row (first_attempt_inline). ON
 // CONFLICT DO NOTHING keeps the claim atomic even so. ?1 is a JSON array of
 // [key, operation_type, request_hash, target_system, event_id, approval_id,
 // owner, ttl_ms, field_digests]; ?2 is the transaction's time. (WHERE true:
@@ -76,10 +77,10 @@ const claimInsert = `
 INSERT INTO agent_operation_log
     (operation_key, operation_type, request_hash, status, target_system,
      event_id, approval_id, lease_owner, lease_token, lease_until, created_at, updated_at,
-     field_digests)
+     field_digests, first_attempt_inline)
 SELECT i.value ->> 0, i.value ->> 1, i.value ->> 2, 'started', i.value ->> 3,
        i.value ->> 4, i.value ->> 5, i.value ->> 6, 1, ?2 + (i.value ->> 7), ?2, ?2,
-       nullif(i.value ->> 8, '')
+       nullif(i.value ->> 8, ''), 1
 FROM json_each(?1) AS i
 WHERE true
 ON CONFLICT (operation_key) DO NOTHING
@@ -128,6 +129,27 @@ INSERT INTO agent_operation_attempts (operation_key, attempt, lease_token, worke
 SELECT l.operation_key, l.attempt_count, l.lease_token, l.lease_owner, i.value ->> 1, l.updated_at
 FROM json_each(?1) AS i JOIN agent_operation_log AS l ON l.operation_key = i.value ->> 0`
 
+// moveFirstAttempts writes the first attempts that the rows of keys ?1 (a
+// JSON array) still hold into the trail: closed as they ended or, open, as
+// abandoned at ?2, the transaction's time. It runs before a statement starts
+// another attempt on those rows (their lease owner and token are still the
+// first attempt's); clearFirstAttempts then clears the rows' copies.
+const moveFirstAttempts = `
+INSERT INTO agent_operation_attempts
+    (operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
+     outcome, error_code, target_request_id, note, trace_id)
+SELECT operation_key, attempt_count, lease_token, coalesce(lease_owner, ''), 'execute', created_at,
+       coalesce(first_finished_at, ?2), coalesce(first_outcome, 'abandoned'),
+       first_error_code, first_request_id, first_note, first_trace_id
+FROM agent_operation_log
+WHERE operation_key IN (SELECT value FROM json_each(?1)) AND first_attempt_inline`
+
+const clearFirstAttempts = `
+UPDATE agent_operation_log SET
+    first_attempt_inline = 0, first_finished_at = NULL, first_outcome = NULL,
+    first_error_code = NULL, first_request_id = NULL, first_note = NULL, first_trace_id = NULL
+WHERE operation_key IN (SELECT value FROM json_each(?1)) AND first_attempt_inline`
+
 // abandonAttempts closes, as abandoned, the attempts still open under a
 // token older than the row's: their lease was just taken over. ?1 is a JSON
 // array of keys; ?2 the transaction's time.
@@ -139,7 +161,9 @@ WHERE operation_key IN (SELECT value FROM json_each(?1))
                      WHERE l.operation_key = agent_operation_attempts.operation_key)`
 
 // complete applies outcomes under their fencing tokens, from legal states
-// only. An unknown or failed_retryable outcome may be held (hold_ms):
+// only, closing the first attempt in the row while the row holds it (the
+// trail's rows are closed by completeAttempts). An unknown or
+// failed_retryable outcome may be held (hold_ms):
 // lease_until is then its end. ?1 is a JSON array of [key, token, status,
 // object_id, result or null, error_code, request_id, note, reconciled 0/1,
 // hold_ms]; ?2 is the transaction's time.
@@ -157,7 +181,17 @@ UPDATE agent_operation_log SET
                             WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END,
     reconcile_rounds_total = reconcile_rounds_total
                              + CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN 1 ELSE 0 END,
-    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown'` + openUnderToken
+    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown',
+    first_outcome     = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
+                             THEN i.value ->> 2 ELSE first_outcome END,
+    first_error_code  = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
+                             THEN nullif(i.value ->> 5, '') ELSE first_error_code END,
+    first_request_id  = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
+                             THEN nullif(i.value ->> 6, '') ELSE first_request_id END,
+    first_note        = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
+                             THEN nullif(i.value ->> 7, '') ELSE first_note END,
+    first_finished_at = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
+                             THEN ?2 ELSE first_finished_at END` + openUnderToken
 
 // completeAttempts closes the attempts of the completions that applied, once.
 // Same parameters as complete, restricted to the applied items.
@@ -198,26 +232,32 @@ UPDATE agent_operation_log SET
     lease_until = ?2 + ?3,
     updated_at  = ?2` + openUnderToken
 
-// takeOverStale is the reconciler's scan: unknown outcomes nobody holds and
-// expired leases, oldest first, each taken over with a new fencing token. The
-// single writer serialises callers, so no row is handed out twice. A started
-// row whose lease expired had its owner die mid-call: its effect is
-// possible. ?1 owner, ?2 the transaction's time, ?3 TTL in milliseconds, ?4
-// limit.
+// takeOverStale is the reconciler's scan: the keys of unknown outcomes
+// nobody holds and of expired leases, oldest first. The single writer
+// serialises callers, and the same write transaction takes them over
+// (takeOverKeys), so no row is handed out twice. ?1 the transaction's time,
+// ?2 limit.
 const takeOverStale = `
+SELECT operation_key FROM agent_operation_log
+WHERE ` + isOpen + `
+  AND ((status = 'unknown' AND (lease_until IS NULL OR lease_until < ?1))
+    OR (status = 'started' AND lease_until < ?1))
+ORDER BY updated_at
+LIMIT ?2`
+
+// takeOverKeys takes over the rows takeOverStale found, each with a new
+// fencing token. A started row whose lease expired had its owner die
+// mid-call: its effect is possible. ?1 a JSON array of keys, ?2 the
+// transaction's time, ?3 TTL in milliseconds, ?4 owner.
+const takeOverKeys = `
 UPDATE agent_operation_log SET
-    lease_owner     = ?1,
+    lease_owner     = ?4,
     lease_token     = lease_token + 1,
     lease_until     = ?2 + ?3,
     updated_at      = ?2,
     effect_possible = 1
-WHERE operation_key IN (
-    SELECT operation_key FROM agent_operation_log
-    WHERE ` + isOpen + `
-      AND ((status = 'unknown' AND (lease_until IS NULL OR lease_until < ?2))
-        OR (status = 'started' AND lease_until < ?2))
-    ORDER BY updated_at
-    LIMIT ?4)
+WHERE operation_key IN (SELECT value FROM json_each(?1))
+  AND +status IN ('started', 'unknown')
 RETURNING ` + recordColumns + `, 1, ?2`
 
 // resolveCheck reads what an operator's decision needs to know about a row
@@ -226,10 +266,11 @@ RETURNING ` + recordColumns + `, 1, ?2`
 // attempt is an open execute). ?1 key, ?2 the transaction's time.
 const resolveCheck = `
 SELECT status, coalesce(lease_owner, ''),
-       coalesce(status = 'started' AND lease_until >= ?2 AND EXISTS (
+       coalesce(status = 'started' AND lease_until >= ?2 AND (
+           (first_attempt_inline AND first_finished_at IS NULL) OR EXISTS (
            SELECT 1 FROM agent_operation_attempts AS a
            WHERE a.operation_key = l.operation_key AND a.lease_token = l.lease_token
-             AND a.kind = 'execute' AND a.finished_at IS NULL), 0)
+             AND a.kind = 'execute' AND a.finished_at IS NULL)), 0)
 FROM agent_operation_log AS l WHERE operation_key = ?1`
 
 // resolve records an operator's decision, with a new fencing token so that a
@@ -267,11 +308,17 @@ INSERT INTO agent_operation_attempts
     (operation_key, attempt, lease_token, worker, kind, started_at, finished_at, outcome, error_code, note)
 VALUES (?1, ?2, ?3, ?4, 'operator', ?5, ?5, ?6, nullif(?7, ''), ?8)`
 
+// selectAttempts reads a key's trail: the first attempt its row holds, if it
+// does, and the table's.
 const selectAttempts = `
+SELECT operation_key, attempt_count, lease_token, coalesce(lease_owner, ''), 'execute', created_at, first_finished_at,
+       coalesce(first_outcome, ''), coalesce(first_error_code, ''), coalesce(first_request_id, ''), coalesce(first_note, '')
+FROM agent_operation_log WHERE operation_key = ?1 AND first_attempt_inline
+UNION ALL
 SELECT operation_key, attempt, lease_token, worker, kind, started_at, finished_at,
        coalesce(outcome, ''), coalesce(error_code, ''), coalesce(target_request_id, ''), coalesce(note, '')
 FROM agent_operation_attempts WHERE operation_key = ?1
-ORDER BY started_at, lease_token`
+ORDER BY 6, 3`
 
 const listUnresolved = `SELECT ` + recordColumns + liveNow + `
 FROM agent_operation_log
@@ -305,13 +352,27 @@ var readSQL = sqljournal.ReadSQL{
 	Attempts:          selectAttempts,
 	ListUnresolved:    listUnresolved,
 	ListIdleRetryable: listIdleRetryable,
-	AttemptCounts: `SELECT kind, outcome, count(*) FROM agent_operation_attempts
-WHERE finished_at IS NOT NULL AND finished_at >= ?1 GROUP BY kind, outcome ORDER BY kind, outcome`,
+	// AttemptCounts counts the trail's attempts and the rows' own: a row
+	// ended at its first attempt's end, found by the index of completed
+	// rows, or is still open (the index of the open rows).
+	AttemptCounts: `SELECT kind, outcome, count(*) FROM (
+    SELECT kind, outcome FROM agent_operation_attempts WHERE finished_at IS NOT NULL AND finished_at >= ?1
+    UNION ALL
+    SELECT 'execute', first_outcome FROM agent_operation_log
+    WHERE status IN ('succeeded', 'failed_final') AND completed_at >= ?1
+      AND first_attempt_inline AND first_finished_at >= ?1
+    UNION ALL
+    SELECT 'execute', first_outcome FROM agent_operation_log
+    WHERE ` + isOpen + ` AND first_attempt_inline AND first_finished_at >= ?1
+) GROUP BY kind, outcome ORDER BY kind, outcome`,
 	LeaseHolders: `SELECT lease_owner, count(*), max(lease_until) FROM agent_operation_log
 WHERE ` + isOpen + ` AND status = 'started' AND lease_until >= ` + nowMS + ` AND lease_owner IS NOT NULL
 GROUP BY lease_owner ORDER BY lease_owner`,
 	// TraceIDs reads the recorded trace ids of a key's attempts.
-	TraceIDs: `SELECT lease_token, trace_id FROM agent_operation_attempts
+	TraceIDs: `SELECT lease_token, first_trace_id FROM agent_operation_log
+WHERE operation_key = ?1 AND first_attempt_inline AND first_trace_id IS NOT NULL
+UNION ALL
+SELECT lease_token, trace_id FROM agent_operation_attempts
 WHERE operation_key = ?1 AND trace_id IS NOT NULL`,
 	Searches: searches,
 }

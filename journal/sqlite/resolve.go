@@ -30,6 +30,9 @@ func (s *Store) Resolve(ctx context.Context, r journal.Resolution) (journal.Reco
 			row.Found = err == nil
 			return row, err
 		}, func(note string) error {
+			if err := moveFirst(ctx, tx, newBatchJSON(1, 0).keys(r.Key)); err != nil {
+				return err
+			}
 			var attempt, token int64
 			err := tx.QueryRowContext(ctx, resolve, r.Key, string(r.Status), r.TargetObjectID, r.ErrorCode, r.Operator, tx.now).Scan(&attempt, &token)
 			if err != nil {

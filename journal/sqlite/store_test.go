@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,7 +34,21 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	journaltest.Exercise(t, func(t *testing.T) journal.Store {
 		return open(t)
-	}, journaltest.Features{ConcurrentTakeOver: false})
+	}, journaltest.Features{ConcurrentTakeOver: false, TrailRows: trailRows})
+}
+
+// trailRows counts the rows of agent_operation_attempts for key, and reads
+// whether its log row holds its first attempt (journaltest.Features),
+// through a connection of the test's own to the store's file.
+func trailRows(t *testing.T, st journal.Store, key string) (rows int, inline bool) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+st.(*sqlite.Store).Path())
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.QueryRow(`SELECT
+		(SELECT count(*) FROM agent_operation_attempts WHERE operation_key = ?1),
+		first_attempt_inline FROM agent_operation_log WHERE operation_key = ?1`, key).Scan(&rows, &inline))
+	return rows, inline
 }
 
 func TestMigrationsUpDown(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
@@ -116,4 +118,63 @@ ORDER BY 1`)
 	}
 	require.NoError(t, rows.Err())
 	return lines
+}
+
+// TestDownPutsFirstAttemptsIntoTheTrail: migration 11's Down writes the
+// attempts the rows hold into agent_operation_attempts (ended or open, as
+// they are), and Up again leaves them there, each once.
+func TestDownPutsFirstAttemptsIntoTheTrail(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	require.NoError(t, err)
+	keys := journaltest.BenchKeys(2)
+	req := func(k, owner string) []journal.ClaimRequest {
+		return []journal.ClaimRequest{{Key: k, OperationType: "payment.charge", RequestHash: strings.Repeat("a", 64),
+			TargetSystem: "payments", Owner: owner, LeaseTTL: time.Minute}}
+	}
+	done, err := s.Claim(ctx, req(keys[0], "w1"))
+	require.NoError(t, err)
+	require.NoError(t, journal.CompleteOne(ctx, s, journal.Completion{Key: keys[0], Token: done[0].Token,
+		Status: journal.StatusSucceeded, TargetObjectID: "pay_1", TargetRequestID: "rq-1"}))
+	_, err = s.Claim(ctx, req(keys[1], "w2"))
+	require.NoError(t, err)
+	before := map[string]journal.Attempt{}
+	for _, k := range keys {
+		att, err := s.Attempts(ctx, k)
+		require.NoError(t, err)
+		require.Len(t, att, 1)
+		before[k] = att[0]
+	}
+	s.Close()
+
+	_, err = sqlite.MigrateDownTo(ctx, path, 10)
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	var outcome, reqID string
+	var finished sql.NullInt64
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT outcome, target_request_id, finished_at FROM agent_operation_attempts
+		WHERE operation_key = ?1 AND lease_token = 1`, keys[0]).Scan(&outcome, &reqID, &finished))
+	require.Equal(t, []any{"succeeded", "rq-1", true}, []any{outcome, reqID, finished.Valid})
+	var open bool
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT finished_at IS NULL AND outcome IS NULL AND worker = 'w2'
+		FROM agent_operation_attempts WHERE operation_key = ?1`, keys[1]).Scan(&open))
+	require.True(t, open, "the open attempt stays open")
+	require.NoError(t, db.Close())
+
+	s, err = sqlite.Open(ctx, path, sqlite.Config{})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, k := range keys {
+		att, err := s.Attempts(ctx, k)
+		require.NoError(t, err)
+		require.Len(t, att, 1, "each attempt once")
+		require.Equal(t, before[k].Outcome, att[0].Outcome)
+		require.Equal(t, before[k].Worker, att[0].Worker)
+		require.Equal(t, before[k].TargetRequestID, att[0].TargetRequestID)
+		require.True(t, before[k].StartedAt.Equal(att[0].StartedAt))
+	}
 }
