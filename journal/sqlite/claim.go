@@ -76,7 +76,8 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 // claimTx decides and claims the requests idx inside a write transaction: it
 // reads their rows, inserts the absent keys, re-claims retryable failures and
 // takes over unknown outcomes and expired leases, and opens an attempt for
-// every lease taken: in the row for a new key, in the trail otherwise. Nothing else writes meanwhile, so what it read holds.
+// every lease taken: in the row for a new key, in the trail otherwise.
+// Nothing else writes meanwhile, so what it read holds.
 func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx []int, out []journal.Claim) error {
 	recs, err := readRecords(ctx, tx, selectRecordsAt, keysJSON(reqs, idx), tx.now)
 	if err != nil {
