@@ -96,16 +96,13 @@ func (s *Store) Claim(ctx context.Context, reqs []journal.ClaimRequest) ([]journ
 // a write (a replay, a conflict or a live lease), and returns the others.
 func (s *Store) claimFirst(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner) ([]int, error) {
 	n := len(pending)
-	cols := make([]string, 8*n)
-	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
-	events, approvals, owners, digests := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:7*n:7*n], cols[7*n:]
-	ttls := make([]int64, n)
-	fillClaimColumns(reqs, pending, keys, types, hashes, targets, events, approvals, owners, digests, ttls)
+	args := newClaimArgs(reqs, pending)
+	keys := args.keys
 	// found[j]: the row of keys[j] came back; live[j]: it holds a live
 	// lease; inserted[j]: this statement made it.
 	flags := make([]bool, 3*n)
 	found, live, inserted := flags[:n:n], flags[n:2*n:2*n], flags[2*n:]
-	rows, err := s.hot.Query(ctx, claimFirst, keys, types, hashes, targets, events, approvals, owners, ttls, digests)
+	rows, err := s.hot.Query(ctx, claimFirst, args.all()...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,15 +140,34 @@ func (s *Store) claimFirst(ctx context.Context, reqs []journal.ClaimRequest, pen
 	return next, nil
 }
 
-// fillClaimColumns fills the claim statements' parallel arrays with the
-// pending requests, in their (sorted) order.
-func fillClaimColumns(reqs []journal.ClaimRequest, pending []int, keys, types, hashes, targets, events, approvals, owners, digests []string, ttls []int64) {
+// claimArgs are the parallel arrays of insertNew's parameters ($1..$9):
+// the pending requests, in their (sorted) order.
+type claimArgs struct {
+	keys, types, hashes, targets, events, approvals, owners []string
+	ttls                                                    []int64
+	digests                                                 []string
+}
+
+func newClaimArgs(reqs []journal.ClaimRequest, pending []int) claimArgs {
+	n := len(pending)
+	cols := make([]string, 8*n)
+	a := claimArgs{
+		keys: cols[:n:n], types: cols[n : 2*n : 2*n], hashes: cols[2*n : 3*n : 3*n], targets: cols[3*n : 4*n : 4*n],
+		events: cols[4*n : 5*n : 5*n], approvals: cols[5*n : 6*n : 6*n], owners: cols[6*n : 7*n : 7*n], digests: cols[7*n:],
+		ttls: make([]int64, n),
+	}
 	for j, i := range pending {
 		r := &reqs[i]
-		keys[j], types[j], hashes[j], targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
-		events[j], approvals[j], owners[j], ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
-		digests[j] = r.FieldDigests
+		a.keys[j], a.types[j], a.hashes[j], a.targets[j] = r.Key, r.OperationType, r.RequestHash, r.TargetSystem
+		a.events[j], a.approvals[j], a.owners[j], a.ttls[j] = r.EventID, r.ApprovalID, r.Owner, r.LeaseTTL.Milliseconds()
+		a.digests[j] = r.FieldDigests
 	}
+	return a
+}
+
+// all is the arguments in their order.
+func (a claimArgs) all() []any {
+	return []any{a.keys, a.types, a.hashes, a.targets, a.events, a.approvals, a.owners, a.ttls, a.digests}
 }
 
 // claimRound runs the three claim statements for the pending requests and
@@ -159,15 +175,12 @@ func fillClaimColumns(reqs []journal.ClaimRequest, pending []int, keys, types, h
 // round those are reported as in progress (the caller redelivers later).
 func (s *Store) claimRound(ctx context.Context, reqs []journal.ClaimRequest, pending []int, out []journal.Claim, sc *recordScanner, last bool) ([]int, error) {
 	n := len(pending)
-	cols := make([]string, 8*n)
-	keys, types, hashes, targets := cols[:n:n], cols[n:2*n:2*n], cols[2*n:3*n:3*n], cols[3*n:4*n:4*n]
-	events, approvals, owners, digests := cols[4*n:5*n:5*n], cols[5*n:6*n:6*n], cols[6*n:7*n:7*n], cols[7*n:]
-	ttls := make([]int64, n)
-	fillClaimColumns(reqs, pending, keys, types, hashes, targets, events, approvals, owners, digests, ttls)
+	args := newClaimArgs(reqs, pending)
+	keys := args.keys
 
 	b := &pgx.Batch{}
-	b.Queue(claimInsert, keys, types, hashes, targets, events, approvals, owners, ttls, digests)
-	b.Queue(claimTakeOver, keys, hashes, owners, ttls)
+	b.Queue(claimInsert, args.all()...)
+	b.Queue(claimTakeOver, keys, args.hashes, args.owners, args.ttls)
 	b.Queue(selectRecords, keys)
 	br := s.hot.SendBatch(ctx, b)
 	defer br.Close()

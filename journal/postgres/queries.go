@@ -19,17 +19,7 @@ import "github.com/idemgate/idemgate/journal/internal/sqljournal"
 // The insert's keys may also come back read (purged under the snapshot and
 // inserted again): the inserted row is the one that counts.
 const claimFirst = `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[])
-        WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, field_digests, ord)
-), ins AS (
-    INSERT INTO agent_operation_log AS l
-        (operation_key, operation_type, request_hash, status, target_system,
-         event_id, approval_id, lease_owner, lease_token, lease_until, field_digests, first_attempt_inline)
-    SELECT operation_key, operation_type, request_hash, 'started', target_system,
-           event_id, approval_id, owner, 1, now() + ttl_ms * interval '1 millisecond', nullif(field_digests, ''), true
-    FROM input ORDER BY ord
-    ON CONFLICT (operation_key) DO NOTHING
+WITH ins AS (` + insertNew + `
     RETURNING ` + recordColumns + `, true AS inserted
 )
 SELECT * FROM ins
@@ -38,19 +28,24 @@ SELECT ` + recordColumns + `, false FROM agent_operation_log WHERE operation_key
 
 // claimInsert is claimRound's insert of new keys, as claimFirst's, for the
 // keys a first statement left undecided.
-const claimInsert = `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[])
-        WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, field_digests, ord)
-)
+const claimInsert = insertNew + `
+RETURNING l.operation_key`
+
+// insertNew inserts a batch's new keys as started, each with a lease and its
+// first attempt in its row (first_attempt_inline); an existing key is left
+// alone (ON CONFLICT DO NOTHING). Its parameters are claimArgs'; the keys
+// arrive sorted, so that concurrent batches lock in one order. The caller
+// adds RETURNING.
+const insertNew = `
 INSERT INTO agent_operation_log AS l
     (operation_key, operation_type, request_hash, status, target_system,
      event_id, approval_id, lease_owner, lease_token, lease_until, field_digests, first_attempt_inline)
 SELECT operation_key, operation_type, request_hash, 'started', target_system,
        event_id, approval_id, owner, 1, now() + ttl_ms * interval '1 millisecond', nullif(field_digests, ''), true
-FROM input ORDER BY ord
-ON CONFLICT (operation_key) DO NOTHING
-RETURNING l.operation_key`
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[])
+    WITH ORDINALITY AS t(operation_key, operation_type, request_hash, target_system, event_id, approval_id, owner, ttl_ms, field_digests, ord)
+ORDER BY ord
+ON CONFLICT (operation_key) DO NOTHING`
 
 // inlineColumns are what a statement that starts another attempt reads of
 // the row it takes (as cand), for firstAttempt: the first attempt the row
