@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,6 +61,13 @@ type Task struct {
 	// TTL is how long the task stays readable at least; PollAfter how long
 	// to wait between reads.
 	TTL, PollAfter time.Duration
+	// Approval is set while the operation waits for a person's approval
+	// (working): the page where an approver decides, the expiry, the
+	// approvers needed and those so far.
+	Approval *operation.ApprovalWait
+	// Answered names the input requests of this task the client has
+	// answered (AnswerTaskInput); a face asks each at most once.
+	Answered []string
 }
 
 // Final reports whether the task's status cannot change any more.
@@ -76,6 +84,10 @@ type taskRecord struct {
 	EventID      string    `json:"event_id"`
 	ApprovalID   string    `json:"approval_id,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Answered names the task's input requests the client has answered
+	// (tasks/update): a request's name stands for one request over the
+	// task's life, so an answered one is never asked again.
+	Answered []string `json:"answered,omitempty"`
 }
 
 // bucketKey is a key's name in the bucket: the key alphabet has ':' and
@@ -148,6 +160,57 @@ func (g *Gateway) StartTask(ctx context.Context, req Request) (Task, error) {
 	return g.Task(ctx, key)
 }
 
+// ErrTaskNotHanded: the task was never handed out by a face, so nothing
+// can be recorded about it (AnswerTaskInput).
+var ErrTaskNotHanded = errors.New("gateway: the task was not handed out by this deployment")
+
+// AnswerTaskInput records that the client answered the task's input
+// request named name, on the task's record in the bucket (so every
+// gateway of the deployment sees it, across restarts). Recording it again
+// changes nothing. ErrTaskNotHanded for an operation never handed out as
+// a task.
+func (g *Gateway) AnswerTaskInput(ctx context.Context, id, name string) error {
+	kv, err := g.tasks(ctx, false)
+	if err != nil {
+		return err
+	}
+	if kv == nil {
+		return ErrTaskNotHanded
+	}
+	// Compare-and-set on the record's revision: two gateways recording
+	// different answers at once must not lose one.
+	for range 5 {
+		e, err := kv.Get(ctx, bucketKey(id))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return ErrTaskNotHanded
+		}
+		if err != nil {
+			return fmt.Errorf("read task %s: %w", id, err)
+		}
+		var rec taskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return fmt.Errorf("read task %s: %w", id, err)
+		}
+		if slices.Contains(rec.Answered, name) {
+			return nil
+		}
+		rec.Answered = append(rec.Answered, name)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		_, err = kv.Update(ctx, bucketKey(id), b, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // changed under us: read it again
+		}
+		if err != nil {
+			return fmt.Errorf("record the answer of task %s: %w", id, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("record the answer of task %s: its record kept changing", id)
+}
+
 // record reads a task's record; ok is false when there is none.
 func (g *Gateway) record(ctx context.Context, key string) (rec taskRecord, ok bool, err error) {
 	kv, err := g.tasks(ctx, false)
@@ -181,7 +244,8 @@ func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	t := Task{ID: id, TTL: g.cfg.TaskTTL, PollAfter: g.cfg.PollAfter, CreatedAt: trec.CreatedAt, UpdatedAt: trec.CreatedAt}
+	t := Task{ID: id, TTL: g.cfg.TaskTTL, PollAfter: g.cfg.PollAfter, CreatedAt: trec.CreatedAt, UpdatedAt: trec.CreatedAt,
+		Answered: trec.Answered}
 	if _, ok := process.IsProcess(k.Operation); ok {
 		return g.processTask(ctx, t, trec, handed)
 	}
@@ -215,6 +279,9 @@ func (g *Gateway) Task(ctx context.Context, id string) (Task, error) {
 		t.Status, t.Answer = TaskCompleted, g.rules.FromResult(resultOf(rec))
 	default:
 		t.Status, t.Message = TaskWorking, g.rules.FromRecord(rec, g.now()).Reason
+		if rec.Status == journal.StatusAwaitingApproval {
+			t.Approval = g.approvalWait(ctx, id)
+		}
 	}
 	if t.Final() {
 		t.Message = t.Answer.Reason

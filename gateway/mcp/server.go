@@ -79,8 +79,8 @@ func NewServer(g *gateway.Gateway, opts Options) (*sdk.Server, error) {
 	caps.AddExtension(ExtensionTasks, map[string]any{})
 	srv := sdk.NewServer(&sdk.Implementation{Name: "idemgate", Title: "idemgate: one intent, one effect", Version: opts.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: opts.Log, Capabilities: caps})
-	srv.AddReceivingMiddleware(taskMiddleware(g, opts.TaskWait, opts.Log))
-	if err := addTaskMethods(srv, g); err != nil {
+	srv.AddReceivingMiddleware(taskMiddleware(g, opts))
+	if err := addTaskMethods(srv, g, opts); err != nil {
 		return nil, err
 	}
 	out := AnswerSchema()
@@ -181,11 +181,7 @@ func askApprover(ctx context.Context, g *gateway.Gateway, req *sdk.CallToolReque
 		return nil, false
 	}
 	return &sdk.CallToolResult{RequestState: opts.states.sign(a.OperationKey, principal(req), opts.ElicitWait+time.Minute),
-		InputRequests: sdk.InputRequestMap{approvalInput: &sdk.ElicitParams{
-			Mode: "url", URL: a.Approval.URL, ElicitationID: a.OperationKey,
-			Message: fmt.Sprintf("%s (%s) waits for a person's approval. Open the page to see exactly what is approved; an approver decides there.",
-				a.Operation, a.OperationKey),
-		}}}, true
+		InputRequests: sdk.InputRequestMap{approvalInput: approvalElicitation(a.OperationKey, a.Approval.URL, fmt.Sprintf("%s (%s)", a.Operation, a.OperationKey))}}, true
 }
 
 // awaitDecision follows an intent that waits for a person until the

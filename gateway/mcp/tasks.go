@@ -12,7 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -84,7 +84,7 @@ func asTask(ctx context.Context) *taskCall {
 // operation key as its id) once the task is recorded; any other answer,
 // and every answer to a client without the extension, goes out as the
 // tool gave it.
-func taskMiddleware(g *gateway.Gateway, wait time.Duration, log *slog.Logger) sdk.Middleware {
+func taskMiddleware(g *gateway.Gateway, opts Options) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			if method != "tools/call" {
@@ -94,7 +94,7 @@ func taskMiddleware(g *gateway.Gateway, wait time.Duration, log *slog.Logger) sd
 			if !declaresTasks(req.GetParams().GetMeta(), ss) {
 				return next(ctx, method, req)
 			}
-			tc := &taskCall{wait: wait}
+			tc := &taskCall{wait: opts.TaskWait}
 			res, err := next(context.WithValue(ctx, taskCallKey{}, tc), method, req)
 			if err != nil || tc.req == nil {
 				return res, err
@@ -111,10 +111,14 @@ func taskMiddleware(g *gateway.Gateway, wait time.Duration, log *slog.Logger) sd
 			if err != nil {
 				// The answer as it is (pending, poll with get_operation)
 				// is still true.
-				log.Warn("mcp: task not recorded; answering pending", "operation_key", a.OperationKey, "error", err.Error())
+				opts.Log.Warn("mcp: task not recorded; answering pending", "operation_key", a.OperationKey, "error", err.Error())
 				return res, nil
 			}
-			tr, err := taskResultOf(t, "task")
+			var caps *sdk.ClientCapabilities
+			if ctr, ok := req.(*sdk.CallToolRequest); ok {
+				caps = ctr.ClientCapabilities()
+			}
+			tr, err := taskResultOf(t, "task", taskInput(t, caps, opts))
 			if err != nil {
 				return nil, err
 			}
@@ -138,15 +142,50 @@ type taskResult struct {
 	TTLMs          int64               `json:"ttlMs"`
 	PollIntervalMs int64               `json:"pollIntervalMs,omitempty"`
 	Result         *sdk.CallToolResult `json:"result,omitempty"`
+	// InputRequests are the outstanding requests of an input_required
+	// task, keyed by a name that stands for one request over its life.
+	InputRequests sdk.InputRequestMap `json:"inputRequests,omitempty"`
+}
+
+// taskInputRequired is the extension's status of a task waiting for the
+// client's input.
+const taskInputRequired = "input_required"
+
+// taskInput is what a working task asks the client: the approval page,
+// as a URL-mode elicitation, while the operation waits for a person's
+// approval — when the deployment asks approvals through MCP
+// (Options.ElicitApprovals), there is a page to give, the client declared
+// URL-mode elicitation, and the client has not answered that request
+// already (tasks/update). Nil: nothing to ask.
+func taskInput(t gateway.Task, caps *sdk.ClientCapabilities, opts Options) sdk.InputRequestMap {
+	if t.Status != gateway.TaskWorking || !opts.ElicitApprovals || t.Approval == nil || t.Approval.URL == "" ||
+		slices.Contains(t.Answered, approvalInput) || caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+		return nil
+	}
+	return sdk.InputRequestMap{approvalInput: approvalElicitation(t.ID, t.Approval.URL, t.ID)}
+}
+
+// approvalElicitation asks the user to open an operation's approval page:
+// the page, not the elicitation, decides (the person must be an approver,
+// and not the one who submitted the call).
+func approvalElicitation(key, url, operation string) *sdk.ElicitParams {
+	return &sdk.ElicitParams{Mode: "url", URL: url, ElicitationID: key,
+		Message: fmt.Sprintf("%s waits for a person's approval. Open the page to see exactly what is approved; an approver decides there.", operation)}
 }
 
 // taskResultOf is t on the wire; a completed task carries the tool's own
-// result for its answer, exactly as the tool returns it.
-func taskResultOf(t gateway.Task, resultType string) (*taskResult, error) {
+// result for its answer, exactly as the tool returns it; a working one
+// with something to ask is input_required, with the requests.
+func taskResultOf(t gateway.Task, resultType string, asks sdk.InputRequestMap) (*taskResult, error) {
 	msg := gateway.Answer{Reason: t.Message}.PollBy(pollTask).Reason
 	tr := &taskResult{ResultType: resultType, TaskID: t.ID, Status: t.Status, StatusMessage: msg,
 		CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), LastUpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollAfter.Milliseconds()}
+	if len(asks) > 0 {
+		tr.Status, tr.InputRequests = taskInputRequired, asks
+		tr.StatusMessage = "Waits for a person's approval, and nothing has executed: ask the user to open the approval page in inputRequests " +
+			"(an approver decides there), answer it with tasks/update, then " + pollTask + "; never send a changed request for this intent."
+	}
 	if t.Status == gateway.TaskCompleted {
 		res, err := toolResult(t.Answer)
 		if err != nil {
@@ -161,8 +200,14 @@ func taskResultOf(t gateway.Task, resultType string) (*taskResult, error) {
 // tasks/cancel.
 type taskParams struct {
 	sdk.ParamsBase
-	TaskID         string         `json:"taskId"`
-	InputResponses map[string]any `json:"inputResponses,omitempty"`
+	TaskID         string               `json:"taskId"`
+	InputResponses sdk.InputResponseMap `json:"inputResponses,omitempty"`
+}
+
+// clientCaps are the capabilities of a tasks/* request's client: the
+// request's own (the current revision) or its session's.
+func clientCaps(ss *sdk.ServerSession, p *taskParams) *sdk.ClientCapabilities {
+	return (&sdk.ServerRequest[*taskParams]{Session: ss, Params: p}).ClientCapabilities()
 }
 
 // ackResult is the empty acknowledgement of tasks/update and tasks/cancel.
@@ -172,7 +217,7 @@ type ackResult struct {
 }
 
 // addTaskMethods serves tasks/get, tasks/update and tasks/cancel.
-func addTaskMethods(srv *sdk.Server, g *gateway.Gateway) error {
+func addTaskMethods(srv *sdk.Server, g *gateway.Gateway, opts Options) error {
 	read := func(ctx context.Context, ss *sdk.ServerSession, p *taskParams) (gateway.Task, error) {
 		if !declaresTasks(p.Meta, ss) {
 			return gateway.Task{}, missingTasksCapability()
@@ -191,15 +236,24 @@ func addTaskMethods(srv *sdk.Server, g *gateway.Gateway) error {
 		if err != nil {
 			return nil, err
 		}
-		return taskResultOf(t, "complete")
+		return taskResultOf(t, "complete", taskInput(t, clientCaps(ss, p), opts))
 	}); err != nil {
 		return err
 	}
-	// No idemgate task asks for input yet: responses are acknowledged and,
-	// as the extension says of keys not outstanding, ignored.
+	// tasks/update: the answer to the approval request, while it is
+	// outstanding, is recorded so that the request is never asked again
+	// (the task goes back to working: the approver decides on the page,
+	// whatever the user answered). Responses to requests not outstanding
+	// are ignored, as the extension says.
 	if err := sdk.AddReceivingCustomMethod(srv, methodTasksUpdate, func(ctx context.Context, ss *sdk.ServerSession, p *taskParams) (*ackResult, error) {
-		if _, err := read(ctx, ss, p); err != nil {
+		t, err := read(ctx, ss, p)
+		if err != nil {
 			return nil, err
+		}
+		if _, answered := p.InputResponses[approvalInput]; answered && taskInput(t, clientCaps(ss, p), opts) != nil {
+			if err := g.AnswerTaskInput(ctx, t.ID, approvalInput); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Failed to update task: the answer could not be recorded"}
+			}
 		}
 		return &ackResult{ResultType: "complete"}, nil
 	}); err != nil {

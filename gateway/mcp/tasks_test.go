@@ -2,8 +2,10 @@ package mcp_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -373,5 +375,123 @@ func TestProcessAsTask(t *testing.T) {
 	again := call(t, connect(t, s.url), "process_order_checkout", args)
 	require.True(t, again.Replayed)
 	require.Equal(t, a.Result, again.Result)
+	require.Equal(t, 1, d.YooKassa.TotalEffects())
+}
+
+// taskMeta is a current-revision request's _meta from a client that
+// declared the Tasks extension and, when elicit is set, URL-mode
+// elicitation.
+func taskMeta(elicit bool) map[string]any {
+	m := meta(gwmcp.RevisionCurrent, true)
+	if elicit {
+		m[sdk.MetaKeyClientCapabilities].(map[string]any)["elicitation"] = map[string]any{"url": map[string]any{}}
+	}
+	return m
+}
+
+// inputTask is a task with its outstanding input requests, as tasks/get
+// puts them on the wire.
+type inputTask struct {
+	wireTask
+	InputRequests map[string]struct {
+		Method string           `json:"method"`
+		Params sdk.ElicitParams `json:"params"`
+	} `json:"inputRequests"`
+}
+
+func getInputTask(t *testing.T, url, id string, elicit bool) inputTask {
+	t.Helper()
+	res := post(t, url, gwmcp.RevisionCurrent, "tasks/get", id, map[string]any{"taskId": id, "_meta": taskMeta(elicit)})
+	require.Nil(t, res.err, "%s", res.body)
+	var it inputTask
+	require.NoError(t, json.Unmarshal(res.result, &it), "%s", res.result)
+	require.Equal(t, "complete", it.ResultType)
+	require.Equal(t, id, it.TaskID)
+	return it
+}
+
+// TestTaskAsksForTheApproval: a charge that waits for a person's approval,
+// called as a task by a client that declared URL-mode elicitation, is an
+// input_required task whose one input request is the approval page (the
+// operation key as the elicitation id). Nothing executes until an approver
+// decides there. The client's answer (tasks/update) is recorded on the
+// task, so the request is never asked again — on any read, by any client
+// — and the task goes back to working; an answer to a request never asked
+// is ignored. A client without URL-mode elicitation reads the same task as
+// working. Once approved, the task completes with one charge.
+func TestTaskAsksForTheApproval(t *testing.T) {
+	d := daemontest.StartWith(t, daemontest.SQLite, daemontest.Options{Approvals: true})
+	link := func(k string) string { return "https://idemgate.example/ui/approvals/" + k }
+	g, err := gateway.New(gateway.Config{Env: daemontest.Env, PollAfter: 200 * time.Millisecond},
+		gateway.Deps{NC: d.NC, Journal: d.Journal, Cancels: d.Journal, Routed: d.Routes, ApprovalURL: link})
+	require.NoError(t, err)
+	t.Cleanup(g.Close)
+	srv, err := gwmcp.NewServer(g, gwmcp.Options{Version: "test", TaskWait: 300 * time.Millisecond, ElicitApprovals: true})
+	require.NoError(t, err)
+	hs := httptest.NewServer(gwmcp.Handler(srv, gwmcp.HTTPOptions{}))
+	t.Cleanup(hs.Close)
+	url := hs.URL + gwmcp.Path
+
+	res := post(t, url, gwmcp.RevisionCurrent, "tools/call", "payment_charge", map[string]any{"name": "payment_charge",
+		"arguments": chargeArgs("task-approval", "order-ta", 125000), "_meta": taskMeta(true)})
+	require.Nil(t, res.err, "%s", res.body)
+	task := createdTask(t, res)
+	key := daemontest.Env + ":payment.charge:task-approval:v1"
+	require.Equal(t, key, task.TaskID)
+
+	var asked inputTask
+	deadline := time.Now().Add(time.Minute)
+	for {
+		asked = getInputTask(t, url, key, true)
+		if asked.Status != gateway.TaskWorking || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Duration(asked.PollIntervalMs) * time.Millisecond)
+	}
+	require.Equal(t, "input_required", asked.Status, "%+v", asked)
+	require.Len(t, asked.InputRequests, 1)
+	req := asked.InputRequests["approval"]
+	require.Equal(t, "elicitation/create", req.Method)
+	require.Equal(t, "url", req.Params.Mode)
+	require.Equal(t, link(key), req.Params.URL)
+	require.Equal(t, key, req.Params.ElicitationID)
+	require.Contains(t, req.Params.Message, "waits for a person's approval")
+	require.Contains(t, asked.StatusMessage, "tasks/update")
+	require.Nil(t, asked.Result)
+
+	plain := getInputTask(t, url, key, false)
+	require.Equal(t, gateway.TaskWorking, plain.Status, "a client without URL elicitation is not asked")
+	require.Empty(t, plain.InputRequests)
+	require.Contains(t, plain.StatusMessage, "waits for a person's approval")
+
+	update := func(responses map[string]any) {
+		t.Helper()
+		res := post(t, url, gwmcp.RevisionCurrent, "tasks/update", key, map[string]any{"taskId": key,
+			"inputResponses": responses, "_meta": taskMeta(true)})
+		require.Nil(t, res.err, "%s", res.body)
+		var ack struct {
+			ResultType    string          `json:"resultType"`
+			InputRequests json.RawMessage `json:"inputRequests"`
+		}
+		require.NoError(t, json.Unmarshal(res.result, &ack), "%s", res.result)
+		require.Equal(t, "complete", ack.ResultType, "the empty acknowledgement")
+		require.Empty(t, ack.InputRequests)
+	}
+	update(map[string]any{"not-asked": map[string]any{"action": "accept"}})
+	require.Equal(t, "input_required", getInputTask(t, url, key, true).Status, "an answer to a request never asked is ignored")
+
+	update(map[string]any{"approval": map[string]any{"action": "accept"}})
+	again := getInputTask(t, url, key, true)
+	require.Equal(t, gateway.TaskWorking, again.Status, "an answered request is not asked again")
+	require.Empty(t, again.InputRequests)
+	update(map[string]any{"approval": map[string]any{"action": "accept"}}) // answered twice: nothing changes
+	require.Equal(t, gateway.TaskWorking, getInputTask(t, url, key, true).Status)
+	require.Equal(t, 0, d.YooKassa.TotalEffects(), "nothing executes before an approver decides")
+
+	_, err = d.Approvals.Decide(context.Background(), "alice", key, journal.VoteApprove, "confirmed with the customer")
+	require.NoError(t, err)
+	done := followTask(t, url, key)
+	require.Equal(t, gateway.TaskCompleted, done.Status)
+	require.Equal(t, gateway.StatusSucceeded, resultAnswer(t, done).Status)
 	require.Equal(t, 1, d.YooKassa.TotalEffects())
 }
