@@ -119,8 +119,11 @@ func words(s string) func(Facts) string { return func(Facts) string { return s }
 // and its reason.
 var table = []Rule{
 	{State: StateSucceeded, Status: StatusSucceeded, NextAction: Done, reason: func(f Facts) string {
-		return fmt.Sprintf("%s succeeded: %s %s exists for this intent; it was made once, and calling again with this intent_id only returns it.",
-			f.Operation, targetName(f.TargetSystem), objectName(f.TargetObjectID))
+		// Concatenated, not Sprintf: every success the daemon publishes
+		// words this, and boxing three strings for fmt was a tenth of the
+		// result's allocations.
+		return f.Operation + " succeeded: " + targetName(f.TargetSystem) + " " + objectName(f.TargetObjectID) +
+			" exists for this intent; it was made once, and calling again with this intent_id only returns it."
 	}},
 	{State: StateFailedFinal, Status: StatusFailedFinal, NextAction: HumanReview, reason: func(f Facts) string {
 		return fmt.Sprintf("%s refused %s for good (%s); calling again with this intent_id only repeats this answer, so a person should review it before any new intent is made.",
