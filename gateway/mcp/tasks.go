@@ -158,11 +158,17 @@ const taskInputRequired = "input_required"
 // URL-mode elicitation, and the client has not answered that request
 // already (tasks/update). Nil: nothing to ask.
 func taskInput(t gateway.Task, caps *sdk.ClientCapabilities, opts Options) sdk.InputRequestMap {
-	if t.Status != gateway.TaskWorking || !opts.ElicitApprovals || t.Approval == nil || t.Approval.URL == "" ||
-		slices.Contains(t.Answered, approvalInput) || caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+	if !approvalOutstanding(t, opts) || caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
 		return nil
 	}
 	return sdk.InputRequestMap{approvalInput: approvalElicitation(t.ID, t.Approval.URL, t.ID)}
+}
+
+// approvalOutstanding reports whether the task's approval request is
+// outstanding: asked of a client that can take it, and not answered yet.
+func approvalOutstanding(t gateway.Task, opts Options) bool {
+	return t.Status == gateway.TaskWorking && opts.ElicitApprovals && t.Approval != nil && t.Approval.URL != "" &&
+		!slices.Contains(t.Answered, approvalInput)
 }
 
 // approvalElicitation asks the user to open an operation's approval page:
@@ -250,7 +256,7 @@ func addTaskMethods(srv *sdk.Server, g *gateway.Gateway, opts Options) error {
 		if err != nil {
 			return nil, err
 		}
-		if _, answered := p.InputResponses[approvalInput]; answered && taskInput(t, clientCaps(ss, p), opts) != nil {
+		if _, answered := p.InputResponses[approvalInput]; answered && approvalOutstanding(t, opts) {
 			if err := g.AnswerTaskInput(ctx, t.ID, approvalInput); err != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Failed to update task: the answer could not be recorded"}
 			}

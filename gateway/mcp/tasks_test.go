@@ -466,8 +466,10 @@ func TestTaskAsksForTheApproval(t *testing.T) {
 
 	update := func(responses map[string]any) {
 		t.Helper()
+		// The update's own _meta need not declare elicitation: the request
+		// is the task's, outstanding until answered.
 		res := post(t, url, gwmcp.RevisionCurrent, "tasks/update", key, map[string]any{"taskId": key,
-			"inputResponses": responses, "_meta": taskMeta(true)})
+			"inputResponses": responses, "_meta": taskMeta(false)})
 		require.Nil(t, res.err, "%s", res.body)
 		var ack struct {
 			ResultType    string          `json:"resultType"`
@@ -477,6 +479,10 @@ func TestTaskAsksForTheApproval(t *testing.T) {
 		require.Equal(t, "complete", ack.ResultType, "the empty acknowledgement")
 		require.Empty(t, ack.InputRequests)
 	}
+	bad := post(t, url, gwmcp.RevisionCurrent, "tasks/update", key, map[string]any{"taskId": key,
+		"inputResponses": map[string]any{"approval": 5}, "_meta": taskMeta(true)})
+	require.NotNil(t, bad.err, "a response that is no response is refused: %s", bad.body)
+	require.Equal(t, "input_required", getInputTask(t, url, key, true).Status, "and records nothing")
 	update(map[string]any{"not-asked": map[string]any{"action": "accept"}})
 	require.Equal(t, "input_required", getInputTask(t, url, key, true).Status, "an answer to a request never asked is ignored")
 
