@@ -165,7 +165,9 @@ func taskInput(t gateway.Task, caps *sdk.ClientCapabilities, opts Options) sdk.I
 }
 
 // approvalOutstanding reports whether the task's approval request is
-// outstanding: asked of a client that can take it, and not answered yet.
+// outstanding: the operation waits for a person, the deployment asks
+// approvals through MCP, there is a page to give, and no client has
+// answered the request yet. Who is asked is taskInput's to decide.
 func approvalOutstanding(t gateway.Task, opts Options) bool {
 	return t.Status == gateway.TaskWorking && opts.ElicitApprovals && t.Approval != nil && t.Approval.URL != "" &&
 		!slices.Contains(t.Answered, approvalInput)
