@@ -122,6 +122,9 @@ func TestKeyScreeningInnocentIDs(t *testing.T) {
 		"2026-12-02", "2026-12-02T10:00:00Z", "2026-12-02-000125", "20261202-000125", "2026.12.02.1234567",
 		"4111111111111112", "order-1234567812345678", "2026120200012345", "202612020001234567",
 		"40702810900000012345",
+		// A random UUID whose digit groups 2279-3963-4203-89 pass for a card
+		// (the Python client's new_intent_id made one in a CI run).
+		"py-approval-545b2279-3963-4203-89cf-a69e12954e9b", "545b2279-3963-4203-89cf-a69e12954e9b",
 	}
 	for _, intent := range innocent {
 		key := "prod:payment.charge:" + intent + ":v1"

@@ -74,6 +74,10 @@ func scanCards[S ~string | ~[]byte](s S, mask []byte) (start, end int, ok bool) 
 	var win [maxCardGroups]span // the last groups of the current run, oldest first
 	i := 0
 	for i < len(s) {
+		if n := uuidLen(s, i); n > 0 {
+			i += n // a UUID's digits are never a card's
+			continue
+		}
 		if !isDigit(s[i]) {
 			i++
 			continue
@@ -110,7 +114,7 @@ func scanCards[S ~string | ~[]byte](s S, mask []byte) (start, end int, ok bool) 
 					ok = true
 				}
 			}
-			if i+1 < len(s) && isCardSep(s[i]) && isDigit(s[i+1]) {
+			if i+1 < len(s) && isCardSep(s[i]) && isDigit(s[i+1]) && uuidLen(s, i+1) == 0 {
 				i++
 				continue
 			}
@@ -119,6 +123,47 @@ func scanCards[S ~string | ~[]byte](s S, mask []byte) (start, end int, ok bool) 
 	}
 	return 0, 0, ok
 }
+
+// uuidLen is the length of the UUID that starts at i, as a token of its
+// own (no letter or digit just before or after it), or 0: 36 for the
+// canonical form (8-4-4-4-12 hex digits), 32 for its 32 hex digits with a
+// version (1-8) and a variant (8, 9, a, b) where a UUID has them. Random
+// UUIDs hold digit groups in a card's layout by chance — in
+// "545b2279-3963-4203-89cf-…", 2279-3963-4203-89 passes Luhn; about one
+// random UUID in 3,000 does — and a UUID is the id most callers make for an
+// intent, so its digits are not judged as a card's.
+func uuidLen[S ~string | ~[]byte](s S, i int) int {
+	if i > 0 && isAlnum(s[i-1]) {
+		return 0
+	}
+	token := func(n int) bool { return i+n == len(s) || i+n < len(s) && !isAlnum(s[i+n]) }
+	if i+36 <= len(s) && token(36) {
+		ok := true
+		for k := 0; k < 36 && ok; k++ {
+			if k == 8 || k == 13 || k == 18 || k == 23 {
+				ok = s[i+k] == '-'
+			} else {
+				ok = isHex(s[i+k])
+			}
+		}
+		if ok {
+			return 36
+		}
+	}
+	if i+32 <= len(s) && token(32) {
+		for k := 0; k < 32; k++ {
+			if !isHex(s[i+k]) {
+				return 0
+			}
+		}
+		if v, r := s[i+12], lowerASCII(s[i+16]); v >= '1' && v <= '8' && (r == '8' || r == '9' || r == 'a' || r == 'b') {
+			return 32
+		}
+	}
+	return 0
+}
+
+func isHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 // cardLayout reports whether group lengths look like a printed card number:
 // 4-4-4-1..4, 4-4-4-4-1..3 (all 4s but a shorter last group), 4-6-4 or 4-6-5.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,8 +61,10 @@ func TestMaskPANs(t *testing.T) {
 // hasPAN is an independent, brute-force statement of the card rule: some
 // digit group (a maximal run of digits) of 13–19 digits passes Luhn, or some
 // sequence of consecutive groups joined by single separators (' ', '-', '.',
-// '_', '~'), printed in a card layout, holds 13–19 digits passing Luhn.
+// '_', '~'), printed in a card layout, holds 13–19 digits passing Luhn —
+// outside UUIDs (withoutUUIDs).
 func hasPAN(s string) bool {
+	s = withoutUUIDs(s)
 	var groups []string
 	layouts := [][]int{{4, 6, 4}, {4, 6, 5}}
 	for last := 1; last <= 4; last++ {
@@ -118,6 +121,36 @@ func hasPAN(s string) bool {
 		}
 	}
 	return false
+}
+
+var (
+	uuidDashed = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	uuidPlain  = regexp.MustCompile(`^[0-9a-fA-F]{12}[1-8][0-9a-fA-F]{3}[89abAB][0-9a-fA-F]{15}$`)
+)
+
+// withoutUUIDs replaces each UUID token of s — 8-4-4-4-12 hex digits, or 32
+// with a version and a variant, with no letter or digit glued to either
+// end — by as many 'u's, for the oracle: a UUID's digits are never a card.
+func withoutUUIDs(s string) string {
+	alnum := func(i int) bool {
+		return i >= 0 && i < len(s) && (isDigit(s[i]) || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z')
+	}
+	b := []byte(s)
+	for i := 0; i < len(s); i++ {
+		if alnum(i - 1) {
+			continue
+		}
+		for _, n := range []int{36, 32} {
+			if i+n <= len(s) && !alnum(i+n) && (n == 36 && uuidDashed.MatchString(s[i:i+n]) || n == 32 && uuidPlain.MatchString(s[i:i+n])) {
+				for k := i; k < i+n; k++ {
+					b[k] = 'u'
+				}
+				i += n - 1
+				break
+			}
+		}
+	}
+	return string(b)
 }
 
 func TestIsSecretKey(t *testing.T) {
