@@ -9,7 +9,7 @@ import (
 
 // The journal's SQL, for the raw pgx baseline of the benchmarks: the store and
 // the baseline must send the same statements.
-const (
+var (
 	ClaimFirstSQL    = claimFirst
 	ClaimTakeOverSQL = claimTakeOver
 	SelectRecordsSQL = selectRecords

@@ -152,7 +152,7 @@ const selectRecord = `SELECT ` + recordColumns + ` FROM agent_operation_log WHER
 // and closes each attempt: in the row while it holds its first attempt (the
 // common case writes one row), else its row in the trail. An unknown or failed_retryable
 // outcome may be held (hold_ms): lease_until is then its end.
-const complete = `
+var complete = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[], $10::bigint[])
         AS t(operation_key, token, status, object_id, result, error_code, request_id, note, reconciled, hold_ms)
@@ -170,17 +170,9 @@ WITH input AS (
                                 WHEN i.status = 'unknown' THEN l.reconcile_rounds ELSE 0 END,
         reconcile_rounds_total = l.reconcile_rounds_total
                                  + CASE WHEN i.status = 'unknown' AND i.reconciled THEN 1 ELSE 0 END,
-        effect_possible  = l.effect_possible OR i.status = 'unknown',
-        first_finished_at = CASE WHEN l.first_attempt_inline AND l.first_finished_at IS NULL
-                                 THEN now() ELSE l.first_finished_at END,
-        first_outcome     = CASE WHEN l.first_attempt_inline AND l.first_finished_at IS NULL
-                                 THEN i.status ELSE l.first_outcome END,
-        first_error_code  = CASE WHEN l.first_attempt_inline AND l.first_finished_at IS NULL
-                                 THEN nullif(i.error_code, '') ELSE l.first_error_code END,
-        first_request_id  = CASE WHEN l.first_attempt_inline AND l.first_finished_at IS NULL
-                                 THEN nullif(i.request_id, '') ELSE l.first_request_id END,
-        first_note        = CASE WHEN l.first_attempt_inline AND l.first_finished_at IS NULL
-                                 THEN nullif(i.note, '') ELSE l.first_note END
+        effect_possible  = l.effect_possible OR i.status = 'unknown',` + sqljournal.EndFirstAttempt("l.",
+	"first_finished_at", "now()", "first_outcome", "i.status", "first_error_code", "nullif(i.error_code, '')",
+	"first_request_id", "nullif(i.request_id, '')", "first_note", "nullif(i.note, '')") + `
     FROM input i
     WHERE l.operation_key = i.operation_key
       AND l.lease_token = i.token

@@ -103,8 +103,10 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 
 	// The rows a retry or take-over starts another attempt on write the
 	// first attempt they hold into the trail first.
+	var taken string // the keys of retry and takeOver, a JSON array
 	if len(retry)+len(takeOver) > 0 {
-		if err := moveFirst(ctx, tx, keysJSON(reqs, append(slices.Clip(retry), takeOver...))); err != nil {
+		taken = keysJSON(reqs, append(slices.Clip(retry), takeOver...))
+		if err := moveFirst(ctx, tx, taken); err != nil {
 			return err
 		}
 	}
@@ -141,15 +143,14 @@ func claimTx(ctx context.Context, tx *writeTx, reqs []journal.ClaimRequest, idx 
 			}
 		}
 	}
-	if len(retry)+len(takeOver) > 0 {
-		if _, err := tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
-			return fmt.Errorf("attempts: %w", err)
-		}
+	if taken == "" {
+		return nil // new keys only: each row holds its first attempt
 	}
-	if len(retry)+len(takeOver) > 0 {
-		if _, err := tx.ExecContext(ctx, abandonAttempts, keysJSON(reqs, append(slices.Clip(retry), takeOver...)), tx.now); err != nil {
-			return fmt.Errorf("abandoned attempts: %w", err)
-		}
+	if _, err := tx.ExecContext(ctx, insertAttempts, attempts.String()); err != nil {
+		return fmt.Errorf("attempts: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, abandonAttempts, taken, tx.now); err != nil {
+		return fmt.Errorf("abandoned attempts: %w", err)
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ WHERE operation_key IN (SELECT value FROM json_each(?1))
 // lease_until is then its end. ?1 is a JSON array of [key, token, status,
 // object_id, result or null, error_code, request_id, note, reconciled 0/1,
 // hold_ms]; ?2 is the transaction's time.
-const complete = `
+var complete = `
 UPDATE agent_operation_log SET
     status           = i.value ->> 2,
     target_object_id = coalesce(nullif(i.value ->> 3, ''), target_object_id),
@@ -181,17 +181,9 @@ UPDATE agent_operation_log SET
                             WHEN i.value ->> 2 = 'unknown' THEN reconcile_rounds ELSE 0 END,
     reconcile_rounds_total = reconcile_rounds_total
                              + CASE WHEN i.value ->> 2 = 'unknown' AND i.value ->> 8 THEN 1 ELSE 0 END,
-    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown',
-    first_outcome     = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
-                             THEN i.value ->> 2 ELSE first_outcome END,
-    first_error_code  = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
-                             THEN nullif(i.value ->> 5, '') ELSE first_error_code END,
-    first_request_id  = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
-                             THEN nullif(i.value ->> 6, '') ELSE first_request_id END,
-    first_note        = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
-                             THEN nullif(i.value ->> 7, '') ELSE first_note END,
-    first_finished_at = CASE WHEN first_attempt_inline AND first_finished_at IS NULL
-                             THEN ?2 ELSE first_finished_at END` + openUnderToken
+    effect_possible  = effect_possible OR i.value ->> 2 = 'unknown',` + sqljournal.EndFirstAttempt("",
+	"first_outcome", "i.value ->> 2", "first_error_code", "nullif(i.value ->> 5, '')", "first_request_id", "nullif(i.value ->> 6, '')",
+	"first_note", "nullif(i.value ->> 7, '')", "first_finished_at", "?2") + openUnderToken
 
 // completeAttempts closes the attempts of the completions that applied, once.
 // Same parameters as complete, restricted to the applied items.
