@@ -190,9 +190,10 @@ func taskResultOf(t gateway.Task, resultType string, asks sdk.InputRequestMap) (
 		CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), LastUpdatedAt: t.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollAfter.Milliseconds()}
 	if len(asks) > 0 {
+		// The reason stays the answer's; only how to go on is the task's.
 		tr.Status, tr.InputRequests = taskInputRequired, asks
-		tr.StatusMessage = "Waits for a person's approval, and nothing has executed: ask the user to open the approval page in inputRequests " +
-			"(an approver decides there), answer it with tasks/update, then " + pollTask + "; never send a changed request for this intent."
+		tr.StatusMessage = gateway.Answer{Reason: t.Message}.PollBy("ask the user to open the approval page in inputRequests " +
+			"(an approver decides there), answer it with tasks/update, then " + pollTask).Reason
 	}
 	if t.Status == gateway.TaskCompleted {
 		res, err := toolResult(t.Answer)

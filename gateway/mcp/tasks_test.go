@@ -457,7 +457,17 @@ func TestTaskAsksForTheApproval(t *testing.T) {
 	require.Equal(t, key, req.Params.ElicitationID)
 	require.Contains(t, req.Params.Message, "waits for a person's approval")
 	require.Contains(t, asked.StatusMessage, "tasks/update")
+	require.Contains(t, asked.StatusMessage, "waits for a person's approval", "the answer's reason")
 	require.Nil(t, asked.Result)
+
+	// A deployment that does not ask approvals through MCP never asks.
+	quiet, err := gwmcp.NewServer(g, gwmcp.Options{Version: "test", TaskWait: 300 * time.Millisecond})
+	require.NoError(t, err)
+	qs := httptest.NewServer(gwmcp.Handler(quiet, gwmcp.HTTPOptions{}))
+	t.Cleanup(qs.Close)
+	notAsked := getInputTask(t, qs.URL+gwmcp.Path, key, true)
+	require.Equal(t, gateway.TaskWorking, notAsked.Status, "without mcp.elicit_approvals a waiting task is working")
+	require.Empty(t, notAsked.InputRequests)
 
 	plain := getInputTask(t, url, key, false)
 	require.Equal(t, gateway.TaskWorking, plain.Status, "a client without URL elicitation is not asked")
